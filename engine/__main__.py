@@ -1,0 +1,103 @@
+"""Command line: ``python -m engine run|scenarios``.
+
+    python -m engine scenarios
+    python -m engine run --scenario seed-abcd --policy continuous --out t.jsonl
+    python -m engine run --workload my.jsonl --max-num-seqs 2 --num-kv-blocks 32 --out t.jsonl
+
+Bad input exits with status 2 and one line on stderr that names the field and the allowed range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields
+
+from engine.config import LIMITS, POLICIES, EngineConfig
+from engine.models import DEFAULT_MODEL
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m engine", description="Batchscope: a small, real LLM serving engine.")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("scenarios", help="list the shipped scenarios")
+    run = sub.add_parser("run", help="run a scenario or workload and write its trace (JSON Lines)")
+    src = run.add_mutually_exclusive_group(required=True)
+    src.add_argument("--scenario", help="a shipped scenario (see `python -m engine scenarios`)")
+    src.add_argument("--workload", help="JSON Lines file, one request per line (see docs/trace-format.md)")
+    run.add_argument("--policy", choices=POLICIES, default="continuous")
+    run.add_argument("--out", required=True, help="trace file to write")
+    for name, (lo, hi) in LIMITS.items():
+        run.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=f"integer in [{lo}, {hi}]")
+    run.add_argument("--no-chunked-prefill", action="store_true", help="never split a prompt across steps")
+    run.add_argument("--model", default=DEFAULT_MODEL, help="HF causal-LM id (in the local cache) or local folder")
+    run.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    return p
+
+
+def _config(args, overrides: dict) -> EngineConfig:
+    cfg = {f.name: f.default for f in fields(EngineConfig)}
+    cfg.update(overrides)
+    for name in LIMITS:
+        if getattr(args, name) is not None:
+            cfg[name] = getattr(args, name)
+    if args.no_chunked_prefill:
+        cfg["enable_chunked_prefill"] = False
+    cfg["policy"] = args.policy
+    config = EngineConfig(**cfg)
+    config.validate()
+    return config
+
+
+def _run(args) -> None:
+    from tqdm import tqdm
+
+    from engine import trace
+    from engine.engine import validate_request
+    from engine.llm import generate_trace
+    from engine.models import load_model
+    from engine.workload import load_scenario, read_workload, to_requests
+
+    if args.scenario:
+        scenario = load_scenario(args.scenario)
+        specs, overrides = scenario["requests"], scenario.get("config", {})
+    else:
+        specs, overrides = read_workload(args.workload), {}
+    config = _config(args, overrides)
+    loaded = load_model(args.model, args.device)
+    max_len = getattr(loaded.model.config, "max_position_embeddings", None)
+    for req in to_requests(specs, loaded.tokenizer):  # fail in seconds, before any step runs
+        validate_request(req, config, max_len)
+    bar = tqdm(desc=f"{args.policy} steps", unit="step", file=sys.stderr)
+    finished = 0
+
+    def on_step(record: dict) -> None:
+        nonlocal finished
+        finished += len(record["finished"])
+        bar.set_postfix(finished=f"{finished}/{len(specs)}", tokens=record["num_batched_tokens"])
+        bar.update(1)
+
+    records = generate_trace(loaded, specs, config, scenario=args.scenario, on_step=on_step)
+    bar.close()
+    trace.write(records, args.out)
+    print(f"wrote {args.out}: {len(records) - 2} steps, {len(specs)} requests ({args.policy})", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "scenarios":
+        from engine.workload import list_scenarios
+
+        for name, desc in list_scenarios().items():
+            print(f"{name:12s} {desc}")
+        return 0
+    try:
+        _run(args)
+    except (ValueError, OSError) as exc:  # RequestError, WorkloadError, ModelLoadError, TraceError, config errors
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

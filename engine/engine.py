@@ -1,0 +1,223 @@
+"""The engine loop: arrivals -> schedule -> forward + sample -> update -> step log, until every request ends.
+
+    requests --> Scheduler.schedule() --> ModelRunner.execute() --> Scheduler.update() --> step record
+                   ^  (token budget, free KV blocks)                                         |
+                   +--------------------------- next step -------------------------------+
+
+``LLMEngine.run`` returns the whole trace as a list of dicts (header, one per step, summary) in the format of
+``docs/trace-format.md``. Times are seconds from the start of the run (``time.perf_counter``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import random
+import time
+from dataclasses import replace
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from engine.block_manager import blocks_needed
+from engine.config import EngineConfig
+from engine.request import Request
+from engine.scheduler import Scheduler, SchedulerOutput
+from engine.trace import SCHEMA_VERSION
+
+
+class Runner(Protocol):
+    """What the engine needs from a model runner (the real ``ModelRunner`` or a test's fake)."""
+
+    def execute(self, out: SchedulerOutput, block_tables: dict[str, list[int]]) -> dict[str, int]: ...
+
+    def release(self, request_id: str) -> None: ...
+
+
+class RequestError(ValueError):
+    """A request that can never run under this configuration; the message names the field and the limit."""
+
+
+def validate_request(req: Request, config: EngineConfig, max_model_len: int | None) -> None:
+    """Reject up front what could never finish (no hang, no silent truncation).
+
+    Raises:
+        RequestError: empty prompt, bad sampling field, prompt + max_tokens beyond the model's context, a
+            request whose K/V could not fit even alone in the whole pool, or (chunked prefill off) a prompt
+            longer than the token budget.
+    """
+    where = f"request {req.request_id!r}"
+    if req.num_prompt_tokens == 0:
+        raise RequestError(f"{where}: the prompt is empty; give at least one token")
+    try:
+        req.sampling.validate(where)
+    except ValueError as exc:
+        raise RequestError(str(exc)) from None
+    total = req.num_prompt_tokens + req.sampling.max_tokens
+    if max_model_len is not None and total > max_model_len:
+        raise RequestError(
+            f"{where}: prompt ({req.num_prompt_tokens} tokens) + max_tokens ({req.sampling.max_tokens}) = {total} "
+            f"exceeds the model's context of {max_model_len} tokens"
+        )
+    need = blocks_needed(req.max_kv_tokens, config.block_size)
+    if need > config.num_kv_blocks:
+        raise RequestError(
+            f"{where}: needs {need} KV blocks of {config.block_size} tokens (prompt {req.num_prompt_tokens} + "
+            f"max_tokens {req.sampling.max_tokens} - 1) but the whole pool has num_kv_blocks="
+            f"{config.num_kv_blocks}; raise num_kv_blocks to >= {need} or lower max_tokens"
+        )
+    if not config.enable_chunked_prefill and req.num_prompt_tokens > config.max_num_batched_tokens:
+        raise RequestError(
+            f"{where}: prompt of {req.num_prompt_tokens} tokens exceeds max_num_batched_tokens="
+            f"{config.max_num_batched_tokens} with chunked prefill off; turn chunked prefill on or raise "
+            f"max_num_batched_tokens to >= {req.num_prompt_tokens}"
+        )
+
+
+class LLMEngine:
+    """Runs requests to completion on ``runner`` under ``config``, logging every step.
+
+    Args:
+        runner: executes a step (``ModelRunner`` on a real model, or a fake in scheduler tests).
+        config: limits and policy; validated here.
+        eos_token_ids: tokens that end a request with reason ``stop``.
+        decode: token id -> text, for the log (``str`` of the id if omitted).
+        max_model_len: the model's context length in tokens (``None``: unchecked).
+        meta: ``model``, ``device``, ``dtype`` and any extra header fields.
+    """
+
+    def __init__(self, runner: Runner, config: EngineConfig, eos_token_ids: Iterable[int] = (),
+                 decode: Callable[[list[int]], str] | None = None, max_model_len: int | None = None,
+                 meta: dict | None = None):
+        config.validate()
+        self.runner, self.config = runner, config
+        self.scheduler = Scheduler(config, set(eos_token_ids))
+        self.decode = decode or (lambda ids: " ".join(map(str, ids)))
+        self.max_model_len = max_model_len
+        self.meta = dict(meta or {})
+
+    def run(self, requests: list[Request], on_step: Callable[[dict], None] | None = None,
+            seed: int = 0) -> list[dict]:
+        """Run ``requests`` (validated first: nothing runs if one is bad) and return the trace records.
+
+        ``on_step`` is called with each step record as it is made (progress bars, live views).
+        Raises:
+            RequestError: see ``validate_request``; also on duplicate request ids.
+        """
+        ids = [r.request_id for r in requests]
+        if len(set(ids)) != len(ids):
+            raise RequestError(f"request_id must be unique; repeated: {sorted({i for i in ids if ids.count(i) > 1})}")
+        for req in requests:
+            validate_request(req, self.config, self.max_model_len)
+        rng = random.Random(seed)
+        for req in requests:  # unseeded sampled requests get a recorded seed, so every run can be replayed
+            if req.sampling.temperature > 0 and req.sampling.seed is None:
+                req.sampling = replace(req.sampling, seed=rng.randrange(2**31))
+        pending = sorted(requests, key=lambda r: (r.arrival_step if r.arrival_step is not None else -1,
+                                                  r.arrival_time))
+        records = [self._header(requests)]
+        t0 = time.perf_counter()
+        step = 0
+        while pending or self.scheduler.has_unfinished():
+            now = time.perf_counter() - t0
+            while pending and self._arrived(pending[0], now, step):
+                req = pending.pop(0)
+                if req.arrival_step is not None:  # step-clock arrivals: record when it really arrived
+                    req.arrival_time = now
+                self.scheduler.add_request(req)
+            if not self.scheduler.has_unfinished():  # idle until the next arrival
+                nxt = pending[0]
+                if nxt.arrival_step is None:
+                    time.sleep(max(0.0, nxt.arrival_time - now))
+                    continue
+            record = self._step(step, t0)
+            records.append(record)
+            if on_step:
+                on_step(record)
+            step += 1
+        records.append(self._summary(requests))
+        return records
+
+    @staticmethod
+    def _arrived(req: Request, now: float, step: int) -> bool:
+        return req.arrival_step <= step if req.arrival_step is not None else req.arrival_time <= now
+
+    def _step(self, step: int, t0: float) -> dict:
+        sched = self.scheduler
+        t_start = time.perf_counter() - t0
+        out = sched.schedule()
+        running = [r.request_id for r in sched.running]  # in the batch this step, admission order
+        block_tables = {rid: list(t) for rid, t in sched.block_manager.block_tables.items()}
+        sampled = self.runner.execute(out, block_tables)
+        t_end = time.perf_counter() - t0
+        for s in out.scheduled:
+            if s.request.first_scheduled_time is None:
+                s.request.first_scheduled_time = t_start
+        finished = sched.update(out, sampled)
+        for s in out.scheduled:
+            req = s.request
+            if req.request_id in sampled and req.first_token_time is None:
+                req.first_token_time = t_end
+            if req.is_finished:
+                req.finish_time = t_end
+                self.runner.release(req.request_id)
+        return {
+            "type": "step",
+            "step": step,
+            "t_start": t_start,
+            "t_end": t_end,
+            "scheduled": [
+                {"request_id": s.request.request_id, "kind": s.kind, "num_tokens": s.num_tokens,
+                 "num_computed_tokens": s.num_computed_tokens, "slot": s.slot,
+                 "recompute": s.recompute}
+                for s in out.scheduled
+            ],
+            "num_batched_tokens": out.num_batched_tokens,
+            "sampled": [{"request_id": rid, "token_id": tok, "text": self.decode([tok])} for rid, tok in sampled.items()],
+            "admitted": out.admitted_req_ids,
+            "finished": [{"request_id": rid, "reason": reason.value} for rid, reason in finished],
+            "preempted": out.preempted_req_ids,
+            "waiting": [r.request_id for r in sched.waiting],
+            "running": running,
+            "padding_slots": [{"slot": slot, "request_id": rid} for slot, rid in out.padding],
+            "kv": {
+                "num_blocks": self.config.num_kv_blocks,
+                "block_size": self.config.block_size,
+                "num_used_blocks": sum(len(t) for t in block_tables.values()),
+                "block_tables": block_tables,
+                "num_cached_tokens": {s.request.request_id: s.num_computed_tokens + s.num_tokens for s in out.scheduled},
+                "allocated": out.allocated_blocks,
+            },
+        }
+
+    def _header(self, requests: list[Request]) -> dict:
+        return {
+            "type": "header",
+            "schema_version": SCHEMA_VERSION,
+            "model": self.meta.get("model", "unknown"),
+            "device": self.meta.get("device", "cpu"),
+            "dtype": self.meta.get("dtype", "float32"),
+            "policy": self.config.policy,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "scenario": self.meta.get("scenario"),
+            "config": self.config.header_dict(),
+            "requests": [
+                {"request_id": r.request_id, "prompt": r.prompt, "num_prompt_tokens": r.num_prompt_tokens,
+                 "max_tokens": r.sampling.max_tokens, "temperature": r.sampling.temperature,
+                 "top_p": r.sampling.top_p, "top_k": r.sampling.top_k, "seed": r.sampling.seed,
+                 "ignore_eos": r.sampling.ignore_eos, "arrival_time": r.arrival_time,
+                 "arrival_step": r.arrival_step}
+                for r in requests
+            ],
+        }
+
+    def _summary(self, requests: list[Request]) -> dict:
+        return {
+            "type": "summary",
+            "requests": [
+                {"request_id": r.request_id, "output_text": self.decode([t for t in r.output_token_ids if t not in self.scheduler.eos_token_ids]),
+                 "output_token_ids": r.output_token_ids, "finish_reason": r.finish_reason.value,
+                 "num_preemptions": r.num_preemptions, "num_recomputed_tokens": r.num_recomputed_tokens,
+                 "arrival_time": r.arrival_time, "first_scheduled_time": r.first_scheduled_time,
+                 "first_token_time": r.first_token_time, "finish_time": r.finish_time}
+                for r in requests
+            ],
+        }

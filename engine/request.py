@@ -1,0 +1,113 @@
+"""A request and its sampling settings: the unit the scheduler moves between queues.
+
+Progress is one number, as in vLLM V1: ``num_computed_tokens`` counts the tokens whose K/V are already in the
+paged cache. Prefill and decode are then the same rule, "compute the tokens you have not computed yet":
+
+    all_token_ids:  | prompt ................ | output ...... |
+                    |<-- num_computed_tokens -->|<- new ->|
+                                               (one step's work)
+
+A fresh request has ``num_computed_tokens = 0`` and many new tokens (prefill, possibly split into chunks);
+a decoding request has exactly one new token (the last sampled one). A preempted request drops its K/V,
+goes back to ``num_computed_tokens = 0`` and later recomputes prompt *and* output tokens in one prefill.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class RequestStatus(str, enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    PREEMPTED = "preempted"  # back in the waiting queue after losing its KV blocks
+    FINISHED = "finished"
+
+
+class FinishReason(str, enum.Enum):
+    STOP = "stop"  # sampled an EOS / stop token
+    LENGTH = "length"  # reached max_tokens
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Per-request sampling settings.
+
+    ``temperature == 0`` is greedy (argmax); otherwise logits are divided by ``temperature``, filtered by
+    ``top_k`` (0 = off) and ``top_p`` (nucleus; the most likely token is always kept, so ``top_p=0`` is greedy, as
+    in transformers' ``TopPLogitsWarper``), and a token is drawn with a generator seeded by ``seed``.
+    """
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+    max_tokens: int = 16
+    ignore_eos: bool = False
+
+    def validate(self, where: str) -> None:
+        """Raise ``ValueError`` naming the field and its allowed range."""
+        if not (0.0 <= self.temperature <= 10.0):
+            raise ValueError(f"{where}: temperature={self.temperature} is out of range [0, 10]")
+        if not (0.0 <= self.top_p <= 1.0):
+            raise ValueError(f"{where}: top_p={self.top_p} is out of range [0, 1]")
+        if self.top_k < 0:
+            raise ValueError(f"{where}: top_k={self.top_k} must be >= 0 (0 turns top-k off)")
+        if self.max_tokens < 1:
+            raise ValueError(f"{where}: max_tokens={self.max_tokens} must be >= 1")
+        if self.seed is not None and not (0 <= self.seed < 2**63):
+            raise ValueError(f"{where}: seed={self.seed} is out of range [0, 2**63)")
+
+
+@dataclass
+class Request:
+    """One generation request. Times are seconds from the start of the run."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    prompt: str = ""  # display text (the rendered chat template for chat requests)
+    arrival_time: float = 0.0
+    arrival_step: int | None = None  # if set, the request arrives before this step instead of by the clock
+
+    status: RequestStatus = RequestStatus.WAITING
+    output_token_ids: list[int] = field(default_factory=list)
+    num_computed_tokens: int = 0
+    finish_reason: FinishReason | None = None
+    num_preemptions: int = 0
+    num_recomputed_tokens: int = 0
+    first_scheduled_time: float | None = None
+    first_token_time: float | None = None
+    finish_time: float | None = None
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def all_token_ids(self) -> list[int]:
+        return self.prompt_token_ids + self.output_token_ids
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def num_new_tokens(self) -> int:
+        """Tokens not yet in the KV cache (the whole prompt for a fresh request, 1 when decoding)."""
+        return self.num_tokens - self.num_computed_tokens
+
+    @property
+    def is_prefill(self) -> bool:
+        """True until the K/V of every prompt (and, after preemption, every earlier output) token is computed."""
+        return self.num_new_tokens > 1 or (self.num_computed_tokens < self.num_prompt_tokens)
+
+    @property
+    def max_kv_tokens(self) -> int:
+        """Most tokens this request ever holds in the KV cache: the last sampled token is never fed back."""
+        return self.num_prompt_tokens + self.sampling.max_tokens - 1
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status == RequestStatus.FINISHED

@@ -1,0 +1,136 @@
+"""Workloads: request specs from JSON Lines files and scenarios, turned into ``Request`` objects.
+
+A workload line is one request::
+
+    {"request_id": "A", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 32,
+     "temperature": 0, "top_p": 1.0, "top_k": 0, "seed": null, "ignore_eos": false, "arrival_time": 0.0}
+
+Exactly one of ``prompt`` (plain text), ``messages`` (chat, rendered with the model's chat template) or
+``prompt_token_ids`` is required; ``max_tokens`` is required; the rest is optional. ``arrival_time`` is in seconds
+from the start of the run; ``arrival_step`` (optional) makes the request arrive before that step instead, for
+reproducible demos. A scenario (``assets/scenarios/NAME.json``) is ``{"name", "description", "config": {...},
+"requests": [lines as above]}``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine.request import Request, SamplingParams
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "assets" / "scenarios"
+
+_FIELDS = {"request_id", "prompt", "messages", "prompt_token_ids", "max_tokens", "temperature", "top_p", "top_k",
+           "seed", "ignore_eos", "arrival_time", "arrival_step"}
+_NUMBERS = {"max_tokens": int, "temperature": float, "top_p": float, "top_k": int, "arrival_time": float}
+
+
+class WorkloadError(ValueError):
+    """A workload line or scenario that cannot be used; the message names the line and the field."""
+
+
+def parse_spec(obj: object, where: str) -> dict:
+    """Check one request spec (types, required fields); returns it with defaults filled in."""
+    if not isinstance(obj, dict):
+        raise WorkloadError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    unknown = set(obj) - _FIELDS
+    if unknown:
+        raise WorkloadError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(_FIELDS)}")
+    sources = [k for k in ("prompt", "messages", "prompt_token_ids") if k in obj]
+    if len(sources) != 1:
+        raise WorkloadError(f"{where}: give exactly one of 'prompt', 'messages' or 'prompt_token_ids' (got {sources})")
+    if "max_tokens" not in obj:
+        raise WorkloadError(f"{where}: missing field 'max_tokens' (an integer >= 1)")
+    spec = dict(obj)
+    for name, typ in _NUMBERS.items():
+        if name in spec:
+            value = spec[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (typ is int and value != int(value)):
+                raise WorkloadError(f"{where}: field '{name}' must be {'an integer' if typ is int else 'a number'}, got {value!r}")
+            spec[name] = typ(value)
+    if spec.get("arrival_time", 0.0) < 0:
+        raise WorkloadError(f"{where}: field 'arrival_time' must be >= 0 seconds, got {spec['arrival_time']}")
+    if spec.get("arrival_step") is not None and (not isinstance(spec["arrival_step"], int) or spec["arrival_step"] < 0):
+        raise WorkloadError(f"{where}: field 'arrival_step' must be an integer >= 0, got {spec['arrival_step']!r}")
+    if "messages" in spec:
+        msgs = spec["messages"]
+        if not isinstance(msgs, list) or not msgs or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in msgs
+        ):
+            raise WorkloadError(f"{where}: field 'messages' must be a non-empty list of {{'role', 'content'}} strings")
+    if "prompt" in spec and not isinstance(spec["prompt"], str):
+        raise WorkloadError(f"{where}: field 'prompt' must be a string")
+    if "prompt_token_ids" in spec and not (
+        isinstance(spec["prompt_token_ids"], list) and all(isinstance(t, int) and t >= 0 for t in spec["prompt_token_ids"])
+    ):
+        raise WorkloadError(f"{where}: field 'prompt_token_ids' must be a list of token ids (integers >= 0)")
+    if spec.get("seed") is not None and not isinstance(spec["seed"], int):
+        raise WorkloadError(f"{where}: field 'seed' must be an integer or null")
+    return spec
+
+
+def read_workload(path: str | Path) -> list[dict]:
+    """Read a JSON Lines workload file. Raises ``WorkloadError`` naming the line and field."""
+    p = Path(path)
+    if not p.is_file():
+        raise WorkloadError(f"workload file {str(p)!r} does not exist")
+    specs = []
+    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise WorkloadError(f"{p.name} line {i}: not valid JSON ({exc.msg})") from None
+        spec = parse_spec(obj, f"{p.name} line {i}")
+        spec.setdefault("request_id", f"r{len(specs)}")
+        specs.append(spec)
+    if not specs:
+        raise WorkloadError(f"workload file {p.name} holds no request")
+    return specs
+
+
+def list_scenarios() -> dict[str, str]:
+    """Scenario name -> one-line description."""
+    return {p.stem: json.loads(p.read_text())["description"].split("\n")[0] for p in sorted(SCENARIO_DIR.glob("*.json"))}
+
+
+def load_scenario(name: str) -> dict:
+    """The scenario's dict (``config`` overrides and checked ``requests``). Raises ``WorkloadError``."""
+    path = SCENARIO_DIR / f"{name}.json"
+    if not path.is_file():
+        raise WorkloadError(f"scenario {name!r} does not exist; choose one of: {', '.join(list_scenarios())}")
+    data = json.loads(path.read_text())
+    data["requests"] = [parse_spec(r, f"scenario {name} request {i}") for i, r in enumerate(data["requests"])]
+    return data
+
+
+def render_prompt(spec: dict, tokenizer) -> tuple[str, list[int]]:
+    """(display text, token ids) of a spec's prompt; chat messages go through the model's chat template."""
+    if "prompt_token_ids" in spec:
+        ids = list(spec["prompt_token_ids"])
+        return (tokenizer.decode(ids) if tokenizer else " ".join(map(str, ids))), ids
+    if tokenizer is None:
+        raise WorkloadError("a text prompt needs a tokenizer; this model has none (use prompt_token_ids)")
+    if "messages" in spec:
+        if not getattr(tokenizer, "chat_template", None):
+            raise WorkloadError(f"request {spec.get('request_id')!r}: 'messages' needs a chat template; this model has none")
+        text = tokenizer.apply_chat_template(spec["messages"], add_generation_prompt=True, tokenize=False)
+    else:
+        text = spec["prompt"]
+    return text, tokenizer(text, add_special_tokens=False).input_ids
+
+
+def to_requests(specs: list[dict], tokenizer) -> list[Request]:
+    """Build fresh ``Request`` objects (each run needs its own: requests carry their progress)."""
+    requests = []
+    for i, spec in enumerate(specs):
+        text, ids = render_prompt(spec, tokenizer)
+        sampling = SamplingParams(
+            temperature=spec.get("temperature", 0.0), top_p=spec.get("top_p", 1.0), top_k=spec.get("top_k", 0),
+            seed=spec.get("seed"), max_tokens=spec["max_tokens"], ignore_eos=bool(spec.get("ignore_eos", False)),
+        )
+        requests.append(Request(str(spec.get("request_id", f"r{i}")), ids, sampling, prompt=text,
+                                arrival_time=spec.get("arrival_time", 0.0), arrival_step=spec.get("arrival_step")))
+    return requests
