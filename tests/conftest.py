@@ -1,0 +1,49 @@
+"""Shared fixtures: a tiny random Llama (float64, fast, no numerical near-ties) and the real default model."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+CASES = Path(__file__).resolve().parents[1].parent / "shared" / "cases"
+
+
+def case_workload(name: str) -> list[dict]:
+    """The request specs of reference case ``name`` (shared/cases/NAME.jsonl)."""
+    return [json.loads(line) for line in (CASES / f"{name}.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """A 2-layer random Llama (GQA 4/2 heads) in float64, so our kernel and HF's cannot flip a near-tie."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      pad_token_id=0, bos_token_id=None, eos_token_id=1)
+    return LlamaForCausalLM(cfg).to(torch.float64).eval()
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    """The default model, SmolLM2-135M-Instruct (float32 on CPU), loaded once."""
+    from engine.models import load_model
+
+    return load_model(device="cpu")
+
+
+def hf_greedy(model, prompt_ids: list[int], max_new_tokens: int, eos_token_id=None) -> list[int]:
+    """Reference: transformers ``generate`` (greedy), one request alone, its own DynamicCache and SDPA."""
+    with torch.inference_mode():
+        out = model.generate(torch.tensor([prompt_ids], device=model.device), max_new_tokens=max_new_tokens,
+                             do_sample=False, eos_token_id=eos_token_id, pad_token_id=0,
+                             min_new_tokens=0 if eos_token_id is not None else max_new_tokens)
+    return out[0, len(prompt_ids):].tolist()

@@ -1,0 +1,44 @@
+"""A model-free runner for scheduler tests: it samples token 7, or EOS once a request reaches its scripted length."""
+
+from __future__ import annotations
+
+from engine.config import EngineConfig
+from engine.engine import LLMEngine
+from engine.request import Request, SamplingParams
+
+EOS = 2
+
+
+class FakeRunner:
+    def __init__(self, natural_lengths: dict[str, int] | None = None):
+        self.natural_lengths = natural_lengths or {}
+        self.steps = []
+
+    def execute(self, out, block_tables):
+        self.steps.append(out)
+        sampled = {}
+        for s in out.scheduled:
+            if s.samples:
+                req = s.request
+                n = self.natural_lengths.get(req.request_id)
+                sampled[req.request_id] = EOS if n is not None and len(req.output_token_ids) + 1 == n else 7
+        return sampled
+
+    def release(self, request_id):
+        pass
+
+
+def make_request(rid: str, num_prompt_tokens: int, max_tokens: int, arrival_step: int | None = 0, **kw) -> Request:
+    return Request(rid, [5] * num_prompt_tokens, SamplingParams(max_tokens=max_tokens, **kw), arrival_step=arrival_step)
+
+
+def run_fake(requests, natural_lengths=None, **config):
+    cfg = EngineConfig(**config)
+    runner = FakeRunner(natural_lengths)
+    records = LLMEngine(runner, cfg, eos_token_ids={EOS}).run(requests)
+    return records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}, records
+
+
+def table(steps):
+    """Compact view of a schedule: per step, (request_id, kind, num_tokens) tuples."""
+    return [[(s["request_id"], s["kind"], s["num_tokens"]) for s in st["scheduled"]] for st in steps]
