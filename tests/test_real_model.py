@@ -1,0 +1,160 @@
+"""SmolLM2-135M-Instruct (the default model, float32 CPU) on the shared reference cases.
+
+Token ids in the cases come from transformers ``generate`` on the GGUF model (greedy, CPU, float32); where a case
+gives none, we compute the reference with ``generate`` here. Schedules are the cases' hand-derived values.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from conftest import case_workload, hf_greedy
+from engine import trace
+from engine.config import EngineConfig
+from engine.llm import generate_trace
+from engine.workload import render_prompt
+
+pytestmark = pytest.mark.real_model
+
+MOON = [33, 30, 378, 8872, 314, 253, 18146, 1248, 338, 21837, 2591, 30]
+COMPILER = [49, 25316, 314, 253, 3197, 1763, 338, 18419, 1205, 2909, 618, 3746, 2909, 30, 657, 506]
+CAT = [49, 2644, 30, 2]
+HAIKU = [504, 6147, 282, 260, 3426, 28, 253, 13879, 6122, 28, 198, 49, 9154, 303, 5082, 282]
+
+
+def run(smollm, specs, **config):
+    records = generate_trace(smollm, specs, EngineConfig(**config))
+    trace.validate_records(records)
+    return records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}
+
+
+def outputs(summary):
+    return {rid: r["output_token_ids"] for rid, r in summary.items()}
+
+
+def finish_step(steps, rid):
+    return next(st["step"] for st in steps if any(f["request_id"] == rid for f in st["finished"]))
+
+
+def test_c01_preemption_thrash_is_bounded_and_exact(smollm):
+    steps, summary = run(smollm, case_workload("c01"), policy="continuous", block_size=4, num_kv_blocks=14,
+                         max_num_batched_tokens=16, max_num_seqs=2)
+    assert outputs(summary) == {"A": MOON[:8], "B": COMPILER[:8]}
+    assert len(steps) == 20
+    assert [st["step"] for st in steps if st["preempted"]] == [3, 5]
+    assert (summary["B"]["num_preemptions"], summary["B"]["num_recomputed_tokens"]) == (2, 26)
+    assert summary["A"]["num_preemptions"] == 0
+
+
+def test_c02_control_prompt_fits_budget_exactly(smollm):
+    steps, summary = run(smollm, case_workload("c02"), policy="continuous", max_num_batched_tokens=37,
+                         enable_chunked_prefill=False, block_size=4, num_kv_blocks=32, max_num_seqs=2)
+    assert steps[0]["scheduled"][0] == {"request_id": "A", "kind": "prefill", "num_tokens": 37,
+                                        "num_computed_tokens": 0, "slot": 0, "recompute": False}
+    assert summary["A"]["output_token_ids"] == MOON[:8]
+    assert summary["B"]["output_token_ids"] == [282, 260, 970, 260, 1205, 3323, 41993, 357]
+
+
+@pytest.mark.parametrize("policy", ["continuous", "static"])
+def test_c07_identical_prompts_get_identical_outputs_and_own_blocks(smollm, policy):
+    specs = [dict(s, arrival_time=0.0, arrival_step=i) for i, s in enumerate(case_workload("c07"))]  # Z: later
+    steps, summary = run(smollm, specs, policy=policy, block_size=4, num_kv_blocks=32,
+                         max_num_batched_tokens=128, max_num_seqs=3)
+    assert outputs(summary) == {"X": HAIKU, "Y": HAIKU, "Z": HAIKU}
+    for st in steps:
+        owned = [b for t in st["kv"]["block_tables"].values() for b in t]
+        assert len(owned) == len(set(owned)), f"step {st['step']}: a block in two block tables"
+    assert all(r["finish_reason"] == "length" for r in summary.values())
+
+
+C08_RUNS = {
+    "a-one-seq": dict(max_num_seqs=1, max_num_batched_tokens=512),
+    "b-four-seqs": dict(max_num_seqs=4, max_num_batched_tokens=512),
+    "c-chunked-8": dict(max_num_seqs=4, max_num_batched_tokens=8),
+    "d-static": dict(policy="static", max_num_seqs=4, max_num_batched_tokens=512),
+}
+
+
+@pytest.fixture(scope="module")
+def c08_reference(smollm):
+    """transformers generate, each request alone (independent reference)."""
+    ref = {}
+    for spec in case_workload("c08"):
+        _, ids = render_prompt(spec, smollm.tokenizer)
+        ref[spec["request_id"]] = hf_greedy(smollm.model, ids, spec["max_tokens"], eos_token_id=2)
+    return ref
+
+
+@pytest.mark.parametrize("name", C08_RUNS)
+def test_c08_greedy_output_independent_of_batching_and_chunking(smollm, c08_reference, name):
+    steps, summary = run(smollm, case_workload("c08"), block_size=4, num_kv_blocks=64, **C08_RUNS[name])
+    assert outputs(summary) == c08_reference
+    assert c08_reference["cat"] == CAT and c08_reference["moon"][:12] == MOON
+    assert c08_reference["compiler"][:16] == COMPILER and len(c08_reference["rain"]) == 15
+    assert {r: summary[r]["finish_reason"] for r in summary} == {"moon": "length", "compiler": "length",
+                                                                 "cat": "stop", "rain": "stop"}
+    if name == "c-chunked-8":
+        assert all(s["num_tokens"] <= 8 for st in steps for s in st["scheduled"])
+
+
+def test_c09_prefill_next_to_decode_in_one_forward(smollm):
+    specs = case_workload("c09")
+    specs[1] = dict(specs[1], arrival_step=6)
+    steps, summary = run(smollm, specs, policy="continuous", max_num_batched_tokens=16, block_size=4,
+                         num_kv_blocks=32, max_num_seqs=2)
+    mixed = [[(s["request_id"], s["kind"], s["num_tokens"]) for s in st["scheduled"]] for st in steps[6:9]]
+    assert mixed == [[("A", "decode", 1), ("B", "prefill", n)] for n in (15, 15, 7)]
+    assert finish_step(steps, "B") == 19 and finish_step(steps, "A") == 25
+    assert summary["B"]["output_token_ids"] == MOON
+    assert summary["A"]["output_token_ids"][:16] == COMPILER and len(summary["A"]["output_token_ids"]) == 24
+
+
+def test_c10_fcfs_long_request_is_not_overtaken(smollm):
+    steps, summary = run(smollm, case_workload("c10"), policy="continuous", block_size=4, num_kv_blocks=16,
+                         max_num_batched_tokens=64, max_num_seqs=4)
+    assert steps[4]["admitted"] == ["L", "S1", "S2", "S3"]
+    assert summary["R0"]["output_token_ids"] == CAT and summary["L"]["output_token_ids"] == MOON
+    assert summary["L"]["num_preemptions"] == 0
+    assert [finish_step(steps, r) for r in ("R0", "L", "S1", "S2", "S3")] == [3, 15, 11, 15, 20]
+    first = {r: summary[r]["first_scheduled_time"] for r in summary}
+    assert all(first["L"] <= first[s] for s in ("S1", "S2", "S3"))
+
+
+def test_c12_per_request_sampling_in_one_batch(smollm):
+    cfg = dict(policy="continuous", max_num_seqs=5, max_num_batched_tokens=256, block_size=4, num_kv_blocks=64)
+    specs = case_workload("c12")
+    _, summary = run(smollm, specs, **cfg)
+    out = outputs(summary)
+    for rid in ("g_top_p", "p_zero", "k_one", "greedy"):
+        assert out[rid] == COMPILER, rid
+    assert out["sampled"] != COMPILER
+    _, alone = run(smollm, [s for s in specs if s["request_id"] == "sampled"], **cfg)
+    assert alone["sampled"]["output_token_ids"] == out["sampled"]
+    shuffled = specs[:]
+    random.Random(3).shuffle(shuffled)
+    _, again = run(smollm, shuffled, **cfg)
+    assert outputs(again) == out
+
+
+def test_c13_one_token_request_and_token_times(smollm):
+    steps, summary = run(smollm, case_workload("c13"), policy="continuous", max_num_seqs=2,
+                         max_num_batched_tokens=128, block_size=4, num_kv_blocks=32)
+    one, cat = summary["one"], summary["cat"]
+    assert len(one["output_token_ids"]) == 1 and finish_step(steps, "one") == 0
+    assert one["first_token_time"] == one["finish_time"] == steps[0]["t_end"]
+    assert cat["output_token_ids"] == CAT and cat["output_text"] == "A cat."
+    assert finish_step(steps, "cat") == 3 and cat["first_token_time"] == steps[0]["t_end"]
+
+
+def test_seed_abcd_story_on_the_real_model(smollm):
+    from engine.workload import load_scenario
+
+    sc = load_scenario("seed-abcd")
+    steps, _ = run(smollm, sc["requests"], **sc["config"])
+    x = finish_step(steps, "C")
+    assert {s["request_id"]: s["kind"] for s in steps[x]["scheduled"]} == {"A": "prefill", "B": "decode",
+                                                                           "C": "decode"}
+    assert steps[x + 1]["admitted"] == ["D"]
+    assert {s["request_id"] for s in steps[x + 2]["scheduled"]} == {"A", "D"}
