@@ -1,0 +1,70 @@
+"""Figures are pure functions of (trace, step): check their data against the trace, not just that they exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine import trace
+from visuals.kv import block_map, block_map_cells, kv_usage
+from visuals.slots import slot_occupancy
+from visuals.timeline import request_phases, timeline
+from visuals.tracemodel import PADDING_COLOR, TraceView
+
+TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
+
+
+@pytest.fixture(scope="module", params=["continuous", "static"])
+def seed(request):
+    return TraceView(trace.read(TRACES / f"seed-abcd-{request.param}.jsonl"))
+
+
+def test_slot_bars_cover_exactly_the_scheduled_and_padding_cells(seed):
+    fig = slot_occupancy(seed, step=3)
+    covered = set()
+    for bar in fig.data:
+        if bar.y == (None,):
+            continue
+        for y, x, base, cd in zip(bar.y, bar.x, bar.base, bar.customdata):
+            slot = int(y.split()[1])
+            for k in range(x):
+                covered.add((int(base + 0.5) + k, slot, cd[0], cd[1]))
+    expected = {(st["step"], s["slot"], s["request_id"], s["kind"]) for st in seed.steps for s in st["scheduled"]}
+    expected |= {(st["step"], p["slot"], p["request_id"], "padding") for st in seed.steps for p in st["padding_slots"]}
+    assert covered == expected
+    padding_bars = [b for b in fig.data if b.marker.color == PADDING_COLOR]
+    assert bool(padding_bars) == (seed.policy == "static")
+
+
+def test_kv_usage_stacks_block_table_lengths(seed):
+    fig = kv_usage(seed)
+    for tr in fig.data:
+        assert list(tr.y) == [len(st["kv"]["block_tables"].get(tr.name, ())) for st in seed.steps]
+
+
+def test_block_map_shows_owner_and_fill(seed):
+    step = 2
+    st = seed.steps[step]
+    cells = block_map_cells(seed, step)
+    owned = {c["block"]: c["owner"] for c in cells if c["owner"]}
+    assert owned == {b: rid for rid, t in st["kv"]["block_tables"].items() for b in t}
+    bs = st["kv"]["block_size"]
+    for rid, n in st["kv"]["num_cached_tokens"].items():  # fills of a request's blocks add up to its tokens
+        assert sum(c["fill"] for c in cells if c["owner"] == rid) == n
+        last = st["kv"]["block_tables"][rid][-1]
+        assert cells[last]["fill"] == n - (len(st["kv"]["block_tables"][rid]) - 1) * bs
+    fig = block_map(seed, step)
+    assert len(fig.data[0].x) == st["kv"]["num_blocks"]
+
+
+def test_timeline_phases_follow_the_log(seed):
+    phases = request_phases(seed)
+    for st in seed.steps:
+        for s in st["scheduled"]:
+            assert phases[s["request_id"]][st["step"]] == s["kind"]
+        for rid in st["waiting"]:
+            assert phases[rid][st["step"]] == "waiting"
+    fig = timeline(seed, step=1)
+    finished = fig.data[-1]
+    assert dict(zip(finished.y, finished.x)) == {r: seed.finish_step(r) for r in seed.request_ids}

@@ -1,0 +1,77 @@
+"""KV-cache views: blocks used per request over time, and the block map of the pool at one step."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from visuals.tracemodel import FREE_COLOR, TraceView
+
+
+def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
+    """Stacked areas: KV blocks held by each request at every step, against the pool size."""
+    fig = go.Figure()
+    x = [st["step"] for st in view.steps]
+    for rid in view.request_ids:
+        y = [len(st["kv"]["block_tables"].get(rid, ())) for st in view.steps]
+        if not any(y):
+            continue
+        fig.add_scatter(x=x, y=y, name=rid, stackgroup="kv", mode="lines", line=dict(width=0.5, shape="hv"),
+                        fillcolor=view.colors[rid], marker=dict(color=view.colors[rid]),
+                        hovertemplate=f"{rid}: %{{y}} blocks at step %{{x}}<extra></extra>")
+    total = view.header["config"]["num_kv_blocks"]
+    fig.add_hline(y=total, line=dict(color="#333", dash="dash"), annotation_text=f"pool: {total} blocks",
+                  annotation_position="top left")
+    fig.update_layout(title=f"{view.policy}: KV blocks used per request", height=300,
+                      margin=dict(l=10, r=10, t=40, b=30), showlegend=False,
+                      xaxis=dict(title="step", range=[-0.5, (num_steps or view.num_steps) - 0.5]),
+                      yaxis=dict(title="blocks", range=[0, total * 1.08]))
+    if step is not None:
+        fig.add_vline(x=step, line=dict(color="#D00", width=2, dash="dot"))
+    return fig
+
+
+def block_map_cells(view: TraceView, step: int) -> list[dict]:
+    """Every block of the pool at ``step``: owner (or None), and how many of its slots hold K/V."""
+    st = view.steps[step]
+    kv = st["kv"]
+    bs = kv.get("block_size") or view.header["config"]["block_size"]
+    cached = kv.get("num_cached_tokens", {})
+    allocated = {b for blocks in kv.get("allocated", {}).values() for b in blocks}
+    cells = [{"block": b, "owner": None, "fill": 0, "new": False} for b in range(kv["num_blocks"])]
+    for rid, table in kv["block_tables"].items():
+        n = cached.get(rid, len(table) * bs)
+        for i, b in enumerate(table):
+            cells[b] = {"block": b, "owner": rid, "fill": max(0, min(bs, n - i * bs)), "new": b in allocated}
+    return cells
+
+
+def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
+    """The pool as a grid of blocks at ``step``: colour = owner, text = owner and fill (e.g. ``A 7/16``).
+
+    Blocks allocated in this step have a thick outline; free blocks are light grey.
+    """
+    cells = block_map_cells(view, step)
+    bs = view.steps[step]["kv"].get("block_size") or view.header["config"]["block_size"]
+    rows = -(-len(cells) // columns)
+    fig = go.Figure()
+    xs, ys, colors, texts, hovers, widths = [], [], [], [], [], []
+    for c in cells:
+        xs.append(c["block"] % columns)
+        ys.append(c["block"] // columns)
+        owner = c["owner"]
+        colors.append(view.colors[owner] if owner else FREE_COLOR)
+        texts.append(f"{owner}<br>{c['fill']}/{bs}" if owner else "")
+        hovers.append(f"block {c['block']}: " + (f"{owner}, {c['fill']}/{bs} slots" if owner else "free"))
+        widths.append(3 if c["new"] else 0.5)
+    fig.add_scatter(x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text",
+                    textfont=dict(size=9, color="#111"),
+                    marker=dict(symbol="square", size=34, color=colors, line=dict(width=widths, color="#111")))
+    used = view.steps[step]["kv"]["num_used_blocks"]
+    fig.update_layout(
+        title=f"{view.policy}: KV block map at step {step} ({used}/{len(cells)} blocks used; thick outline = new)",
+        height=90 + 40 * rows, margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
+        xaxis=dict(visible=False, range=[-0.6, columns - 0.4]),
+        yaxis=dict(visible=False, autorange="reversed", range=[rows - 0.4, -0.6]),
+        plot_bgcolor="white",
+    )
+    return fig

@@ -1,0 +1,71 @@
+"""Slot occupancy: slots (rows) x steps (columns); each run of cells coloured by its request.
+
+Second encoding for colour-blind readers and print: prefill runs are hatched (``/``), decode runs are solid,
+padding rows of a static batch are grey with ``x`` hatching; empty slots stay blank.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from visuals.tracemodel import PADDING_COLOR, Cell, TraceView
+
+PATTERN = {"prefill": "/", "decode": "", "padding": "x"}
+
+
+def _runs(cells: list[Cell]) -> list[list[Cell]]:
+    """Group consecutive steps of the same (slot, request, kind) into runs (one bar each)."""
+    runs: list[list[Cell]] = []
+    last: dict[int, list[Cell]] = {}
+    for c in sorted(cells, key=lambda c: (c.slot, c.step)):
+        run = last.get(c.slot)
+        if run and run[-1].step == c.step - 1 and (run[-1].request_id, run[-1].kind) == (c.request_id, c.kind):
+            run.append(c)
+        else:
+            run = [c]
+            runs.append(run)
+            last[c.slot] = run
+    return runs
+
+
+def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
+    """Horizontal bars: y = slot, x = step. ``step`` draws a cursor; ``num_steps`` fixes the x range (lockstep)."""
+    fig = go.Figure()
+    groups: dict[tuple[str, str], list[list[Cell]]] = {}
+    for run in _runs(view.cells):
+        groups.setdefault((run[0].request_id, run[0].kind), []).append(run)
+    for rid in view.request_ids:
+        if any(k[0] == rid for k in groups):  # legend entry: a plain swatch of the request's colour
+            fig.add_bar(orientation="h", y=[None], x=[None], name=rid, legendgroup=rid,
+                        marker=dict(color=view.colors[rid]))
+        for kind in ("prefill", "decode", "padding"):
+            runs = groups.get((rid, kind))
+            if not runs:
+                continue
+            color = PADDING_COLOR if kind == "padding" else view.colors[rid]
+            fig.add_bar(
+                orientation="h",
+                y=[f"slot {r[0].slot}" for r in runs],
+                x=[len(r) for r in runs],
+                base=[r[0].step - 0.5 for r in runs],
+                marker=dict(color=color, pattern=dict(shape=PATTERN[kind], fgcolor="#333", size=6),
+                            line=dict(width=0.5, color="white")),
+                name=rid,
+                legendgroup=rid,
+                showlegend=False,
+                customdata=[[rid, kind, r[0].step, r[-1].step, sum(c.num_tokens for c in r)] for r in runs],
+                hovertemplate="%{customdata[0]} · %{customdata[1]}<br>steps %{customdata[2]}–%{customdata[3]}"
+                              "<br>%{customdata[4]} tokens<extra></extra>",
+            )
+    slots = [f"slot {i}" for i in range(view.header["config"]["max_num_seqs"])]
+    last = (num_steps or view.num_steps) - 0.5
+    fig.update_layout(
+        barmode="overlay", bargap=0.15, height=120 + 34 * len(slots), margin=dict(l=10, r=10, t=40, b=30),
+        title=f"{view.policy}: slot occupancy (hatched = prefill, solid = decode, grey x = padding)",
+        xaxis=dict(title="step", range=[-0.5, last]),
+        yaxis=dict(categoryorder="array", categoryarray=slots[::-1]),
+        legend=dict(orientation="h", y=-0.25, font=dict(size=10)),
+    )
+    if step is not None:
+        fig.add_vline(x=step, line=dict(color="#D00", width=2, dash="dot"))
+    return fig

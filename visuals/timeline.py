@@ -1,0 +1,61 @@
+"""Per-request timeline: for each request, the steps it spent waiting, prefilling, decoding (and preempted)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from visuals.tracemodel import TraceView
+
+PHASE_COLORS = {"waiting": "#D9D9D9", "prefill": "#E69F00", "decode": "#0072B2", "reserved": "#F5E6B8"}
+PHASE_PATTERN = {"waiting": ".", "prefill": "/", "decode": "", "reserved": ""}
+
+
+def request_phases(view: TraceView) -> dict[str, list[str | None]]:
+    """request_id -> phase at each step: waiting, prefill, decode, reserved (admitted, no tokens), or None."""
+    phases: dict[str, list[str | None]] = {rid: [None] * view.num_steps for rid in view.request_ids}
+    for st in view.steps:
+        i = st["step"]
+        for rid in st["waiting"]:
+            phases[rid][i] = "waiting"
+        for rid in st["running"]:
+            phases[rid][i] = "reserved"
+        for s in st["scheduled"]:
+            phases[s["request_id"]][i] = s["kind"]
+        for rid in st["preempted"]:
+            phases[rid][i] = "waiting"
+    return phases
+
+
+def timeline(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
+    """Horizontal bars, one row per request; finished requests end with a marker at their finish step."""
+    fig = go.Figure()
+    phases = request_phases(view)
+    for phase in ("waiting", "reserved", "prefill", "decode"):
+        ys, xs, bases = [], [], []
+        for rid, row in phases.items():
+            start = None
+            for i, p in enumerate(row + [None]):
+                if p == phase and start is None:
+                    start = i
+                elif p != phase and start is not None:
+                    ys.append(rid), xs.append(i - start), bases.append(start - 0.5)
+                    start = None
+        if ys:
+            fig.add_bar(orientation="h", y=ys, x=xs, base=bases, name=phase,
+                        marker=dict(color=PHASE_COLORS[phase], pattern=dict(shape=PHASE_PATTERN[phase], size=5)),
+                        hovertemplate=f"%{{y}} {phase}: %{{x}} steps from %{{base}}<extra></extra>")
+    ends = [(rid, view.finish_step(rid)) for rid in view.request_ids]
+    ends = [(rid, s) for rid, s in ends if s is not None]
+    fig.add_scatter(x=[s for _, s in ends], y=[rid for rid, _ in ends], mode="markers", name="finished",
+                    marker=dict(symbol="line-ns", size=14, line=dict(width=3, color="#000")),
+                    hovertemplate="%{y} finished at step %{x}<extra></extra>")
+    fig.update_layout(
+        barmode="overlay", bargap=0.25, height=120 + 22 * len(view.request_ids),
+        margin=dict(l=10, r=10, t=40, b=30), title=f"{view.policy}: request timeline",
+        xaxis=dict(title="step", range=[-0.5, (num_steps or view.num_steps) - 0.5]),
+        yaxis=dict(categoryorder="array", categoryarray=view.request_ids[::-1]),
+        legend=dict(orientation="h", y=-0.2),
+    )
+    if step is not None:
+        fig.add_vline(x=step, line=dict(color="#D00", width=2, dash="dot"))
+    return fig
