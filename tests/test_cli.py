@@ -1,0 +1,100 @@
+"""The CLI end to end: a trace for the seed story, and one clear line (exit 2, no traceback) for each bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CASES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, timeout=180):
+    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def assert_clear_error(code, err, *needles):
+    assert code == 2, err
+    assert "Traceback" not in err
+    last = [line for line in err.strip().splitlines() if line.startswith("error:")]
+    assert len(last) == 1, err
+    for n in needles:
+        assert n in last[0], last[0]
+
+
+def test_scenarios_lists_both():
+    code, out, _ = cli("scenarios")
+    assert code == 0 and "seed-abcd" in out and "sixteen" in out
+
+
+@pytest.mark.real_model
+def test_run_seed_abcd_writes_a_valid_trace(tmp_path):
+    from engine import trace
+
+    out = tmp_path / "t.jsonl"
+    code, _, err = cli("run", "--scenario", "seed-abcd", "--policy", "continuous", "--out", str(out))
+    assert code == 0, err
+    records = trace.read(out)
+    assert records[0]["scenario"] == "seed-abcd" and records[0]["model"] == "SmolLM2-135M-Instruct"
+    assert [r["request_id"] for r in records[-1]["requests"]] == ["B", "C", "A", "D"]
+
+
+@pytest.mark.real_model
+def test_c02_prompt_over_budget_with_chunking_off_is_rejected_before_any_step(tmp_path):
+    out = tmp_path / "t.jsonl"
+    code, _, err = cli("run", "--workload", str(CASES / "c02.jsonl"), "--policy", "continuous",
+                       "--max-num-batched-tokens", "32", "--no-chunked-prefill", "--block-size", "4",
+                       "--num-kv-blocks", "32", "--max-num-seqs", "2", "--out", str(out), timeout=60)
+    assert_clear_error(code, err, "'A'", "37", "max_num_batched_tokens=32", "chunked prefill", ">= 37")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flag,value,field", [("--num-kv-blocks", "0", "num_kv_blocks"),
+                                              ("--max-num-batched-tokens", "0", "max_num_batched_tokens"),
+                                              ("--block-size", "0", "block_size"),
+                                              ("--max-num-seqs", "-1", "max_num_seqs")])
+def test_out_of_range_knobs(tmp_path, flag, value, field):
+    code, _, err = cli("run", "--scenario", "seed-abcd", flag, value, "--out", str(tmp_path / "t.jsonl"))
+    assert_clear_error(code, err, field, "[")
+
+
+@pytest.mark.parametrize("line,needle", [
+    ({"prompt": "hi"}, "max_tokens"),
+    ({"max_tokens": 3}, "exactly one of"),
+    ({"prompt": "hi", "max_tokens": 3, "temprature": 0.5}, "temprature"),
+    ({"prompt": "hi", "max_tokens": "many"}, "max_tokens"),
+])
+def test_bad_workload_lines(tmp_path, line, needle):
+    wl = tmp_path / "w.jsonl"
+    wl.write_text(json.dumps(line) + "\n")
+    code, _, err = cli("run", "--workload", str(wl), "--out", str(tmp_path / "t.jsonl"))
+    assert_clear_error(code, err, "line 1", needle)
+
+
+@pytest.mark.real_model
+def test_request_too_big_for_the_pool_and_empty_prompt(tmp_path):
+    wl = tmp_path / "w.jsonl"
+    wl.write_text(json.dumps({"request_id": "big", "prompt": "hello " * 50, "max_tokens": 100}) + "\n")
+    code, _, err = cli("run", "--workload", str(wl), "--num-kv-blocks", "4", "--out", str(tmp_path / "t.jsonl"))
+    assert_clear_error(code, err, "'big'", "num_kv_blocks=4")
+    wl.write_text(json.dumps({"request_id": "e", "prompt": "", "max_tokens": 3}) + "\n")
+    code, _, err = cli("run", "--workload", str(wl), "--out", str(tmp_path / "t.jsonl"))
+    assert_clear_error(code, err, "'e'", "empty")
+
+
+def test_unknown_model_offline(tmp_path):
+    code, _, err = cli("run", "--scenario", "seed-abcd", "--model", "no-such-org/no-such-model",
+                       "--out", str(tmp_path / "t.jsonl"))
+    assert_clear_error(code, err, "no-such-org/no-such-model", "offline")
+
+
+def test_missing_workload_file(tmp_path):
+    code, _, err = cli("run", "--workload", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "t.jsonl"))
+    assert_clear_error(code, err, "nope.jsonl", "does not exist")
