@@ -67,7 +67,10 @@ st.caption("Every picture below is drawn from the step log of a real run of a sm
 
 with st.sidebar:
     scenarios = list_scenarios()
-    scenario = st.selectbox("Scenario", list(scenarios), format_func=lambda s: f"{s}: {scenarios[s][:60]}...")
+    names = list(scenarios)
+    wanted = st.query_params.get("scenario")  # shareable links: ?scenario=sixteen&step=120
+    scenario = st.selectbox("Scenario", names, index=names.index(wanted) if wanted in names else 0,
+                            format_func=lambda s: f"{s}: {scenarios[s][:60]}...")
     st.caption(load_scenario(scenario)["description"])
     if st.button("Run live on the default model", help="Runs the scenario under both policies on this machine"):
         st.session_state[f"live:{scenario}"] = live_traces(scenario)
@@ -84,7 +87,12 @@ num_steps = max(v.num_steps for v in views.values())
 badge = "Live run" if source == "live" else "Recorded"
 st.info(f"**{badge}** · " + " | ".join(f"{p}: {views[p].provenance()}" for p in POLICIES))
 
-step = st.slider("Step (drives both sides)", 0, num_steps - 1, 0, key=f"step:{scenario}")
+try:
+    initial = min(max(int(st.query_params.get("step", 0)), 0), num_steps - 1)
+except ValueError:
+    initial = 0
+step = st.slider("Step (drives both sides)", 0, num_steps - 1, initial, key=f"step:{scenario}")
+st.query_params.update(scenario=scenario, step=str(step))
 
 cols = st.columns(2)
 for col, policy in zip(cols, POLICIES):

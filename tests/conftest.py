@@ -12,7 +12,8 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-CASES = Path(__file__).resolve().parents[1].parent / "shared" / "cases"
+# Copies of ../shared/cases/*.jsonl (reference cases from public bug reports of real engines; see that README).
+CASES = Path(__file__).resolve().parent / "cases"
 
 
 def case_workload(name: str) -> list[dict]:

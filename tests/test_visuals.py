@@ -24,7 +24,7 @@ def test_slot_bars_cover_exactly_the_scheduled_and_padding_cells(seed):
     fig = slot_occupancy(seed, step=3)
     covered = set()
     for bar in fig.data:
-        if bar.y == (None,):
+        if bar.type != "bar":
             continue
         for y, x, base, cd in zip(bar.y, bar.x, bar.base, bar.customdata):
             slot = int(y.split()[1])

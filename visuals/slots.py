@@ -36,8 +36,8 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
         groups.setdefault((run[0].request_id, run[0].kind), []).append(run)
     for rid in view.request_ids:
         if any(k[0] == rid for k in groups):  # legend entry: a plain swatch of the request's colour
-            fig.add_bar(orientation="h", y=[None], x=[None], name=rid, legendgroup=rid,
-                        marker=dict(color=view.colors[rid]))
+            fig.add_scatter(x=[None], y=[None], mode="markers", name=rid, legendgroup=rid,
+                            marker=dict(color=view.colors[rid], symbol="square", size=12))
         for kind in ("prefill", "decode", "padding"):
             runs = groups.get((rid, kind))
             if not runs:
@@ -60,11 +60,11 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
     slots = [f"slot {i}" for i in range(view.header["config"]["max_num_seqs"])]
     last = (num_steps or view.num_steps) - 0.5
     fig.update_layout(
-        barmode="overlay", bargap=0.15, height=120 + 34 * len(slots), margin=dict(l=10, r=10, t=40, b=30),
+        barmode="overlay", bargap=0.15, height=150 + 34 * len(slots), margin=dict(l=10, r=10, t=40, b=30),
         title=f"{view.policy}: slot occupancy (hatched = prefill, solid = decode, grey x = padding)",
         xaxis=dict(title="step", range=[-0.5, last]),
         yaxis=dict(categoryorder="array", categoryarray=slots[::-1]),
-        legend=dict(orientation="h", y=-0.25, font=dict(size=10)),
+        legend=dict(orientation="h", y=-0.35, font=dict(size=10)),
     )
     if step is not None:
         fig.add_vline(x=step, line=dict(color="#D00", width=2, dash="dot"))
