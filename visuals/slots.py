@@ -63,7 +63,7 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
         barmode="overlay", bargap=0.15, height=150 + 34 * len(slots), margin=dict(l=10, r=10, t=40, b=30),
         title=f"{view.policy}: slot occupancy (hatched = prefill, solid = decode, grey x = padding)",
         xaxis=dict(title="step", range=[-0.5, last]),
-        yaxis=dict(categoryorder="array", categoryarray=slots[::-1]),
+        yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1]),
         legend=dict(orientation="h", y=-0.35, font=dict(size=10)),
     )
     if step is not None:

@@ -53,7 +53,7 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
         barmode="overlay", bargap=0.25, height=120 + 22 * len(view.request_ids),
         margin=dict(l=10, r=10, t=40, b=30), title=f"{view.policy}: request timeline",
         xaxis=dict(title="step", range=[-0.5, (num_steps or view.num_steps) - 0.5]),
-        yaxis=dict(categoryorder="array", categoryarray=view.request_ids[::-1]),
+        yaxis=dict(type="category", categoryorder="array", categoryarray=view.request_ids[::-1]),
         legend=dict(orientation="h", y=-0.2),
     )
     if step is not None:
