@@ -43,3 +43,12 @@ def test_switching_scenario_to_sixteen():
     at.selectbox[0].select("sixteen").run()
     assert not at.exception
     assert int([m.value for m in at.metric if m.label == "steps"][0]) > 500  # static on sixteen is long
+
+
+@pytest.mark.real_model
+def test_live_run_of_seed_abcd_replaces_the_recorded_traces():
+    at = open_app()
+    at.button[0].click().run(timeout=300)
+    assert not at.exception, at.exception
+    assert any("Live run" in i.value for i in at.info)
+    assert [m.value for m in at.metric if m.label == "steps"] == ["22", "14"]  # same schedule as recorded
