@@ -1,0 +1,307 @@
+"""Latency and throughput metrics from a trace, with vLLM's definitions; and workloads with arrivals over time.
+
+Everything here is a pure function of the trace records ``[header, step..., summary]`` (``docs/trace-format.md``).
+Each figure comes in two clocks, and its name says which:
+
+- ``*_s``: **seconds** of wall clock (``time.perf_counter`` from the start of the run), as recorded in the trace.
+  What a user waits; depends on the machine and its load.
+- ``*_steps``: **engine steps**, counted on a step clock where the start of step ``k`` is time ``k`` and its end is
+  time ``k + 1`` (a request that arrives before step 0 and gets its first token from step 0 has a TTFT of 1 step).
+  Reproducible: the same workload and config always give the same step figures.
+
+Per-request definitions (vLLM's ``RequestMetrics`` and ``benchmarks/benchmark_serving.py``):
+
+- queue time = first scheduled - arrival
+- TTFT (time to first token) = first token - arrival
+- E2E latency = finish - arrival (the time the last token was sampled)
+- ITL (inter-token latency) = every gap between two consecutive output tokens of the request; a token's time is the
+  ``t_end`` of the step that sampled it. ``n`` output tokens give ``n - 1`` gaps; a preemption shows as one long gap
+  (recomputation never re-emits a token, so no token is counted twice).
+- TPOT (time per output token) = (E2E - TTFT) / (n - 1), defined only for ``n >= 2`` (``None`` otherwise: never 0,
+  never infinite, never an exception). It equals the mean of the request's ITLs.
+
+Aggregates (``summarize``): mean, p50, p90, p99 (``numpy.percentile``, linear interpolation) over requests; ITL
+pools every gap of every request, so mean ITL = sum of gaps / number of gaps (not / number of tokens:
+NVIDIA/TensorRT-LLM#8378); mean TPOT is over requests with at least 2 output tokens only. Output tokens include
+EOS when it was sampled (it is an output token the model computed).
+
+``poisson_arrivals`` gives a workload seeded Poisson arrivals, in seconds or on the step clock.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+PERCENTILES = (50, 90, 99)
+
+# metric name -> (unit, description); the per-request columns of ``requests_frame`` use these names.
+LATENCY_METRICS = {
+    "queue_time_s": ("s", "queue time: first scheduled - arrival"),
+    "ttft_s": ("s", "TTFT: first token - arrival"),
+    "tpot_s": ("s", "TPOT: (E2E - TTFT) / (output tokens - 1), requests with >= 2 tokens"),
+    "itl_s": ("s", "ITL: every gap between consecutive output tokens"),
+    "e2e_s": ("s", "E2E latency: finish - arrival"),
+    "queue_time_steps": ("steps", "queue time on the step clock"),
+    "ttft_steps": ("steps", "TTFT on the step clock"),
+    "tpot_steps": ("steps", "TPOT on the step clock"),
+    "itl_steps": ("steps", "ITL on the step clock"),
+    "e2e_steps": ("steps", "E2E latency on the step clock"),
+}
+
+
+class MetricsError(ValueError):
+    """A trace whose records contradict each other (e.g. sampled tokens that do not match the summary)."""
+
+
+def _split(records: list[dict]) -> tuple[dict, list[dict], dict]:
+    if len(records) < 2 or records[0].get("type") != "header" or records[-1].get("type") != "summary":
+        raise MetricsError("expected trace records [header, step..., summary]")
+    return records[0], records[1:-1], records[-1]
+
+
+def _token_steps(steps: list[dict]) -> dict[str, list[int]]:
+    """request_id -> the steps that sampled its output tokens, in order."""
+    out: dict[str, list[int]] = {}
+    for st in steps:
+        for s in st["sampled"]:
+            out.setdefault(s["request_id"], []).append(st["step"])
+    return out
+
+
+def _arrival_steps(header: dict, steps: list[dict]) -> dict[str, int]:
+    """request_id -> the first step it was visible to the scheduler (in that step's batch or waiting queue).
+
+    The engine adds an arrived request right before a step, so that step is its arrival on the step clock; for a
+    step-clock workload it equals the header's ``arrival_step``.
+    """
+    out: dict[str, int] = {}
+    for st in steps:
+        for rid in [s["request_id"] for s in st["scheduled"]] + st["waiting"] + st["preempted"]:
+            out.setdefault(rid, st["step"])
+    for r in header["requests"]:
+        if r["request_id"] not in out and r.get("arrival_step") is not None:
+            out[r["request_id"]] = r["arrival_step"]
+    return out
+
+
+def _gaps(times: list[float]) -> list[float]:
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def request_metrics(records: list[dict]) -> list[dict]:
+    """Per-request latency figures, in arrival order (the header's order).
+
+    Each dict holds ``request_id``, ``num_prompt_tokens``, ``num_output_tokens`` (EOS included), ``finish_reason``,
+    ``num_preemptions``, ``num_recomputed_tokens`` (tokens), the raw times ``arrival_time_s``,
+    ``first_scheduled_time_s``, ``first_token_time_s``, ``finish_time_s`` and the step-clock equivalents
+    ``arrival_step``, ``first_scheduled_step``, ``first_token_step``, ``finish_step`` (step indices), the token times
+    ``token_times_s`` / ``token_steps``, and every metric of ``LATENCY_METRICS`` (``itl_*``: lists of gaps;
+    ``tpot_*``: ``None`` below 2 output tokens). A request that never ran has ``None`` latencies.
+
+    Raises:
+        MetricsError: the steps sampled a different number of tokens for a request than its summary holds.
+    """
+    header, steps, summary = _split(records)
+    by_step = {st["step"]: st for st in steps}
+    token_steps = _token_steps(steps)
+    arrival_steps = _arrival_steps(header, steps)
+    first_sched_step: dict[str, int] = {}
+    for st in steps:
+        for s in st["scheduled"]:
+            first_sched_step.setdefault(s["request_id"], st["step"])
+    prompts = {r["request_id"]: r["num_prompt_tokens"] for r in header["requests"]}
+    result = []
+    for r in summary["requests"]:
+        rid = r["request_id"]
+        n = len(r["output_token_ids"])
+        tsteps = token_steps.get(rid, [])
+        if len(tsteps) != n:
+            raise MetricsError(f"request {rid!r}: the steps sampled {len(tsteps)} tokens but the summary holds {n}")
+        ttimes = [by_step[k]["t_end"] for k in tsteps]
+        arrival = r["arrival_time"]
+        m = {
+            "request_id": rid,
+            "num_prompt_tokens": prompts.get(rid),
+            "num_output_tokens": n,
+            "finish_reason": r.get("finish_reason"),
+            "num_preemptions": r.get("num_preemptions", 0),
+            "num_recomputed_tokens": r.get("num_recomputed_tokens", 0),
+            "arrival_time_s": arrival,
+            "first_scheduled_time_s": r.get("first_scheduled_time"),
+            "first_token_time_s": r.get("first_token_time"),
+            "finish_time_s": r.get("finish_time"),
+            "arrival_step": arrival_steps.get(rid),
+            "first_scheduled_step": first_sched_step.get(rid),
+            "first_token_step": tsteps[0] if tsteps else None,
+            "finish_step": tsteps[-1] if tsteps else None,
+            "token_times_s": ttimes,
+            "token_steps": tsteps,
+        }
+        for clock, arr, sched, first, last, times in (
+            ("s", arrival, m["first_scheduled_time_s"], m["first_token_time_s"], m["finish_time_s"], ttimes),
+            ("steps", m["arrival_step"], m["first_scheduled_step"],
+             None if not tsteps else tsteps[0] + 1, None if not tsteps else tsteps[-1] + 1, [k + 1 for k in tsteps]),
+        ):
+            m[f"queue_time_{clock}"] = None if sched is None or arr is None else sched - arr
+            m[f"ttft_{clock}"] = None if first is None or arr is None else first - arr
+            m[f"e2e_{clock}"] = None if last is None or arr is None else last - arr
+            m[f"itl_{clock}"] = _gaps(times)
+            m[f"tpot_{clock}"] = (m[f"e2e_{clock}"] - m[f"ttft_{clock}"]) / (n - 1) if n >= 2 and first is not None \
+                else None
+        result.append(m)
+    return result
+
+
+def distribution(values: list[float | None]) -> dict[str, float | None]:
+    """``{"count", "mean", "p50", "p90", "p99"}`` of ``values`` (``None`` entries dropped); ``None`` stats if empty."""
+    vals = [float(v) for v in values if v is not None]
+    if not vals:
+        return {"count": 0, "mean": None, **{f"p{p}": None for p in PERCENTILES}}
+    arr = np.asarray(vals)
+    return {"count": len(vals), "mean": float(arr.mean()),
+            **{f"p{p}": float(np.percentile(arr, p)) for p in PERCENTILES}}
+
+
+def steps_frame(records: list[dict]) -> pd.DataFrame:
+    """One row per step: ``step``, ``t_start_s``, ``t_end_s``, ``duration_s``, ``num_batched_tokens`` (tokens),
+    ``num_scheduled`` / ``num_prefill`` / ``num_decode`` / ``num_padding`` (rows), ``num_sampled`` (tokens),
+    ``num_running`` / ``num_waiting`` (requests), ``num_preempted`` (requests), ``slot_utilisation`` (useful rows /
+    ``max_num_seqs``, 0..1), ``kv_used_blocks`` (blocks), ``kv_utilisation`` (used / ``num_blocks``, 0..1)."""
+    header, steps, _ = _split(records)
+    max_num_seqs = header["config"]["max_num_seqs"]
+    rows = []
+    for st in steps:
+        kinds = [s["kind"] for s in st["scheduled"]]
+        rows.append({
+            "step": st["step"], "t_start_s": st["t_start"], "t_end_s": st["t_end"],
+            "duration_s": st["t_end"] - st["t_start"], "num_batched_tokens": st["num_batched_tokens"],
+            "num_scheduled": len(kinds), "num_prefill": kinds.count("prefill"), "num_decode": kinds.count("decode"),
+            "num_padding": len(st["padding_slots"]), "num_sampled": len(st["sampled"]),
+            "num_running": len(st["running"]), "num_waiting": len(st["waiting"]),
+            "num_preempted": len(st["preempted"]),
+            "slot_utilisation": len(kinds) / max_num_seqs,
+            "kv_used_blocks": st["kv"]["num_used_blocks"],
+            "kv_utilisation": st["kv"]["num_used_blocks"] / st["kv"]["num_blocks"],
+        })
+    columns = ["step", "t_start_s", "t_end_s", "duration_s", "num_batched_tokens", "num_scheduled", "num_prefill",
+               "num_decode", "num_padding", "num_sampled", "num_running", "num_waiting", "num_preempted",
+               "slot_utilisation", "kv_used_blocks", "kv_utilisation"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def summarize(records: list[dict]) -> dict:
+    """Aggregate figures of one run.
+
+    Returns a dict with
+      - ``policy``, ``num_requests``, ``num_steps``, ``duration_s`` (end of the last step; the run starts at 0),
+        ``total_output_tokens``, ``total_prompt_tokens`` (tokens);
+      - ``output_throughput_tok_s`` (output tokens / duration_s), ``request_throughput_req_s``,
+        ``output_throughput_tok_step`` (output tokens / steps), ``request_throughput_req_step``;
+      - one ``distribution`` (count, mean, p50, p90, p99) per metric of ``LATENCY_METRICS``, under its name
+        (``itl_*`` pools all gaps; ``tpot_*`` only requests with >= 2 tokens);
+      - ``slot_utilisation`` (useful rows / (steps x max_num_seqs), 0..1), ``padding_slot_steps`` (rows),
+        ``kv_utilisation_mean`` / ``kv_utilisation_max`` (0..1), ``num_preemptions`` (events),
+        ``num_recomputed_tokens`` (tokens).
+    A run without steps has ``None`` throughputs.
+    """
+    header, steps, _ = _split(records)
+    reqs = request_metrics(records)
+    frame = steps_frame(records)
+    num_steps = len(steps)
+    duration = steps[-1]["t_end"] if steps else 0.0
+    out_tokens = sum(r["num_output_tokens"] for r in reqs)
+    out: dict = {
+        "policy": header.get("policy"),
+        "num_requests": len(reqs),
+        "num_steps": num_steps,
+        "duration_s": duration,
+        "total_output_tokens": out_tokens,
+        "total_prompt_tokens": sum(r["num_prompt_tokens"] or 0 for r in reqs),
+        "output_throughput_tok_s": out_tokens / duration if duration > 0 else None,
+        "request_throughput_req_s": len(reqs) / duration if duration > 0 else None,
+        "output_throughput_tok_step": out_tokens / num_steps if num_steps else None,
+        "request_throughput_req_step": len(reqs) / num_steps if num_steps else None,
+    }
+    for name in LATENCY_METRICS:
+        if name.startswith("itl_"):
+            out[name] = distribution([g for r in reqs for g in r[name]])
+        else:
+            out[name] = distribution([r[name] for r in reqs])
+    out["slot_utilisation"] = float(frame["slot_utilisation"].mean()) if num_steps else None
+    out["padding_slot_steps"] = int(frame["num_padding"].sum())
+    out["kv_utilisation_mean"] = float(frame["kv_utilisation"].mean()) if num_steps else None
+    out["kv_utilisation_max"] = float(frame["kv_utilisation"].max()) if num_steps else None
+    out["num_preemptions"] = int(frame["num_preempted"].sum())
+    out["num_recomputed_tokens"] = sum(r["num_recomputed_tokens"] for r in reqs)
+    return out
+
+
+def requests_frame(records: list[dict]) -> pd.DataFrame:
+    """``request_metrics`` as a DataFrame indexed by ``request_id`` (for notebooks: ``trace -> DataFrame``).
+
+    Columns ending in ``_s`` are seconds, in ``_steps`` steps; ``itl_*``, ``token_times_s`` and ``token_steps``
+    hold lists; missing values (TPOT of a one-token request) are ``NaN``.
+    """
+    return pd.DataFrame(request_metrics(records)).set_index("request_id")
+
+
+def to_dataframe(records: list[dict]) -> pd.DataFrame:
+    """Alias of ``requests_frame``: a trace as one row of metrics per request."""
+    return requests_frame(records)
+
+
+def summary_frame(runs: dict[str, list[dict]]) -> pd.DataFrame:
+    """Side-by-side aggregates of several runs (e.g. ``{"static": trace, "continuous": trace}``).
+
+    One row per figure with columns ``metric``, ``stat`` (mean/p50/p90/p99, or ``value``), ``unit``
+    (``s``, ``steps``, ``tokens/s``, ``requests/s``, ``tokens/step``, ``requests/step``, ``fraction``, ``tokens``,
+    ``rows``, ``events``), then one column per run label.
+    """
+    units = {"duration_s": "s", "num_steps": "steps", "total_output_tokens": "tokens",
+             "output_throughput_tok_s": "tokens/s", "request_throughput_req_s": "requests/s",
+             "output_throughput_tok_step": "tokens/step", "request_throughput_req_step": "requests/step",
+             "slot_utilisation": "fraction", "padding_slot_steps": "rows", "kv_utilisation_mean": "fraction",
+             "kv_utilisation_max": "fraction", "num_preemptions": "events", "num_recomputed_tokens": "tokens"}
+    sums = {label: summarize(recs) for label, recs in runs.items()}
+    rows = []
+    for name, unit in units.items():
+        rows.append({"metric": name, "stat": "value", "unit": unit, **{k: s[name] for k, s in sums.items()}})
+    for name, (unit, _) in LATENCY_METRICS.items():
+        for stat in ("mean", "p50", "p90", "p99"):
+            rows.append({"metric": name, "stat": stat, "unit": unit, **{k: s[name][stat] for k, s in sums.items()}})
+    return pd.DataFrame(rows)
+
+
+def poisson_arrivals(specs: list[dict], rate: float, seed: int = 0, clock: str = "s") -> list[dict]:
+    """Copies of ``specs`` with seeded Poisson arrivals, in the given order.
+
+    Inter-arrival gaps are exponential with mean ``1 / rate`` (numpy ``default_rng(seed)``); as in vLLM's serving
+    benchmark the first request arrives at 0 and request ``i`` after the first ``i`` gaps.
+
+    Args:
+        rate: requests per second (``clock="s"``: sets ``arrival_time`` in seconds) or requests per step
+            (``clock="steps"``: sets ``arrival_step`` = floor of the arrival on the step clock, reproducible).
+            ``math.inf`` makes every request arrive at 0.
+        seed: the same seed always gives the same arrivals.
+    Raises:
+        ValueError: ``rate`` not > 0, or ``clock`` not ``"s"`` / ``"steps"``.
+    """
+    if not (isinstance(rate, (int, float)) and rate > 0):
+        raise ValueError(f"rate={rate!r} must be > 0 requests per {'second' if clock == 's' else 'step'}")
+    if clock not in ("s", "steps"):
+        raise ValueError(f"clock={clock!r} must be 's' (seconds) or 'steps'")
+    gaps = np.zeros(len(specs)) if math.isinf(rate) else np.random.default_rng(seed).exponential(1 / rate, len(specs))
+    gaps[:1] = 0.0
+    times = np.cumsum(gaps)
+    out = []
+    for spec, t in zip(specs, times):
+        new = {k: v for k, v in spec.items() if k not in ("arrival_time", "arrival_step")}
+        if clock == "s":
+            new["arrival_time"] = float(t)
+        else:
+            new["arrival_time"], new["arrival_step"] = 0.0, int(math.floor(t))
+        out.append(new)
+    return out
