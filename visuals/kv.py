@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from visuals.stepinfo import freed_blocks
 from visuals.tracemodel import FREE_COLOR, TraceView
 
 
@@ -37,18 +38,28 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
     bs = kv.get("block_size") or view.header["config"]["block_size"]
     cached = kv.get("num_cached_tokens", {})
     allocated = {b for blocks in kv.get("allocated", {}).values() for b in blocks}
-    cells = [{"block": b, "owner": None, "fill": 0, "new": False} for b in range(kv["num_blocks"])]
+    freed = freed_blocks(view, step)
+    releasing = {b for blocks in freed["finished"].values() for b in blocks}
+    preempted = {b: rid for rid, blocks in freed["preempted"].items() for b in blocks}
+    cells = [{"block": b, "owner": None, "fill": 0, "new": False, "releasing": False, "preempted_from": None}
+             for b in range(kv["num_blocks"])]
     for rid, table in kv["block_tables"].items():
         n = cached.get(rid, len(table) * bs)
         for i, b in enumerate(table):
-            cells[b] = {"block": b, "owner": rid, "fill": max(0, min(bs, n - i * bs)), "new": b in allocated}
+            cells[b].update(owner=rid, fill=max(0, min(bs, n - i * bs)), new=b in allocated)
+    for b in range(len(cells)):
+        cells[b]["releasing"] = b in releasing
+        if cells[b]["owner"] is None and b in preempted:
+            cells[b]["preempted_from"] = preempted[b]
     return cells
 
 
 def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
     """The pool as a grid of blocks at ``step``: colour = owner, text = owner and fill (e.g. ``A 7/16``).
 
-    Blocks allocated in this step have a thick outline; free blocks are light grey.
+    Blocks allocated in this step have a thick outline; blocks released at the end of this step (their owner
+    finished) are marked ``✕``; blocks a preemption freed in this step show ``⟲`` and the old owner; free blocks
+    are light grey.
     """
     cells = block_map_cells(view, step)
     bs = view.steps[step]["kv"].get("block_size") or view.header["config"]["block_size"]
@@ -60,15 +71,24 @@ def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
         ys.append(c["block"] // columns)
         owner = c["owner"]
         colors.append(view.colors[owner] if owner else FREE_COLOR)
-        texts.append(f"{owner}<br>{c['fill']}/{bs}" if owner else "")
-        hovers.append(f"block {c['block']}: " + (f"{owner}, {c['fill']}/{bs} slots" if owner else "free"))
+        mark = " ✕" if c["releasing"] else ""
+        if owner:
+            texts.append(f"{owner}{mark}<br>{c['fill']}/{bs}")
+            hovers.append(f"block {c['block']}: {owner}, {c['fill']}/{bs} slots"
+                          + (" (released at the end of this step)" if mark else ""))
+        elif c["preempted_from"]:
+            texts.append(f"⟲{c['preempted_from']}")
+            hovers.append(f"block {c['block']}: free (taken from {c['preempted_from']} by preemption)")
+        else:
+            texts.append("")
+            hovers.append(f"block {c['block']}: free")
         widths.append(3 if c["new"] else 0.5)
     fig.add_scatter(x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text",
                     textfont=dict(size=9, color="#111"),
                     marker=dict(symbol="square", size=34, color=colors, line=dict(width=widths, color="#111")))
     used = view.steps[step]["kv"]["num_used_blocks"]
     fig.update_layout(
-        title=f"{view.policy}: KV block map at step {step} ({used}/{len(cells)} blocks used; thick outline = new)",
+        title=f"{view.policy}: KV blocks at step {step}: {used}/{len(cells)} used",
         height=90 + 40 * rows, margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
         xaxis=dict(visible=False, range=[-0.6, columns - 0.4]),
         yaxis=dict(visible=False, autorange="reversed", range=[rows - 0.4, -0.6]),

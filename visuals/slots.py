@@ -13,6 +13,11 @@ from visuals.tracemodel import PADDING_COLOR, Cell, TraceView
 PATTERN = {"prefill": "/", "decode": "", "padding": "x"}
 
 
+def hatch(kind: str) -> dict:
+    """Plotly bar pattern for a cell kind, drawn over the request's colour (colour = who, hatch = what)."""
+    return dict(shape=PATTERN.get(kind, ""), fillmode="overlay", fgcolor="rgba(0,0,0,0.45)", size=7)
+
+
 def _runs(cells: list[Cell]) -> list[list[Cell]]:
     """Group consecutive steps of the same (slot, request, kind) into runs (one bar each)."""
     runs: list[list[Cell]] = []
@@ -48,7 +53,7 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
                 y=[f"slot {r[0].slot}" for r in runs],
                 x=[len(r) for r in runs],
                 base=[r[0].step - 0.5 for r in runs],
-                marker=dict(color=color, pattern=dict(shape=PATTERN[kind], fgcolor="#333", size=6),
+                marker=dict(color=color, pattern=hatch(kind),
                             line=dict(width=0.5, color="white")),
                 name=rid,
                 legendgroup=rid,
@@ -68,4 +73,40 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
     )
     if step is not None:
         fig.add_vline(x=step, line=dict(color="#D00", width=2, dash="dot"))
+    return fig
+
+
+def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figure:
+    """Cell-level slot grid around ``step``: one cell per (slot, step), labelled with its request; hovering a cell
+    shows what it computed and the token sampled there. The column of ``step`` is highlighted.
+
+    ``window``: show steps ``step - window .. step + window`` (None: all steps).
+    """
+    lo, hi = (0, view.num_steps - 1) if window is None else (max(0, step - window), step + window)
+    cells = [c for c in view.cells if lo <= c.step <= hi]
+    fig = go.Figure()
+    for kind in ("prefill", "decode", "padding"):
+        group = [c for c in cells if c.kind == kind]
+        if not group:
+            continue
+        fig.add_bar(
+            x=[1] * len(group), base=[c.step - 0.5 for c in group], y=[f"slot {c.slot}" for c in group],
+            orientation="h", name=kind, text=[c.request_id for c in group], textposition="inside",
+            insidetextanchor="middle", textfont=dict(size=10),
+            marker=dict(color=[PADDING_COLOR if kind == "padding" else view.colors[c.request_id] for c in group],
+                        pattern=hatch(kind),
+                        line=dict(width=1, color="white")),
+            customdata=[[c.request_id, c.step, c.num_tokens, c.token_text] for c in group],
+            hovertemplate="step %{customdata[1]} · %{customdata[0]} " + kind +
+                          (" (padding row)" if kind == "padding" else ", %{customdata[2]} tokens") +
+                          "<br>sampled: %{customdata[3]}<extra></extra>",
+        )
+    slots = [f"slot {i}" for i in range(view.header["config"]["max_num_seqs"])]
+    fig.add_vrect(x0=step - 0.5, x1=step + 0.5, fillcolor="rgba(213,94,0,0.15)", line=dict(color="#D55E00", width=2))
+    fig.update_layout(
+        barmode="overlay", bargap=0.1, height=110 + 34 * len(slots), margin=dict(l=10, r=10, t=40, b=30),
+        title=f"{view.policy}: slots at step {step} (hatched = prefill, solid = decode, grey x = padding)",
+        xaxis=dict(title="step", range=[lo - 0.5, hi + 0.5], dtick=1 if hi - lo <= 16 else 5, tickangle=0),
+        yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1]), showlegend=False,
+    )
     return fig

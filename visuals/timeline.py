@@ -42,7 +42,7 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
                     start = None
         if ys:
             fig.add_bar(orientation="h", y=ys, x=xs, base=bases, name=phase,
-                        marker=dict(color=PHASE_COLORS[phase], pattern=dict(shape=PHASE_PATTERN[phase], size=5)),
+                        marker=dict(color=PHASE_COLORS[phase], pattern=dict(shape=PHASE_PATTERN[phase], size=5, fillmode="overlay", fgcolor="rgba(0,0,0,0.4)")),
                         hovertemplate=f"%{{y}} {phase}: %{{x}} steps from %{{base}}<extra></extra>")
     ends = [(rid, view.finish_step(rid)) for rid in view.request_ids]
     ends = [(rid, s) for rid, s in ends if s is not None]

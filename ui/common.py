@@ -1,0 +1,67 @@
+"""Shared glue: loading traces, the provenance badge, request chips, and the step state of a page."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import streamlit as st
+
+from engine import trace
+from visuals.tracemodel import TraceView
+
+TRACE_DIR = Path(__file__).resolve().parent.parent / "assets" / "traces"
+POLICIES = ("static", "continuous")
+
+
+@st.cache_data(show_spinner=False)
+def recorded_records(scenario: str, policy: str) -> list[dict]:
+    """A trace shipped in assets/traces/ (recorded by this engine on the default model)."""
+    return trace.read(TRACE_DIR / f"{scenario}-{policy}.jsonl")
+
+
+def recorded_view(scenario: str, policy: str) -> TraceView:
+    view = TraceView(recorded_records(scenario, policy))
+    view.source = "recorded"
+    return view
+
+
+@st.cache_resource(show_spinner="Loading SmolLM2-135M-Instruct (first time: ~20 s to convert the GGUF file)...")
+def model_and_lock():
+    """The default model, loaded once per process and shared read-only by every session; the lock serialises live
+    runs (one forward at a time on this machine's cores), so two users each get their own correct trace."""
+    from engine.models import load_model
+
+    return load_model(), threading.Lock()
+
+
+def badge(view: TraceView) -> None:
+    """Where the picture comes from: a live run, a recorded trace (model, device, date) or an imported file."""
+    source = getattr(view, "source", "recorded")
+    label = {"recorded": "Recorded trace", "live": "Live run", "imported": "Imported file"}.get(source, source)
+    name = getattr(view, "filename", "")
+    st.caption(f":material/verified: **{label}**{' ' + name if name else ''} · {view.policy} · {view.provenance()}")
+
+
+def _text_color(hex_color: str) -> str:
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return "#000" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "#fff"
+
+
+def chips(view: TraceView, request_ids: list[str], empty: str = "none") -> str:
+    """HTML chips in each request's colour (its id written on it, so colour is never the only cue)."""
+    if not request_ids:
+        return f"<span style='opacity:0.6'>{empty}</span>"
+    return " ".join(
+        f"<span style='background:{view.colors[r]};color:{_text_color(view.colors[r])};padding:1px 7px;"
+        f"border-radius:4px;margin-right:3px;font-family:monospace'>{r}</span>"
+        for r in request_ids
+    )
+
+
+def query_int(name: str, default: int, lo: int, hi: int) -> int:
+    """An integer from the URL (``?step=14``), clamped to [lo, hi]; ``default`` if absent or malformed."""
+    try:
+        return min(max(int(st.query_params.get(name, default)), lo), hi)
+    except (TypeError, ValueError):
+        return default

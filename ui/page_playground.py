@@ -1,0 +1,208 @@
+"""Playground: choose a workload and the scheduler's knobs, run it live on the real model, watch the result."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import streamlit as st
+
+from engine.config import LIMITS, EngineConfig
+from engine.engine import RequestError, validate_request
+from engine.workload import to_requests
+from ui.common import model_and_lock
+from ui.compare import compare
+from ui.panels import narration, step_panel
+from ui.player import player
+from visuals.stepinfo import event_steps
+from visuals.tracemodel import TraceView
+
+PROMPT_SETS = {
+    "chat questions": ["What is the capital of France?", "Give two facts about the Moon.", "What does a compiler do?",
+                       "Suggest a name for a cat.", "Explain rain to a child in one sentence.", "How do vaccines work?",
+                       "Write a poem about the ocean.", "What is 2+2?", "Describe the water cycle in detail.",
+                       "Give me a synonym for happy.", "Explain photosynthesis to a high school student.",
+                       "Name a primary color."],
+    "short completions": ["The capital of France is", "Water boils at", "Once upon a time", "The best way to learn is",
+                          "In 1969, astronauts", "My favourite fruit is"],
+    "long documents (chunked prefill)": [
+        "Summarize in one sentence: " + " ".join(["The printing press spread books and ideas across Europe "
+                                                  "faster than ever before."] * k) for k in (4, 8, 12, 16)],
+}
+LENGTHS = ("natural (EOS, capped)", "forced, equal", "forced, variable")
+ARRIVALS = ("all at once", "Poisson, in steps (reproducible)", "Poisson, in seconds")
+
+
+def output_lengths(n: int, mean: int, spread: float, seed: int) -> list[int]:
+    """Seeded forced output lengths with mean ~``mean``: all equal at ``spread=0``, increasingly uneven up to 1
+    (a log-normal with sigma = 1.5 * spread, mean-preserving before rounding, capped at 4x the mean)."""
+    if spread <= 0:
+        return [mean] * n
+    sigma = 1.5 * spread
+    draws = np.random.default_rng(seed).lognormal(-sigma**2 / 2, sigma, n) * mean
+    return [int(x) for x in np.clip(np.rint(draws), 1, 4 * mean)]
+
+
+def arrivals(n: int, mode: str, rate: float, seed: int) -> list[dict]:
+    """Per request ``arrival_time`` / ``arrival_step`` from a seeded Poisson process of ``rate`` per s or step."""
+    if mode == ARRIVALS[0]:
+        return [{"arrival_time": 0.0} for _ in range(n)]
+    gaps = np.random.default_rng(seed + 1).exponential(1.0 / rate, n)
+    times = np.cumsum(gaps) - gaps[0]
+    if mode == ARRIVALS[1]:
+        return [{"arrival_time": 0.0, "arrival_step": int(t)} for t in times]
+    return [{"arrival_time": float(round(t, 3))} for t in times]
+
+
+def build_specs(s: dict) -> list[dict]:
+    prompts = PROMPT_SETS[s["prompt_set"]]
+    n = s["num_requests"]
+    natural = s["lengths"] == LENGTHS[0]
+    lens = [s["max_tokens"]] * n if natural else output_lengths(n, s["max_tokens"],
+                                                                  s["spread"] if s["lengths"] == LENGTHS[2] else 0,
+                                                                  s["seed"])
+    arr = arrivals(n, s["arrivals"], s["rate"], s["seed"])
+    specs = []
+    for i in range(n):
+        text = prompts[i % len(prompts)]
+        spec = {"request_id": f"R{i + 1:02d}", "max_tokens": lens[i], "ignore_eos": not natural,
+                "temperature": s["temperature"], "top_p": s["top_p"], "top_k": s["top_k"],
+                "seed": s["seed"] + i, **arr[i]}
+        spec["messages" if s["prompt_set"] == "chat questions" else "prompt"] = (
+            [{"role": "user", "content": text}] if s["prompt_set"] == "chat questions" else text)
+        specs.append(spec)
+    return specs
+
+
+@st.cache_resource
+def run_cache() -> dict:
+    """Finished live runs, keyed by their settings (shared by sessions: same settings, same greedy trace)."""
+    return {}
+
+
+def knobs() -> tuple[dict, dict[str, list[str]]]:
+    """Draw the knobs; returns the settings and, per knob, the messages to show next to it."""
+    slots: dict[str, st.delta_generator.DeltaGenerator] = {}
+    s: dict = {}
+    c = st.columns(3)
+    with c[0]:
+        st.markdown("**Workload**")
+        s["prompt_set"] = st.selectbox("Prompt set", list(PROMPT_SETS), key="pg:prompts")
+        s["num_requests"] = st.slider("Number of requests", 1, 32, 8, key="pg:n")
+        s["lengths"] = st.selectbox("Output lengths", LENGTHS, index=2, key="pg:lengths")
+        s["max_tokens"] = st.slider("Max / mean output tokens", 1, 400, 48, key="pg:maxtok")
+        s["spread"] = st.slider("Length spread (0 = equal, 1 = very uneven)", 0.0, 1.0, 0.7, key="pg:spread",
+                                disabled=s["lengths"] != LENGTHS[2])
+        slots["max_tokens"] = st.empty()
+        s["arrivals"] = st.selectbox("Arrivals", ARRIVALS, key="pg:arrivals")
+        s["rate"] = st.slider("Arrival rate (per step or per second)", 0.05, 4.0, 0.5, key="pg:rate",
+                              disabled=s["arrivals"] == ARRIVALS[0])
+    with c[1]:
+        st.markdown("**Scheduler and KV cache**")
+        s["policy"] = st.selectbox("Policy", ["both (side by side)", "continuous", "static"], key="pg:policy")
+        s["max_num_seqs"] = st.slider("max_num_seqs (slots)", 1, 16, 4, key="pg:seqs")
+        slots["max_num_seqs"] = st.empty()
+        s["max_num_batched_tokens"] = st.number_input("max_num_batched_tokens (token budget)", 1, 4096, 64,
+                                                      key="pg:budget")
+        s["enable_chunked_prefill"] = st.toggle("Chunked prefill", True, key="pg:chunked")
+        slots["max_num_batched_tokens"] = st.empty()
+        s["num_kv_blocks"] = st.number_input("num_kv_blocks", 1, 4096, 64, key="pg:blocks")
+        s["block_size"] = st.select_slider("block_size (tokens per block)", [1, 2, 4, 8, 16, 32], 16, key="pg:bs")
+        slots["num_kv_blocks"] = st.empty()
+    with c[2]:
+        st.markdown("**Sampling**")
+        s["temperature"] = st.slider("temperature (0 = greedy)", 0.0, 2.0, 0.0, key="pg:temp")
+        s["top_p"] = st.slider("top_p", 0.0, 1.0, 1.0, key="pg:topp")
+        s["top_k"] = st.number_input("top_k (0 = off)", 0, 1000, 0, key="pg:topk")
+        s["seed"] = st.number_input("seed", 0, 2**31 - 1, 0, key="pg:seed")
+    return s, slots
+
+
+def validate(s: dict, tokenizer, max_model_len: int | None) -> tuple[dict[str, list[str]], list[dict]]:
+    """Messages per knob (empty if the settings can run) and the request specs."""
+    msgs: dict[str, list[str]] = {}
+    cfg = EngineConfig(**{k: s[k] for k in ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_kv_blocks",
+                                             "enable_chunked_prefill")})
+    for name in LIMITS:
+        try:
+            EngineConfig(**{name: getattr(cfg, name)}).validate()
+        except ValueError as exc:
+            msgs.setdefault(name, []).append(str(exc))
+    specs = build_specs(s)
+    for req in to_requests(specs, tokenizer):
+        try:
+            validate_request(req, cfg, max_model_len)
+        except RequestError as exc:
+            text = str(exc)
+            field = "num_kv_blocks" if "num_kv_blocks" in text else "max_num_batched_tokens" \
+                if "max_num_batched_tokens" in text else "max_tokens"
+            if text not in msgs.get(field, []):
+                msgs.setdefault(field, []).append(text)
+    return msgs, specs
+
+
+def run_live(s: dict, specs: list[dict]) -> dict[str, list[dict]]:
+    from engine.llm import generate_trace
+
+    key = json.dumps(s, sort_keys=True)
+    cache = run_cache()
+    if key in cache:
+        return cache[key]
+    loaded, lock = model_and_lock()
+    policies = ["static", "continuous"] if s["policy"].startswith("both") else [s["policy"]]
+    if lock.locked():
+        st.info("Queued: another user's live run is in progress on this machine; yours starts when it ends.",
+                icon=":material/hourglass_top:")
+    out = {}
+    with lock:
+        for policy in policies:
+            bar = st.progress(0.0, text=f"{policy}: starting")
+            done = 0
+
+            def on_step(rec, bar=bar, policy=policy):
+                nonlocal done
+                done += len(rec["finished"])
+                bar.progress(done / len(specs), text=f"{policy}: step {rec['step']}, {done}/{len(specs)} finished")
+
+            cfg = EngineConfig(policy=policy, **{k: s[k] for k in ("max_num_seqs", "max_num_batched_tokens",
+                                                                  "block_size", "num_kv_blocks",
+                                                                  "enable_chunked_prefill")})
+            out[policy] = generate_trace(loaded, specs, cfg, scenario="playground", on_step=on_step)
+            bar.empty()
+    cache[key] = out
+    return out
+
+
+def page() -> None:
+    st.title("Playground")
+    st.markdown("Pick a workload and the scheduler's limits, then run it live on SmolLM2-135M-Instruct on this "
+                "machine. Knobs keep their values; a setting that cannot run is explained next to its knob before "
+                "anything runs. Runs are cached by their settings.")
+    s, slots = knobs()
+    loaded, _ = model_and_lock()
+    msgs, specs = validate(s, loaded.tokenizer, getattr(loaded.model.config, "max_position_embeddings", None))
+    for field, box in slots.items():
+        if msgs.get(field):
+            box.error("\n\n".join(msgs[field]), icon=":material/error:")
+    leftovers = [m for f, ms in msgs.items() if f not in slots for m in ms]
+    if leftovers:
+        st.error("\n\n".join(leftovers))
+    if st.button("Run live", type="primary", disabled=bool(msgs), key="pg:run"):
+        st.session_state["pg:result"] = run_live(s, specs)
+    result = st.session_state.get("pg:result")
+    if not result:
+        return
+    views = {}
+    for policy, records in result.items():
+        views[policy] = TraceView(records)
+        views[policy].source = "live"
+    if len(views) == 2:
+        compare(views, key="pg:compare")
+    else:
+        (view,) = views.values()
+
+        def render(step: int) -> None:
+            narration(view, step)
+            step_panel(view, step, key="pg:single", window=20)
+
+        player("pg:single", view.num_steps, event_steps(view), render)

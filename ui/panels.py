@@ -1,0 +1,53 @@
+"""What one step of one trace shows: narration, slots, token budget, KV block map, queues, text so far."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from ui.common import chips
+from visuals.budget import budget_bar
+from visuals.kv import block_map
+from visuals.narration import BEAT_TEXT, narrate, story_beats
+from visuals.slots import slot_grid
+from visuals.stepinfo import queues, text_so_far
+from visuals.tracemodel import TraceView
+
+
+def narration(view: TraceView, step: int, beats: bool = True) -> None:
+    st.markdown(f"**{narrate(view, step)}**")
+    if beats:
+        for beat in story_beats(view).get(step, []):
+            st.info(BEAT_TEXT[beat], icon=":material/lightbulb:")
+
+
+def queue_panel(view: TraceView, step: int) -> None:
+    q = queues(view, step)
+    rows = [("Waiting", q["waiting"]), ("Running", q["running"]), ("Preempted now", q["preempted"]),
+            ("Finished", q["finished"])]
+    html = "".join(f"<div style='margin:2px 0'><b>{name}:</b> {chips(view, ids)}</div>" for name, ids in rows
+                   if ids or name != "Preempted now")
+    st.markdown(html, unsafe_allow_html=True)
+
+
+def text_panel(view: TraceView, step: int) -> None:
+    texts = text_so_far(view, step)
+    done = {f["request_id"] for s in view.steps[: step + 1] for f in s["finished"]}
+    df = pd.DataFrame({"request": list(texts), "status": ["finished" if r in done else "" for r in texts],
+                       "generated so far": list(texts.values())})
+    st.dataframe(df, hide_index=True, width="stretch", height=min(38 + 35 * len(df), 400))
+
+
+def step_panel(view: TraceView, step: int, key: str, window: int | None = 12, compact: bool = False) -> None:
+    """Every per-step view of ``view`` at ``step`` (the trace's last step if ``step`` is past its end)."""
+    shown = min(step, view.num_steps - 1)
+    if step > shown:
+        st.success(f"{view.policy} finished at step {shown}; holding its final state.", icon=":material/flag:")
+    st.plotly_chart(slot_grid(view, shown, window), key=f"{key}:slots", width="stretch")
+    st.plotly_chart(budget_bar(view, shown), key=f"{key}:budget", width="stretch")
+    st.plotly_chart(block_map(view, shown), key=f"{key}:blocks", width="stretch")
+    st.caption("KV blocks: outlined = allocated this step; ✕ = released at the end of this step (owner "
+               "finished); ⟲ = freed by a preemption in this step; grey = free.")
+    queue_panel(view, shown)
+    if not compact:
+        text_panel(view, shown)

@@ -1,0 +1,107 @@
+"""One or two sentences per step, generated from the step log (no per-scenario text).
+
+Example: "Step 3: B and A decode 1 token each; D is admitted with a 7-token prefill. B hit max_tokens and
+released 1 KV block. 9 of 32 budget tokens used; 11/32 KV blocks in use."
+
+``story_beats`` names the moments that explain continuous batching, found by rules over the log:
+``mixed`` (prefill and decode of different requests in one forward), ``handoff`` (a request finishes and the
+very next step a waiting request is admitted into its slot), ``preemption``, ``padding`` (static batching keeps
+a finished row), ``drain`` (the batch shrinks because nobody is waiting).
+"""
+
+from __future__ import annotations
+
+from visuals.stepinfo import freed_blocks
+from visuals.tracemodel import TraceView
+
+REASONS = {"stop": "emitted EOS", "length": "hit max_tokens"}
+
+
+def _join(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def narrate(view: TraceView, step: int) -> str:
+    """The narration of ``step`` (plain text, a few sentences)."""
+    st = view.steps[step]
+    cfg = view.header["config"]
+    prompt_len = {r["request_id"]: r["num_prompt_tokens"] for r in view.header["requests"]}
+    admitted = set(st["admitted"])
+    sampled = {s["request_id"] for s in st["sampled"]}
+    parts = []
+    decodes = [s["request_id"] for s in st["scheduled"] if s["kind"] == "decode"]
+    if decodes:
+        parts.append(f"{_join(decodes)} decode{'s' if len(decodes) == 1 else ''} 1 token"
+                     + (" each" if len(decodes) > 1 else ""))
+    for s in st["scheduled"]:
+        if s["kind"] != "prefill":
+            continue
+        rid, n, c = s["request_id"], s["num_tokens"], s["num_computed_tokens"]
+        what = "recomputes" if s.get("recompute") else "prefills"
+        done = c + n
+        span = f"{n}-token chunk ({c}→{done} of {prompt_len.get(rid, '?')} prompt tokens)" \
+            if (c or done < prompt_len.get(rid, done)) and not s.get("recompute") else f"{n} tokens"
+        first = " and samples its first token" if rid in sampled and done == prompt_len.get(rid) else ""
+        lead = f"{rid} is admitted and {what}" if rid in admitted else f"{rid} {what}"
+        parts.append(f"{lead} a {span}{first}" if "chunk" in span else f"{lead} {span}{first}")
+    sentences = [f"Step {step}: " + ("; ".join(parts) if parts else "nothing is scheduled") + "."]
+    freed = freed_blocks(view, step)
+    for rid, blocks in freed["preempted"].items():
+        sentences.append(f"{rid} was preempted: its {_plural(len(blocks), 'KV block')} were freed and it went back "
+                         f"to the head of the waiting queue (its tokens will be recomputed).")
+    for f in st["finished"]:
+        blocks = freed["finished"].get(f["request_id"], [])
+        sentences.append(f"{f['request_id']} {REASONS[f['reason']]} and finished, releasing "
+                         f"{_plural(len(blocks), 'KV block')}.")
+    if st["padding_slots"]:
+        pads = [p["request_id"] for p in st["padding_slots"]]
+        sentences.append(f"Static batch: {_join(pads)} {'is' if len(pads) == 1 else 'are'} done but still "
+                         f"{'occupies a row' if len(pads) == 1 else 'occupy rows'} as padding.")
+    if st["waiting"]:
+        sentences.append(f"Waiting: {_join(st['waiting'])}.")
+    sentences.append(f"{st['num_batched_tokens']} of {cfg['max_num_batched_tokens']} budget tokens used; "
+                     f"{st['kv']['num_used_blocks']}/{st['kv']['num_blocks']} KV blocks in use.")
+    return " ".join(sentences)
+
+
+def story_beats(view: TraceView) -> dict[int, list[str]]:
+    """step -> names of the teaching moments at that step (see the module docstring)."""
+    beats: dict[int, list[str]] = {}
+    for i, st in enumerate(view.steps):
+        kinds = {s["kind"] for s in st["scheduled"]}
+        if kinds == {"prefill", "decode"}:
+            beats.setdefault(i, []).append("mixed")
+        if st["preempted"]:
+            beats.setdefault(i, []).append("preemption")
+        if st["padding_slots"] and not view.steps[i - 1]["padding_slots"] if i else False:
+            beats.setdefault(i, []).append("padding")
+        if i + 1 < len(view.steps) and st["finished"] and view.steps[i + 1]["admitted"]:
+            freed_slots = {s["slot"] for s in st["scheduled"] if s["request_id"] in
+                           {f["request_id"] for f in st["finished"]}}
+            new_slots = {s["slot"] for s in view.steps[i + 1]["scheduled"] if s["request_id"] in
+                         set(view.steps[i + 1]["admitted"])}
+            if freed_slots & new_slots:
+                beats.setdefault(i, []).append("handoff")
+        if i and len(st["running"]) < len(view.steps[i - 1]["running"]) and not st["waiting"] \
+                and not view.steps[i - 1]["waiting"] and not st["padding_slots"]:
+            beats.setdefault(i, []).append("drain")
+    return beats
+
+
+BEAT_TEXT = {
+    "mixed": "Prefill and decode share one forward pass: a prompt chunk and other requests' next tokens are "
+             "computed together, within one token budget.",
+    "handoff": "A request finishes at the end of this step; at the very next step a waiting request takes its slot "
+               "and its KV blocks. That iteration-level replacement is continuous batching.",
+    "preemption": "The KV pool ran out: the most recently admitted request gave back all its blocks and will "
+                  "recompute its tokens later (preemption by recompute, as vLLM V1 does; no swapping to CPU).",
+    "padding": "Static batching: a finished request keeps its row until the slowest member of the batch ends; "
+               "the row is padding, yet the weights are still read for it every step.",
+    "drain": "Nobody is waiting, so the batch shrinks: fewer rows share each read of the weights.",
+}

@@ -1,0 +1,67 @@
+"""Facts about one step of a trace, derived from the log alone: queues, text so far, blocks freed, events.
+
+Everything here is a pure function of (trace, step); narration and the app panels are built on it.
+"""
+
+from __future__ import annotations
+
+from visuals.tracemodel import TraceView
+
+EVENT_KINDS = ("admitted", "finished", "preempted")
+
+
+def queues(view: TraceView, step: int) -> dict[str, list[str]]:
+    """Request lists at ``step``: waiting (arrived, queue order), running (in the batch), finished (by the end of
+    this step), preempted (in this step), and not_arrived."""
+    st = view.steps[step]
+    finished = [f["request_id"] for s in view.steps[: step + 1] for f in s["finished"]]
+    seen = set(st["waiting"]) | set(st["running"]) | set(finished) | set(st["preempted"])
+    return {
+        "waiting": list(st["waiting"]),
+        "running": list(st["running"]),
+        "finished": finished,
+        "preempted": list(st["preempted"]),
+        "not_arrived": [r for r in view.request_ids if r not in seen and not _arrived_before(view, r, step)],
+    }
+
+
+def _arrived_before(view: TraceView, rid: str, step: int) -> bool:
+    return any(rid in s["waiting"] or rid in s["running"] for s in view.steps[:step])
+
+
+def text_so_far(view: TraceView, step: int) -> dict[str, str]:
+    """Each request's generated text up to and including ``step`` (tokens in sampling order)."""
+    out = {rid: "" for rid in view.request_ids}
+    for st in view.steps[: step + 1]:
+        for s in st["sampled"]:
+            out[s["request_id"]] += s["text"]
+    return out
+
+
+def freed_blocks(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:
+    """Blocks released around ``step``: ``{"finished": {rid: blocks}, "preempted": {rid: blocks}}``.
+
+    A finished request frees its blocks at the end of the step it finishes in (they are still in this step's
+    tables); a preempted request lost its blocks while this step was scheduled (they were in the previous step's).
+    """
+    st = view.steps[step]
+    tables = st["kv"]["block_tables"]
+    prev = view.steps[step - 1]["kv"]["block_tables"] if step > 0 else {}
+    return {
+        "finished": {f["request_id"]: tables.get(f["request_id"], []) for f in st["finished"]},
+        "preempted": {rid: prev.get(rid, []) for rid in st["preempted"]},
+    }
+
+
+def event_steps(view: TraceView) -> list[int]:
+    """Steps where something happens to membership: an admission, a finish or a preemption."""
+    return [st["step"] for st in view.steps if any(st[k] for k in EVENT_KINDS)]
+
+
+def next_event(view: TraceView, step: int) -> int | None:
+    """The first event step after ``step`` (None if there is none)."""
+    return next((s for s in event_steps(view) if s > step), None)
+
+
+def previous_event(view: TraceView, step: int) -> int | None:
+    return next((s for s in reversed(event_steps(view)) if s < step), None)
