@@ -1,4 +1,5 @@
-"""App smoke tests with Streamlit's AppTest over the recorded traces (no browser, no model)."""
+"""The app's pages under Streamlit's AppTest: controls move the one step, figures follow, both sides stay in
+lockstep, playback survives seeks (shared case c14), knobs validate before running. Figures' data is checked."""
 
 from __future__ import annotations
 
@@ -7,48 +8,140 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine import trace
+from ui.common import TRACE_DIR
+
 pytestmark = pytest.mark.app
 
 
-def open_app():
-    at = AppTest.from_file("../app.py", default_timeout=60)
+def page(name: str, **query) -> AppTest:
+    at = AppTest.from_string(f"from ui import {name}\n{name}.page()", default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
     at.run()
     assert not at.exception, at.exception
     return at
 
 
-def charts(at):
+def figures(at) -> list[dict]:
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
 
-def test_opens_on_recorded_traces_with_all_charts():
-    at = open_app()
-    specs = charts(at)
-    assert len(specs) == 8  # 4 figures x 2 policies
-    titles = [s["layout"]["title"]["text"] for s in specs]
-    assert sum("slot occupancy" in t for t in titles) == 2 and sum("block map" in t for t in titles) == 2
-    assert any("Recorded" in i.value for i in at.info)
+def titles(at) -> list[str]:
+    return [f["layout"]["title"]["text"] for f in figures(at)]
 
 
-def test_step_slider_drives_both_sides():
-    at = open_app()
-    at.slider[0].set_value(5).run()
+def click(at, key: str) -> AppTest:
+    at.button(key=key).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_whole_app_opens_on_the_walkthrough():
+    at = AppTest.from_file("../app.py", default_timeout=60)
+    at.run()
     assert not at.exception
-    titles = [s["layout"]["title"]["text"] for s in charts(at) if "block map" in s["layout"]["title"]["text"]]
-    assert len(titles) == 2 and all("at step 5 " in t for t in titles)
+    assert at.title[0].value.startswith("Walkthrough")
 
 
-def test_switching_scenario_to_sixteen():
-    at = open_app()
-    at.selectbox[0].select("sixteen").run()
+def test_walkthrough_controls_move_the_step_and_figures_follow():
+    at = page("page_walkthrough")
+    assert all("at step 0" in t for t in titles(at) if "slots" in t or "KV blocks" in t or "budget" in t)
+    click(at, "walk:fwd")
+    assert at.session_state["walk:step"] == 1
+    assert sum("at step 1" in t for t in titles(at)) == 3  # slots, budget, block map
+    click(at, "walk:next-event")  # next admission/finish/preemption after step 1: C finishes at step 2
+    assert at.session_state["walk:step"] == 2
+    at.slider(key="walk:step").set_value(4).run()
+    assert sum("at step 4" in t for t in titles(at)) == 3
+    click(at, "walk:back")
+    assert at.session_state["walk:step"] == 3
+
+
+def test_walkthrough_budget_bar_and_slot_cells_match_the_trace():
+    at = page("page_walkthrough", step="2")
+    rec = trace.read(TRACE_DIR / "seed-abcd-continuous.jsonl")[3]  # step 2
+    budget = next(f for f in figures(at) if "budget" in f["layout"]["title"]["text"])
+    assert [(d["name"], d["x"][0]) for d in budget["data"]] == [
+        (f"{s['request_id']} {s['kind']}", s["num_tokens"]) for s in rec["scheduled"]] + [("unused", 32 - 19)]
+
+
+def test_walkthrough_narration_tells_the_seed_story():
+    at = page("page_walkthrough", step="2")
+    text = " ".join(m.value for m in at.markdown)
+    assert "B and C decode 1 token each" in text and "A prefills a 17-token chunk" in text
+    assert "C hit max_tokens and finished" in text
+    assert any("very next step a waiting request takes its slot" in i.value for i in at.info)
+    click(at, "walk:fwd")
+    text = " ".join(m.value for m in at.markdown)
+    assert "D is admitted and prefills 7 tokens" in text
+    click(at, "walk:fwd")
+    assert "Step 4: A and D decode 1 token each" in " ".join(m.value for m in at.markdown)
+
+
+def lockstep_steps(at) -> list[str]:
+    return [h.value for h in at.subheader]
+
+
+def test_lockstep_playback_ticks_seek_and_resume_c14():
+    at = page("page_lockstep", scenario="seed-abcd")
+    key = "lock:seed-abcd"
+    n_charts = len(at.get("plotly_chart"))
+    click(at, f"{key}:play")
+    for _ in range(5):  # each rerun is one timer tick of the playback fragment
+        at.run()
+    assert at.session_state[f"{key}:step"] == 5
+    assert lockstep_steps(at) == ["Static · step 5", "Continuous · step 5"]
+    assert len(at.get("plotly_chart")) == n_charts  # no accumulation
+    click(at, f"{key}:play")  # pause
+    at.slider(key=f"{key}:step").set_value(3).run()
+    assert lockstep_steps(at) == ["Static · step 3", "Continuous · step 3"]
+    blocks = [f for f in figures(at) if "KV blocks at step 3" in f["layout"]["title"]["text"]]
+    assert len(blocks) == 2
+    click(at, f"{key}:play")
+    at.run()
+    at.run()
+    assert lockstep_steps(at) == ["Static · step 5", "Continuous · step 5"]  # continued from the seek
+    assert len(at.get("plotly_chart")) == n_charts
+
+
+def test_lockstep_side_that_finishes_first_holds_its_final_state():
+    at = page("page_lockstep", scenario="seed-abcd", step="20")
+    assert lockstep_steps(at) == ["Static · step 20", "Continuous · step 13"]
+    assert any("continuous finished at step 13" in s.value for s in at.success)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["static steps"] == "22" and metrics["continuous steps"] == "14"
+    assert metrics["steps saved by continuous"] == "8"
+
+
+def test_lockstep_url_carries_scenario_and_step():
+    at = page("page_lockstep", scenario="sixteen", step="120")
+    assert at.session_state["lock:sixteen:step"] == 120
+    assert at.query_params["scenario"] == ["sixteen"] or at.query_params["scenario"] == "sixteen"
+
+
+def test_trace_page_shows_header_steps_and_export():
+    at = page("page_trace")
+    assert at.selectbox(key="trace:choice").value.startswith("recorded")
+    assert len(at.dataframe) >= 1
     assert not at.exception
-    assert int([m.value for m in at.metric if m.label == "steps"][0]) > 500  # static on sixteen is long
 
 
 @pytest.mark.real_model
-def test_live_run_of_seed_abcd_replaces_the_recorded_traces():
-    at = open_app()
-    at.button[0].click().run(timeout=300)
-    assert not at.exception, at.exception
-    assert any("Live run" in i.value for i in at.info)
-    assert [m.value for m in at.metric if m.label == "steps"] == ["22", "14"]  # same schedule as recorded
+def test_playground_rejects_a_pool_too_small_next_to_the_knob_and_keeps_values():
+    at = page("page_playground")
+    at.number_input(key="pg:blocks").set_value(2).run()
+    assert not at.exception
+    assert any("num_kv_blocks=2" in e.value for e in at.error)
+    assert at.button(key="pg:run").disabled
+    assert at.number_input(key="pg:blocks").value == 2  # the user's value is kept
+
+
+@pytest.mark.real_model
+def test_playground_live_run_draws_both_policies():
+    at = page("page_playground")
+    at.slider(key="pg:n").set_value(3).run()
+    at.slider(key="pg:maxtok").set_value(6).run()
+    click(at, "pg:run")
+    assert lockstep_steps(at)[0].startswith("Static · step 0")
+    assert sum("slots at step 0" in t for t in titles(at)) == 2
