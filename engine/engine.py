@@ -118,16 +118,20 @@ class LLMEngine:
         step = 0
         while pending or self.scheduler.has_unfinished():
             now = time.perf_counter() - t0
-            while pending and self._arrived(pending[0], now, step):
-                req = pending.pop(0)
+            # Scan all of ``pending``, not just its head: with both clocks in one workload, a request due on the
+            # step clock must not wait behind one that is not yet due on the wall clock (or the reverse).
+            arrived = [r for r in pending if self._arrived(r, now, step)]
+            if arrived:
+                pending = [r for r in pending if not any(r is a for a in arrived)]
+            for req in arrived:  # in arrival order
                 if req.arrival_step is not None:  # step-clock arrivals: record when it really arrived
                     req.arrival_time = now
                 self.scheduler.add_request(req)
             if not self.scheduler.has_unfinished():  # idle until the next arrival
-                nxt = pending[0]
-                if nxt.arrival_step is None:
-                    time.sleep(max(0.0, nxt.arrival_time - now))
+                if all(r.arrival_step is None for r in pending):  # only wall-clock arrivals left: wait for one
+                    time.sleep(max(0.0, pending[0].arrival_time - now))
                     continue
+                # else run an empty step: the step clock must advance for step-clock arrivals
             record = self._step(step, t0)
             records.append(record)
             if on_step:

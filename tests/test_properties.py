@@ -375,6 +375,39 @@ def test_checker_rejects_a_wrong_trace():
         check_run(w, broken, summary, runner.free_lists)
 
 
+class FakeClock:
+    """Stands in for ``time`` in ``engine.engine``: ``sleep`` advances the clock at once (no real waiting)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_step_clock_arrival_does_not_wait_behind_a_later_wall_clock_one(monkeypatch):
+    """Regression: B (arrival_step 0) and A (arrival_time 5 s) in one workload. B is due before step 0 and must
+    run then; the engine used to look only at the head of its arrival list (A, not yet due), so B waited 5 s
+    and was admitted together with A. By hand: B prefills at step 0 and finishes at step 1 (2 tokens), the
+    engine idles until 5 s, and A runs in steps 2 and 3."""
+    import engine.engine as engine_module
+
+    clock = FakeClock()
+    monkeypatch.setattr(engine_module, "time", clock)
+    a = make_request("A", 3, 2, arrival_step=None)
+    a.arrival_time = 5.0
+    b = make_request("B", 3, 2, arrival_step=0)
+    records = LLMEngine(FakeRunner(), EngineConfig(block_size=4, num_kv_blocks=8), eos_token_ids={EOS}).run([a, b])
+    steps, summary = records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}
+    assert [(st["step"], st["t_start"], st["admitted"]) for st in steps] == [
+        (0, 0.0, ["B"]), (1, 0.0, []), (2, 5.0, ["A"]), (3, 5.0, [])]
+    assert (summary["B"]["arrival_time"], summary["B"]["finish_time"]) == (0.0, 0.0)
+    assert summary["A"]["first_scheduled_time"] == 5.0
+
+
 # -- real runner on the tiny random model -------------------------------------------------------------------------
 
 _REFERENCES: dict[tuple[tuple[int, ...], int], list[int]] = {}
