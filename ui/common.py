@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -26,13 +27,14 @@ def recorded_view(scenario: str, policy: str) -> TraceView:
     return view
 
 
-@st.cache_resource(show_spinner="Loading SmolLM2-135M-Instruct (first time: ~20 s to convert the GGUF file)...")
+@st.cache_resource(show_spinner="Loading the model (SmolLM2 the first time: ~20 s to convert its GGUF file)...")
 def model_and_lock():
-    """The default model, loaded once per process and shared read-only by every session; the lock serialises live
-    runs (one forward at a time on this machine's cores), so two users each get their own correct trace."""
-    from engine.models import load_model
+    """The model for live runs, loaded once per process and shared read-only by every session; the lock
+    serialises live runs (one forward at a time on this machine's cores), so two users each get their own correct
+    trace. ``$BATCHSCOPE_MODEL`` picks another model (a local folder or a cached Hugging Face id)."""
+    from engine.models import DEFAULT_MODEL, load_model
 
-    return load_model(), threading.Lock()
+    return load_model(os.environ.get("BATCHSCOPE_MODEL", DEFAULT_MODEL)), threading.Lock()
 
 
 def badge(view: TraceView) -> None:

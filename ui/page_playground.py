@@ -175,11 +175,11 @@ def run_live(s: dict, specs: list[dict]) -> dict[str, list[dict]]:
 
 def page() -> None:
     st.title("Playground")
-    st.markdown("Pick a workload and the scheduler's limits, then run it live on SmolLM2-135M-Instruct on this "
+    loaded, _ = model_and_lock()
+    st.markdown(f"Pick a workload and the scheduler's limits, then run it live on **{loaded.name}** on this "
                 "machine. Knobs keep their values; a setting that cannot run is explained next to its knob before "
                 "anything runs. Runs are cached by their settings.")
     s, slots = knobs()
-    loaded, _ = model_and_lock()
     msgs, specs = validate(s, loaded.tokenizer, getattr(loaded.model.config, "max_position_embeddings", None))
     for field, box in slots.items():
         if msgs.get(field):
