@@ -161,3 +161,29 @@ def test_two_users_run_live_at_once_and_each_gets_their_own_trace(browser, serve
     shot(a, "playground")
     a.close()
     b.close()
+
+
+def test_export_then_import_gives_back_the_same_trace_and_a_bad_file_is_refused(browser, server, tmp_path):
+    from engine import trace
+
+    page = open_page(browser, server + "/trace")
+    wait_ready(page, 3)
+    with page.expect_download() as dl:
+        page.locator(".st-key-trace-export button").click()
+    exported = tmp_path / "exported.jsonl"
+    dl.value.save_as(exported)
+    original = trace.read(ROOT / "assets" / "traces" / "seed-abcd-continuous.jsonl")
+    assert trace.read(exported) == trace.read(ROOT / "assets" / "traces" / dl.value.suggested_filename)
+    page.locator(".st-key-trace-choice").click()
+    page.get_by_role("option", name="upload a file").click()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(exported.read_text().splitlines()[:-1]))  # truncated: no summary line
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(bad))
+    page.get_by_text("bad.jsonl is not a valid Batchscope trace").wait_for()
+    assert page.locator('[data-testid="stException"]').count() == 0
+    good = tmp_path / "good.jsonl"
+    good.write_text(trace.dumps(original))
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(good))
+    page.get_by_text("Imported file").first.wait_for()
+    wait_ready(page, 3)
+    page.close()

@@ -92,6 +92,5 @@ def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
         height=90 + 40 * rows, margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
         xaxis=dict(visible=False, range=[-0.6, columns - 0.4]),
         yaxis=dict(visible=False, autorange="reversed", range=[rows - 0.4, -0.6]),
-        plot_bgcolor="white",
     )
     return fig
