@@ -57,7 +57,7 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
 def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
     """The pool as a grid of blocks at ``step``: colour = owner, text = owner and fill (e.g. ``A 7/16``).
 
-    Blocks allocated in this step have a thick outline; blocks released at the end of this step (their owner
+    Blocks allocated in this step have a thick vermillion outline; blocks released at the end of this step (their owner
     finished) are marked ``✕``; blocks a preemption freed in this step show ``⟲`` and the old owner; free blocks
     are light grey.
     """
@@ -85,7 +85,8 @@ def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
         widths.append(3 if c["new"] else 0.5)
     fig.add_scatter(x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text",
                     textfont=dict(size=9, color="#111"),
-                    marker=dict(symbol="square", size=34, color=colors, line=dict(width=widths, color="#111")))
+                    marker=dict(symbol="square", size=34, color=colors,
+                                line=dict(width=widths, color=["#D55E00" if w > 1 else "#888" for w in widths])))
     used = view.steps[step]["kv"]["num_used_blocks"]
     fig.update_layout(
         title=f"{view.policy}: KV blocks at step {step}: {used}/{len(cells)} used",
