@@ -15,9 +15,9 @@ from visuals.tracemodel import PADDING_COLOR, TraceView
 TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
 
 
-@pytest.fixture(scope="module", params=["continuous", "static"])
+@pytest.fixture(scope="module", params=[f"{s}-{p}" for s in ("seed-abcd", "preemption") for p in ("continuous", "static")])
 def seed(request):
-    return TraceView(trace.read(TRACES / f"seed-abcd-{request.param}.jsonl"))
+    return TraceView(trace.read(TRACES / f"{request.param}.jsonl"))
 
 
 def test_slot_bars_cover_exactly_the_scheduled_and_padding_cells(seed):
@@ -30,11 +30,12 @@ def test_slot_bars_cover_exactly_the_scheduled_and_padding_cells(seed):
             slot = int(y.split()[1])
             for k in range(x):
                 covered.add((int(base + 0.5) + k, slot, cd[0], cd[1]))
-    expected = {(st["step"], s["slot"], s["request_id"], s["kind"]) for st in seed.steps for s in st["scheduled"]}
+    expected = {(st["step"], s["slot"], s["request_id"], "recompute" if s.get("recompute") else s["kind"])
+                for st in seed.steps for s in st["scheduled"]}
     expected |= {(st["step"], p["slot"], p["request_id"], "padding") for st in seed.steps for p in st["padding_slots"]}
     assert covered == expected
     padding_bars = [b for b in fig.data if b.marker.color == PADDING_COLOR]
-    assert bool(padding_bars) == (seed.policy == "static")
+    assert bool(padding_bars) == any(st["padding_slots"] for st in seed.steps)
 
 
 def test_kv_usage_stacks_block_table_lengths(seed):
@@ -68,3 +69,17 @@ def test_timeline_phases_follow_the_log(seed):
     fig = timeline(seed, step=1)
     finished = fig.data[-1]
     assert dict(zip(finished.y, finished.x)) == {r: seed.finish_step(r) for r in seed.request_ids}
+
+
+def test_preemption_is_visible_as_recompute_cells_and_freed_blocks():
+    view = TraceView(trace.read(TRACES / "preemption-continuous.jsonl"))
+    step = next(st["step"] for st in view.steps if st["preempted"])
+    victim = view.steps[step]["preempted"][0]
+    lost = view.steps[step - 1]["kv"]["block_tables"][victim]
+    cells = block_map_cells(view, step)
+    assert all(cells[b]["preempted_from"] == victim or cells[b]["owner"] for b in lost)
+    recompute = [c for c in view.cells if c.kind == "recompute"]
+    assert recompute and {c.request_id for c in recompute} == {victim}
+    recomputed = next(r["num_recomputed_tokens"] for r in view.summary["requests"] if r["request_id"] == victim)
+    # the re-admission prefill redoes every token whose K/V was dropped, plus the one sampled token not yet fed
+    assert sum(c.num_tokens for c in recompute) == recomputed + 1

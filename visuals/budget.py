@@ -12,8 +12,9 @@ from visuals.tracemodel import FREE_COLOR, TraceView
 def budget_segments(view: TraceView, step: int) -> list[dict]:
     """Segments of the budget bar in batch order, then ``unused``: ``{label, request_id, kind, num_tokens}``."""
     st = view.steps[step]
-    segs = [{"label": f"{s['request_id']} {s['kind']}", "request_id": s["request_id"], "kind": s["kind"],
-             "num_tokens": s["num_tokens"]} for s in st["scheduled"]]
+    segs = [{"label": f"{s['request_id']} {s['kind']}", "request_id": s["request_id"],
+             "kind": "recompute" if s.get("recompute") else s["kind"], "num_tokens": s["num_tokens"]}
+            for s in st["scheduled"]]
     unused = view.header["config"]["max_num_batched_tokens"] - st["num_batched_tokens"]
     segs.append({"label": "unused", "request_id": None, "kind": "unused", "num_tokens": unused})
     return segs
@@ -35,6 +36,6 @@ def budget_bar(view: TraceView, step: int) -> go.Figure:
     used = view.steps[step]["num_batched_tokens"]
     fig.update_layout(barmode="stack", height=130, margin=dict(l=10, r=10, t=36, b=24), showlegend=False,
                       title=f"{view.policy}: token budget at step {step}: {used}/{budget} used "
-                            f"(hatched = prefill, solid = decode)",
+                            f"(/ prefill, + recompute, solid decode)",
                       xaxis=dict(range=[0, budget], title="tokens"), yaxis=dict(visible=False))
     return fig

@@ -1,7 +1,8 @@
 """Slot occupancy: slots (rows) x steps (columns); each run of cells coloured by its request.
 
-Second encoding for colour-blind readers and print: prefill runs are hatched (``/``), decode runs are solid,
-padding rows of a static batch are grey with ``x`` hatching; empty slots stay blank.
+Second encoding for colour-blind readers and print: prefill runs are hatched (``/``), recomputation after a
+preemption is cross-hatched (``+``), decode runs are solid, padding rows of a static batch are grey with ``x``
+hatching; empty slots stay blank.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import plotly.graph_objects as go
 
 from visuals.tracemodel import PADDING_COLOR, Cell, TraceView
 
-PATTERN = {"prefill": "/", "decode": "", "padding": "x"}
+PATTERN = {"prefill": "/", "recompute": "+", "decode": "", "padding": "x"}
 
 
 def hatch(kind: str) -> dict:
@@ -43,7 +44,7 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
         if any(k[0] == rid for k in groups):  # legend entry: a plain swatch of the request's colour
             fig.add_scatter(x=[None], y=[None], mode="markers", name=rid, legendgroup=rid,
                             marker=dict(color=view.colors[rid], symbol="square", size=12))
-        for kind in ("prefill", "decode", "padding"):
+        for kind in PATTERN:
             runs = groups.get((rid, kind))
             if not runs:
                 continue
@@ -66,7 +67,7 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
     last = (num_steps or view.num_steps) - 0.5
     fig.update_layout(
         barmode="overlay", bargap=0.15, height=150 + 34 * len(slots), margin=dict(l=10, r=10, t=40, b=30),
-        title=f"{view.policy}: slot occupancy (hatched = prefill, solid = decode, grey x = padding)",
+        title=f"{view.policy}: slot occupancy (/ = prefill, + = recompute, solid = decode, grey x = padding)",
         xaxis=dict(title="step", range=[-0.5, last]),
         yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1]),
         legend=dict(orientation="h", y=-0.35, font=dict(size=10)),
@@ -85,7 +86,7 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
     lo, hi = (0, view.num_steps - 1) if window is None else (max(0, step - window), step + window)
     cells = [c for c in view.cells if lo <= c.step <= hi]
     fig = go.Figure()
-    for kind in ("prefill", "decode", "padding"):
+    for kind in PATTERN:
         group = [c for c in cells if c.kind == kind]
         if not group:
             continue
@@ -105,7 +106,7 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
     fig.add_vrect(x0=step - 0.5, x1=step + 0.5, fillcolor="rgba(213,94,0,0.15)", line=dict(color="#D55E00", width=2))
     fig.update_layout(
         barmode="overlay", bargap=0.1, height=110 + 34 * len(slots), margin=dict(l=10, r=10, t=40, b=30),
-        title=f"{view.policy}: slots at step {step} (hatched = prefill, solid = decode, grey x = padding)",
+        title=f"{view.policy}: slots at step {step} (/ prefill, + recompute, solid decode, x padding)",
         xaxis=dict(title="step", range=[lo - 0.5, hi + 0.5], dtick=1 if hi - lo <= 16 else 5, tickangle=0),
         yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1]), showlegend=False,
     )

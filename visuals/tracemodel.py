@@ -14,7 +14,8 @@ PADDING_COLOR = "#9E9E9E"
 
 @dataclass(frozen=True)
 class Cell:
-    """What one slot did in one step. ``kind``: prefill, decode, padding (static), or reserved (admitted, idle)."""
+    """What one slot did in one step. ``kind``: prefill, recompute (a prefill redoing K/V a preemption dropped),
+    decode, or padding (a finished member of a static batch)."""
 
     step: int
     slot: int
@@ -60,7 +61,8 @@ class TraceView:
             texts = {s["request_id"]: s["text"] for s in st["sampled"]}
             busy = set()
             for s in st["scheduled"]:
-                out.append(Cell(st["step"], s["slot"], s["request_id"], s["kind"], s["num_tokens"],
+                kind = "recompute" if s.get("recompute") else s["kind"]
+                out.append(Cell(st["step"], s["slot"], s["request_id"], kind, s["num_tokens"],
                                 texts.get(s["request_id"], "")))
                 busy.add(s["slot"])
             for p in st["padding_slots"]:
