@@ -98,3 +98,11 @@ def test_unknown_model_offline(tmp_path):
 def test_missing_workload_file(tmp_path):
     code, _, err = cli("run", "--workload", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "t.jsonl"))
     assert_clear_error(code, err, "nope.jsonl", "does not exist")
+
+
+@pytest.mark.real_model
+def test_prompt_longer_than_the_models_context(tmp_path):
+    wl = tmp_path / "w.jsonl"
+    wl.write_text(json.dumps({"request_id": "huge", "prompt": "hello " * 9000, "max_tokens": 10}) + "\n")
+    code, _, err = cli("run", "--workload", str(wl), "--num-kv-blocks", "4096", "--out", str(tmp_path / "t.jsonl"))
+    assert_clear_error(code, err, "'huge'", "context of 8192 tokens")
