@@ -118,11 +118,15 @@ def knobs() -> tuple[dict, dict[str, list[str]]]:
     return s, slots
 
 
+def engine_config(s: dict, policy: str = "continuous") -> EngineConfig:
+    return EngineConfig(policy=policy, **{k: s[k] for k in ("max_num_seqs", "max_num_batched_tokens", "block_size",
+                                                            "num_kv_blocks", "enable_chunked_prefill")})
+
+
 def validate(s: dict, tokenizer, max_model_len: int | None) -> tuple[dict[str, list[str]], list[dict]]:
     """Messages per knob (empty if the settings can run) and the request specs."""
     msgs: dict[str, list[str]] = {}
-    cfg = EngineConfig(**{k: s[k] for k in ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_kv_blocks",
-                                             "enable_chunked_prefill")})
+    cfg = engine_config(s)
     for name in LIMITS:
         try:
             EngineConfig(**{name: getattr(cfg, name)}).validate()
@@ -164,10 +168,8 @@ def run_live(s: dict, specs: list[dict]) -> dict[str, list[dict]]:
                 done += len(rec["finished"])
                 bar.progress(done / len(specs), text=f"{policy}: step {rec['step']}, {done}/{len(specs)} finished")
 
-            cfg = EngineConfig(policy=policy, **{k: s[k] for k in ("max_num_seqs", "max_num_batched_tokens",
-                                                                  "block_size", "num_kv_blocks",
-                                                                  "enable_chunked_prefill")})
-            out[policy] = generate_trace(loaded, specs, cfg, scenario="playground", on_step=on_step)
+            out[policy] = generate_trace(loaded, specs, engine_config(s, policy), scenario="playground",
+                                         on_step=on_step)
             bar.empty()
     cache[key] = out
     return out
