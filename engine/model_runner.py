@@ -14,6 +14,7 @@ end of its known tokens), via transformers' ``logits_to_keep`` index argument.
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 
 import torch
@@ -39,6 +40,8 @@ class ModelRunner:
                                 cfg.num_key_value_heads, head_dim, self.dtype, self.device)
         self.pad_token_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
         self._generators: dict[str, torch.Generator] = {}
+        self.time_forward = False  # when True, ``forward_times`` gets the seconds of each step's model forward
+        self.forward_times: list[float] = []
 
     @contextmanager
     def _paged_attention(self):
@@ -87,12 +90,19 @@ class ModelRunner:
     def execute(self, out: SchedulerOutput, block_tables: dict[str, list[int]]) -> dict[str, int]:
         """Run one forward pass for ``out`` and sample. Returns ``{request_id: sampled token id}``."""
         if out.is_empty:
+            if self.time_forward:
+                self.forward_times.append(0.0)
             return {}
         input_ids, position_ids, batch, rows, reqs = self.build_batch(out, block_tables)
         keep = torch.tensor(rows if rows else [0], dtype=torch.long, device=self.device)
+        t0 = time.perf_counter() if self.time_forward else 0.0
         with self._paged_attention():
             logits = self.model(input_ids=input_ids, position_ids=position_ids, paged_batch=batch,
                                 use_cache=False, logits_to_keep=keep).logits[0]  # [len(keep), vocab]
+        if self.time_forward:
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.forward_times.append(time.perf_counter() - t0)
         if not rows:
             return {}
         tokens = sample(logits, [r.sampling for r in reqs], [self._generator(r) for r in reqs])

@@ -1,0 +1,168 @@
+"""The variance sweep (``python -m engine sweep``): static vs continuous batching as output lengths spread out.
+
+The experiment of Anyscale's post "How continuous batching enables 23x throughput in LLM inference while reducing
+p50 latency" (Daniel, Liaw et al., 2023; https://www.anyscale.com/blog/continuous-batching-llm-inference), at toy
+scale on the real engine: fixed prompts, output lengths drawn (seeded) from distributions with the **same mean** and
+a growing spread, EOS ignored so that every request produces exactly its drawn length, and the output throughput of
+static and continuous batching at the same ``max_num_seqs``. Expected: a ratio of about 1 when all lengths are equal,
+rising with the spread (a static batch waits for its longest member while the others pad).
+
+Length distributions (``output_lengths``): for a spread level ``sigma >= 0`` the lengths follow a log-normal
+distribution of shape ``sigma``, cut to ``[1, cap_factor * mean]`` and scaled so that its mean is ``mean``
+(``sigma = 0``: every length equals ``mean``; larger ``sigma``: many short answers and a few very long ones; a
+capped exponential was tried first, but its coefficient of variation never exceeds 1, too little spread for 16
+requests). Draws are stratified (one uniform per ``1/n`` quantile band, then a seeded shuffle of which request gets
+which length) and rounded so that the sample mean is exactly ``mean``: every level has the same total work, only
+its spread differs.
+
+Each level reports throughput in output tokens per second (wall clock) and per step (reproducible), and the ratio
+continuous / static of each. Units: tokens, seconds, steps.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+
+from engine.bench import engine_config, provenance, run_engine, Workload
+from engine.metrics import summarize
+from engine.models import LoadedModel
+from engine.workload import render_prompt
+
+# Published numbers for context (not comparable in scale): OPT-13B on one NVIDIA A100 40 GB, the post's Figure.
+ANYSCALE = {
+    "source": "Anyscale, \"How continuous batching enables 23x throughput in LLM inference while reducing p50 "
+              "latency\" (2023), https://www.anyscale.com/blog/continuous-batching-llm-inference",
+    "setup": "OPT-13B on an NVIDIA A100 40GB, generation lengths up to 1536 tokens",
+    "continuous_batching_alone_max_ratio": 8.0,
+    "vllm_vs_naive_hf_ratio": 23.0,
+}
+
+DEFAULT_SIGMAS = (0.0, 0.5, 1.0, 1.5, 2.0)  # coefficient of variation 0, 0.53, 1.31, 2.91, 7.32 before the cap
+
+
+def output_lengths(n: int, mean: int, sigma: float, seed: int = 0, cap_factor: float = 8.0) -> list[int]:
+    """``n`` output lengths (tokens) with sample mean exactly ``mean``, between 1 and ``cap_factor * mean``.
+
+    The lengths follow a log-normal distribution with shape ``sigma`` (the spread level: 0 gives ``n`` equal
+    lengths; the coefficient of variation grows as ``sqrt(exp(sigma**2) - 1)``), cut at ``[1, cap_factor * mean]``
+    and scaled so that its mean stays ``mean``. Draws are stratified (one per ``1/n`` quantile band, so a small ``n``
+    still covers the tail), rounded so that the sum is exactly ``n * mean``, then shuffled: the seed decides which
+    request gets which length.
+
+    Raises:
+        ValueError: ``n < 1``, ``mean < 1``, ``sigma < 0`` or ``cap_factor < 1``.
+    """
+    if n < 1 or mean < 1 or sigma < 0 or cap_factor < 1:
+        raise ValueError(f"need n >= 1, mean >= 1, sigma >= 0 and cap_factor >= 1 "
+                         f"(got n={n}, mean={mean}, sigma={sigma}, cap_factor={cap_factor})")
+    cap = max(mean, int(math.floor(cap_factor * mean)))
+    if sigma == 0 or cap == mean or mean == 1:
+        return [mean] * n
+    rng = np.random.default_rng(seed)
+    u = (np.arange(n) + rng.uniform(size=n)) / n  # one draw per quantile band
+    raw = np.exp(sigma * np.asarray([statistics.NormalDist().inv_cdf(v) for v in u]))
+
+    def mean_at(k: float) -> float:
+        return float(np.clip(k * raw, 1, cap).mean())
+
+    lo, hi = 0.0, float(cap) / raw.min()  # mean_at rises with k: bisect for mean_at(k) == mean
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_at(mid) < mean else (lo, mid)
+    x = np.clip(hi * raw, 1, cap)
+    lengths = np.floor(x).astype(int)
+    need = n * mean - int(lengths.sum())  # |need| <= n after the bisection: hand out the remainders
+    step = 1 if need > 0 else -1
+    for i in np.argsort(-step * (x - lengths), kind="stable"):
+        if need == 0:
+            break
+        if 1 <= lengths[i] + step <= cap:
+            lengths[i] += step
+            need -= step
+    rng.shuffle(lengths)
+    return [int(v) for v in lengths]
+
+
+def sweep_workloads(prompt_specs: list[dict], n: int, mean: int, sigmas=DEFAULT_SIGMAS, seed: int = 0,
+                    cap_factor: float = 8.0) -> list[tuple[float, list[dict]]]:
+    """(sigma, request specs) per spread level: ``n`` requests on the given prompts (cycled), greedy, EOS ignored,
+    ``max_tokens`` = the drawn length (so each request produces exactly that many tokens)."""
+    out = []
+    for sigma in sigmas:
+        lengths = output_lengths(n, mean, sigma, seed, cap_factor)
+        specs = []
+        for i, length in enumerate(lengths):
+            base = {k: v for k, v in prompt_specs[i % len(prompt_specs)].items()
+                    if k in ("prompt", "messages", "prompt_token_ids")}
+            specs.append({**base, "request_id": f"q{i:02d}", "max_tokens": length, "temperature": 0.0,
+                          "ignore_eos": True, "arrival_time": 0.0})
+        out.append((sigma, specs))
+    return out
+
+
+def spread_stats(lengths: list[int]) -> dict:
+    """``mean``, ``std`` (population), ``cv`` (std / mean), ``min``, ``max`` of output lengths (tokens)."""
+    mean = statistics.fmean(lengths)
+    std = statistics.pstdev(lengths)
+    return {"mean": mean, "std": std, "cv": std / mean, "min": min(lengths), "max": max(lengths)}
+
+
+def run_sweep(loaded: LoadedModel, prompt_specs: list[dict], n: int = 16, mean: int = 32,
+              sigmas=DEFAULT_SIGMAS, max_num_seqs: int = 4, max_num_batched_tokens: int = 128,
+              block_size: int = 16, seed: int = 0, cap_factor: float = 8.0, progress=None) -> dict:
+    """Run static and continuous batching on every spread level (interleaved: S C, then C S, ...).
+
+    Returns the dict saved as ``assets/sweep.json``: ``provenance``, ``config``, ``anyscale`` (the published
+    numbers) and ``levels``, one per ``sigma`` with ``lengths``, their ``spread`` (``spread_stats``), and per
+    policy ``seconds``, ``num_steps``, ``output_tokens``, ``tok_per_s``, ``tok_per_step``; plus ``ratio_s`` and
+    ``ratio_steps`` (continuous / static).
+    """
+    say = progress or (lambda msg: None)
+    levels = []
+    for k, (sigma, specs) in enumerate(sweep_workloads(prompt_specs, n, mean, sigmas, seed, cap_factor)):
+        prompts = [render_prompt(s, loaded.tokenizer)[1] for s in specs]
+        work = Workload(specs, prompts, max(s["max_tokens"] for s in specs), True)
+        level = {"sigma": sigma, "lengths": [s["max_tokens"] for s in specs], "spread": spread_stats([s["max_tokens"] for s in specs])}
+        for policy in (("static", "continuous") if k % 2 == 0 else ("continuous", "static")):
+            say(f"sigma {sigma:g}: {policy}")
+            config = engine_config(work, policy, max_num_seqs, max_num_batched_tokens, block_size)
+            records, _ = run_engine(loaded, specs, config)
+            s = summarize(records)
+            level[policy] = {"seconds": s["duration_s"], "num_steps": s["num_steps"],
+                             "output_tokens": s["total_output_tokens"], "tok_per_s": s["output_throughput_tok_s"],
+                             "tok_per_step": s["output_throughput_tok_step"],
+                             "padding_slot_steps": s["padding_slot_steps"]}
+        level["ratio_s"] = level["continuous"]["tok_per_s"] / level["static"]["tok_per_s"]
+        level["ratio_steps"] = level["continuous"]["tok_per_step"] / level["static"]["tok_per_step"]
+        levels.append(level)
+    return {
+        "provenance": provenance(loaded),
+        "config": {"num_requests": n, "mean_output_tokens": mean, "sigmas": list(sigmas), "seed": seed,
+                   "cap_factor": cap_factor,
+                   "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+                   "block_size": block_size, "distribution": "log-normal(sigma) cut to [1, cap_factor * mean], scaled "
+                   "to the mean; stratified draws, sample mean exact", "ignore_eos": True,
+                   "prompts": "the sixteen scenario's chat prompts, cycled" if prompt_specs and "messages" in
+                   prompt_specs[0] else "given prompts, cycled"},
+        "anyscale": ANYSCALE,
+        "levels": levels,
+    }
+
+
+def to_markdown(result: dict) -> str:
+    """The sweep as a Markdown table (one row per spread level)."""
+    p, c = result["provenance"], result["config"]
+    lines = [f"Model {p['model']} ({p['dtype']}) on {p['device']}, {p['created']}; {c['num_requests']} requests, "
+             f"mean output {c['mean_output_tokens']} tokens, max_num_seqs {c['max_num_seqs']}, seed {c['seed']}.", "",
+             "| sigma | max length | CV of lengths | static tok/s | continuous tok/s | ratio (s) | "
+             "static steps | continuous steps | ratio (steps) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for lv in result["levels"]:
+        s, k = lv["static"], lv["continuous"]
+        lines.append(f"| {lv['sigma']:g} | {lv['spread']['max']} | {lv['spread']['cv']:.2f} | "
+                     f"{s['tok_per_s']:.1f} | {k['tok_per_s']:.1f} | {lv['ratio_s']:.2f} | {s['num_steps']} | "
+                     f"{k['num_steps']} | {lv['ratio_steps']:.2f} |")
+    return "\n".join(lines) + "\n"
