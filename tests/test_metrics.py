@@ -220,3 +220,24 @@ def test_poisson_arrivals_seconds_and_steps():
         metrics.poisson_arrivals(specs, rate=0)
     with pytest.raises(ValueError, match="clock"):
         metrics.poisson_arrivals(specs, rate=1.0, clock="minutes")
+
+
+def test_figures_for_the_app(hand_trace):
+    from visuals import metrics as vm
+
+    runs = {"static": hand_trace, "continuous": hand_trace}
+    fig = vm.request_latency(runs, "ttft_s")
+    assert [t.name for t in fig.data] == ["static", "continuous"]
+    assert list(fig.data[0].x) == ["one", "long", "pre"] and list(fig.data[0].y) == [1.0, 1.5, 0.75]
+    assert "(s)" in fig.layout.yaxis.title.text
+    tpot = vm.request_latency(runs, "tpot_steps")
+    assert list(tpot.data[1].y) == [None, 1.0, 1.5] and "(steps)" in tpot.layout.yaxis.title.text
+    cdf = vm.latency_cdf({"run": hand_trace}, "itl_s")
+    assert list(cdf.data[0].x) == pytest.approx([0.5, 0.5, 0.5, 0.5, 1.5]) and cdf.data[0].y[-1] == 1.0
+    kv = vm.kv_utilisation({"run": hand_trace})
+    assert list(kv.data[0].y) == pytest.approx([2 / 3, 2 / 3, 1, 1, 1, 1 / 3])
+    assert list(vm.kv_utilisation({"run": hand_trace}, clock="s").data[0].x) == [1.0, 1.5, 2.0, 2.5, 3.0, 4.0]
+    with pytest.raises(ValueError, match="metric"):
+        vm.request_latency(runs, "itl_s")
+    with pytest.raises(ValueError, match="clock"):
+        vm.kv_utilisation(runs, clock="minutes")

@@ -63,3 +63,15 @@ def test_tiny_sweep_ratio_is_one_without_spread_and_rises_with_it(tiny_model):
     assert result["anyscale"]["continuous_batching_alone_max_ratio"] == 8.0
     assert result["provenance"]["model"] == "tiny-llama" and result["config"]["sigmas"] == [0.0, 1.5]
     assert "| 1.5 |" in sweep.to_markdown(result)
+
+    from visuals.metrics import sweep_ratio, sweep_throughput
+
+    fig = sweep_ratio(result)
+    assert list(fig.data[0].x) == [0.0, pytest.approx(spread["spread"]["cv"])]
+    assert list(fig.data[1].y) == [1.0, pytest.approx(36 / 31)]  # the step-clock ratio
+    assert fig.layout.yaxis.type == "log"
+    notes = " ".join(a.text for a in fig.layout.annotations)
+    assert "8x" in notes and "23x" in notes  # the published numbers, for context
+    bars = sweep_throughput(result, clock="steps")
+    assert [t.name for t in bars.data] == ["static", "continuous"]
+    assert list(bars.data[0].y) == pytest.approx([48 / 12, 48 / 36])

@@ -1,0 +1,165 @@
+"""Pure functions from metrics (``engine.metrics``) and sweep results (``engine.sweep``) to plotly figures.
+
+Every function takes plain data and returns a ``plotly.graph_objects.Figure``; nothing here touches Streamlit.
+``runs`` arguments map a label to a trace's records, e.g. ``{"static": static_records, "continuous": cont_records}``;
+the labels become legend entries in the given order. Axis titles carry the unit: ``s`` (wall clock) or ``steps``
+(the step clock of ``engine.metrics``: reproducible).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from engine.metrics import LATENCY_METRICS, request_metrics, steps_frame
+from visuals.tracemodel import OKABE_ITO
+
+# per-request scalar metrics (ITL is a list per request: see ``latency_cdf``)
+REQUEST_METRICS = [m for m in LATENCY_METRICS if not m.startswith("itl_")]
+
+
+def _unit(metric: str) -> str:
+    return "s" if metric.endswith("_s") else "steps"
+
+
+def _label(metric: str) -> str:
+    return f"{LATENCY_METRICS[metric][1].split(':')[0]} ({_unit(metric)})"
+
+
+def _check(metric: str, allowed: list[str]) -> None:
+    if metric not in allowed:
+        raise ValueError(f"metric={metric!r} must be one of {', '.join(allowed)}")
+
+
+def request_latency(runs: dict[str, list[dict]], metric: str = "ttft_s") -> go.Figure:
+    """Grouped bars: ``metric`` of every request (x, in arrival order), one bar colour per run.
+
+    Args:
+        runs: label -> trace records.
+        metric: one of ``REQUEST_METRICS`` (``ttft_s``, ``e2e_steps``, ...). A request without the figure (TPOT of a
+            one-token answer) has no bar.
+    Raises:
+        ValueError: unknown ``metric``.
+    """
+    _check(metric, REQUEST_METRICS)
+    fig = go.Figure()
+    for i, (label, records) in enumerate(runs.items()):
+        reqs = request_metrics(records)
+        fig.add_bar(x=[r["request_id"] for r in reqs], y=[r[metric] for r in reqs], name=label,
+                    marker_color=OKABE_ITO[i % len(OKABE_ITO)],
+                    hovertemplate=f"%{{x}} ({label}): %{{y:.3g}} {_unit(metric)}<extra></extra>")
+    fig.update_layout(barmode="group", title=f"{_label(metric)} per request", xaxis=dict(type="category",
+                      title="request"), yaxis=dict(title=_label(metric)), margin=dict(l=10, r=10, t=40, b=30),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def latency_cdf(runs: dict[str, list[dict]], metric: str = "e2e_s") -> go.Figure:
+    """Empirical CDF of ``metric`` per run (fraction of requests, or of token gaps for ``itl_*``, at or below x).
+
+    Args:
+        metric: any of ``engine.metrics.LATENCY_METRICS``; ``itl_*`` pools every gap of every request.
+    Raises:
+        ValueError: unknown ``metric``.
+    """
+    _check(metric, list(LATENCY_METRICS))
+    fig = go.Figure()
+    for i, (label, records) in enumerate(runs.items()):
+        reqs = request_metrics(records)
+        if metric.startswith("itl_"):
+            values = sorted(g for r in reqs for g in r[metric])
+        else:
+            values = sorted(r[metric] for r in reqs if r[metric] is not None)
+        share = (np.arange(1, len(values) + 1) / len(values)).tolist() if values else []
+        fig.add_scatter(x=values, y=share, mode="lines", line_shape="hv", name=label,
+                        line=dict(color=OKABE_ITO[i % len(OKABE_ITO)], width=2))
+    fig.update_layout(title=f"{_label(metric)}: distribution", xaxis=dict(title=_label(metric)),
+                      yaxis=dict(title="fraction at or below", range=[0, 1.02]), margin=dict(l=10, r=10, t=40, b=30),
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def kv_utilisation(runs: dict[str, list[dict]], clock: str = "steps") -> go.Figure:
+    """KV-cache utilisation (used blocks / pool, 0..1) over time, one line per run.
+
+    Args:
+        clock: ``"steps"`` (x = step index) or ``"s"`` (x = end of the step, seconds from the start of the run).
+    Raises:
+        ValueError: unknown ``clock``.
+    """
+    if clock not in ("steps", "s"):
+        raise ValueError(f"clock={clock!r} must be 'steps' or 's'")
+    fig = go.Figure()
+    for i, (label, records) in enumerate(runs.items()):
+        frame = steps_frame(records)
+        fig.add_scatter(x=frame["step"] if clock == "steps" else frame["t_end_s"], y=frame["kv_utilisation"],
+                        mode="lines", line_shape="hv", name=label, line=dict(color=OKABE_ITO[i % len(OKABE_ITO)]))
+    fig.update_layout(title="KV-cache utilisation", xaxis=dict(title="step" if clock == "steps" else "time (s)"),
+                      yaxis=dict(title="used blocks / pool", range=[0, 1.05], tickformat=".0%"),
+                      margin=dict(l=10, r=10, t=40, b=30), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def sweep_ratio(result: dict) -> go.Figure:
+    """The variance sweep: throughput ratio continuous / static (y, log scale) against the spread of output lengths
+    (x: coefficient of variation, std / mean), in wall-clock seconds and on the step clock, with the published
+    numbers for context.
+
+    The reference lines are Anyscale's, from "How continuous batching enables 23x throughput in LLM inference while
+    reducing p50 latency" (2023, https://www.anyscale.com/blog/continuous-batching-llm-inference): up to 8x for
+    continuous batching alone and 23x for vLLM against naive Hugging Face serving, OPT-13B on an A100; a different
+    scale (13B parameters, outputs up to 1536 tokens, a GPU), shown for orientation, not as a like-for-like target.
+
+    Args:
+        result: the dict of ``engine.sweep.run_sweep`` (``assets/sweep.json``).
+    """
+    levels = result["levels"]
+    cv = [lv["spread"]["cv"] for lv in levels]
+    text = [f"sigma {lv['sigma']:g}, max {lv['spread']['max']} tokens" for lv in levels]
+    fig = go.Figure()
+    fig.add_scatter(x=cv, y=[lv["ratio_s"] for lv in levels], mode="lines+markers", name="tokens/s (wall clock)",
+                    text=text, line=dict(color=OKABE_ITO[4], width=3),
+                    hovertemplate="CV %{x:.2f} (%{text}): %{y:.2f}x<extra>seconds</extra>")
+    fig.add_scatter(x=cv, y=[lv["ratio_steps"] for lv in levels], mode="lines+markers", name="tokens/step",
+                    text=text, line=dict(color=OKABE_ITO[0], width=2, dash="dash"),
+                    hovertemplate="CV %{x:.2f} (%{text}): %{y:.2f}x<extra>steps</extra>")
+    fig.add_hline(y=1, line=dict(color="#777", width=1))
+    ref = result.get("anyscale", {})
+    for key, label in (("continuous_batching_alone_max_ratio", "Anyscale: continuous batching alone, up to"),
+                       ("vllm_vs_naive_hf_ratio", "Anyscale: vLLM vs naive HF")):
+        if key in ref:
+            fig.add_hline(y=ref[key], line=dict(color="#999", width=1, dash="dot"),
+                          annotation_text=f"{label} {ref[key]:g}x (OPT-13B, A100)",
+                          annotation_position="top left")
+    cfg, prov = result.get("config", {}), result.get("provenance", {})
+    fig.update_layout(
+        title=f"continuous / static throughput vs output-length spread ({prov.get('model', '?')}, "
+              f"{prov.get('device', '?')}, max_num_seqs {cfg.get('max_num_seqs', '?')})",
+        xaxis=dict(title="spread of output lengths (coefficient of variation, same mean)"),
+        yaxis=dict(title="throughput ratio continuous / static", type="log", range=[np.log10(0.8), np.log10(30)]),
+        margin=dict(l=10, r=10, t=50, b=30), legend=dict(orientation="h", y=-0.25),
+    )
+    return fig
+
+
+def sweep_throughput(result: dict, clock: str = "s") -> go.Figure:
+    """Output throughput of static and continuous batching per spread level (grouped bars).
+
+    Args:
+        clock: ``"s"`` (tokens per second, wall clock) or ``"steps"`` (tokens per step).
+    Raises:
+        ValueError: unknown ``clock``.
+    """
+    if clock not in ("s", "steps"):
+        raise ValueError(f"clock={clock!r} must be 's' or 'steps'")
+    key = "tok_per_s" if clock == "s" else "tok_per_step"
+    x = [f"CV {lv['spread']['cv']:.2f}" for lv in result["levels"]]
+    fig = go.Figure()
+    for i, policy in enumerate(("static", "continuous")):
+        fig.add_bar(x=x, y=[lv[policy][key] for lv in result["levels"]], name=policy,
+                    marker_color=OKABE_ITO[[5, 4][i]])
+    fig.update_layout(barmode="group", title="output throughput per spread level",
+                      yaxis=dict(title="output tokens / s" if clock == "s" else "output tokens / step"),
+                      xaxis=dict(title="spread of output lengths", type="category"),
+                      margin=dict(l=10, r=10, t=40, b=30), legend=dict(orientation="h", y=-0.2))
+    return fig
