@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import page_lockstep, page_playground, page_trace, page_walkthrough
+from ui import page_lockstep, page_metrics, page_playground, page_trace, page_walkthrough
 
 st.set_page_config(page_title="Batchscope", layout="wide", page_icon=":material/view_timeline:")
 
@@ -16,6 +16,7 @@ pages = [
     st.Page(page_walkthrough.page, title="Walkthrough", url_path="walkthrough", default=True,
             icon=":material/school:"),
     st.Page(page_lockstep.page, title="Static vs continuous", url_path="compare", icon=":material/compare:"),
+    st.Page(page_metrics.page, title="Metrics", url_path="metrics", icon=":material/speed:"),
     st.Page(page_playground.page, title="Playground", url_path="playground", icon=":material/tune:"),
     st.Page(page_trace.page, title="Trace", url_path="trace", icon=":material/data_object:"),
 ]

@@ -145,3 +145,14 @@ def test_playground_live_run_draws_both_policies():
     click(at, "pg:run")
     assert lockstep_steps(at)[0].startswith("Static · step 0")
     assert sum("slots at step 0" in t for t in titles(at)) == 2
+
+
+def test_metrics_page_shows_both_policies_from_the_traces():
+    from engine.metrics import summarize
+
+    at = page("page_metrics", scenario="seed-abcd")
+    values = [(m.label, m.value) for m in at.metric]
+    runs = {p: trace.read(TRACE_DIR / f"seed-abcd-{p}.jsonl") for p in ("static", "continuous")}
+    pads = [v for label, v in values if label == "padding slot-steps"]
+    assert pads == [str(summarize(runs[p])["padding_slot_steps"]) for p in ("static", "continuous")]
+    assert len(at.get("plotly_chart")) >= 3
