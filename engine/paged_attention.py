@@ -16,6 +16,12 @@ chunks and decodes mixed; RoPE already applied). For layer ``l`` it
    request ``r`` at position ``p`` sees the keys of ``r`` at positions ``<= p`` and nothing of other requests.
 
 So the new tokens attend to themselves *through the pool*: if the pool were wrong, the output would be too.
+
+Decode steps (every row computes exactly one token: decodes, 1-token chunks, static padding rows) take a faster
+layout: the ``B`` rows become a batch of ``B`` single-token queries, each row's context is gathered into a padded
+``[B, L_max]`` matrix of slots, and one ``scaled_dot_product_attention`` runs over ``[B] x [L_max]`` with a padding
+mask. The block-diagonal layout would score every query against all ``sum(L_i)`` context slots, ``B`` times the
+work; this one scores ``B * L_max``. Same pool, same reads and writes.
 """
 
 from __future__ import annotations
@@ -58,12 +64,16 @@ class PagedBatch:
     - ``slot_mapping``: ``[T]`` int64, pool slot of each new token.
     - ``context_slots``: ``[S]`` int64, pool slots of every scheduled request's context, request after request.
     - ``mask``: ``[1, 1, T, S]`` bool, True where a query may attend to a key.
+
+    Decode layout (``decode=True``, every row one token): ``context_slots`` is ``[B, L_max]`` (row ``i``: the slots
+    of its context, padded with any valid slot) and ``mask`` is ``[B, 1, 1, L_max]`` (True on the real context).
     """
 
     pool: KVCachePool
     slot_mapping: torch.Tensor
     context_slots: torch.Tensor
     mask: torch.Tensor
+    decode: bool = False
 
 
 def paged_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -85,6 +95,14 @@ def paged_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
     k_pool, v_pool = paged_batch.pool.k[layer], paged_batch.pool.v[layer]
     k_pool.index_copy_(0, paged_batch.slot_mapping, key[0].transpose(0, 1).to(k_pool.dtype))
     v_pool.index_copy_(0, paged_batch.slot_mapping, value[0].transpose(0, 1).to(v_pool.dtype))
+    if paged_batch.decode:  # B rows of one query each: [B, H, 1, D] against each row's padded context
+        rows, width = paged_batch.context_slots.shape
+        flat = paged_batch.context_slots.reshape(-1)
+        k = k_pool.index_select(0, flat).view(rows, width, *k_pool.shape[1:]).transpose(1, 2)  # [B, Hkv, L, D]
+        v = v_pool.index_select(0, flat).view(rows, width, *v_pool.shape[1:]).transpose(1, 2)
+        q = query[0].transpose(0, 1).unsqueeze(2)  # [B, H, 1, D]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=paged_batch.mask, scale=scaling, enable_gqa=True)
+        return out.permute(2, 0, 1, 3), None  # [B, H, 1, D] -> [1, B, H, D]
     k = k_pool.index_select(0, paged_batch.context_slots).transpose(0, 1).unsqueeze(0)  # [1, Hkv, S, D]
     v = v_pool.index_select(0, paged_batch.context_slots).transpose(0, 1).unsqueeze(0)
     out = F.scaled_dot_product_attention(query, k, v, attn_mask=paged_batch.mask, scale=scaling, enable_gqa=True)
