@@ -149,6 +149,7 @@ class LLMEngine:
         t_start = time.perf_counter() - t0
         out = sched.schedule()
         running = [r.request_id for r in sched.running]  # in the batch this step, admission order
+        reserved = sched.num_reserved_blocks if self.config.policy == "static" else None
         block_tables = {rid: list(t) for rid, t in sched.block_manager.block_tables.items()}
         sampled = self.runner.execute(out, block_tables)
         t_end = time.perf_counter() - t0
@@ -189,6 +190,7 @@ class LLMEngine:
                 "block_tables": block_tables,
                 "num_cached_tokens": {s.request.request_id: s.num_computed_tokens + s.num_tokens for s in out.scheduled},
                 "allocated": out.allocated_blocks,
+                **({"num_reserved_blocks": reserved} if reserved is not None else {}),
             },
         }
 

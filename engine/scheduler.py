@@ -165,6 +165,11 @@ class Scheduler:
             self._admit(req, out)
             self.batch.append(req)
 
+    @property
+    def num_reserved_blocks(self) -> int:
+        """Static only: worst-case blocks (prompt + max_tokens - 1 tokens) reserved for the unfinished members."""
+        return sum(blocks_needed(r.max_kv_tokens, self.config.block_size) for r in self.batch if not r.is_finished)
+
     def _end_batch(self) -> None:
         for req in self.batch:
             self.slots.pop(req.request_id, None)
