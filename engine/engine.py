@@ -60,8 +60,9 @@ def validate_request(req: Request, config: EngineConfig, max_model_len: int | No
     need = blocks_needed(req.max_kv_tokens, config.block_size)
     if need > config.num_kv_blocks:
         raise RequestError(
-            f"{where}: needs {need} KV blocks of {config.block_size} tokens (prompt {req.num_prompt_tokens} + "
-            f"max_tokens {req.sampling.max_tokens} - 1) but the whole pool has num_kv_blocks="
+            f"{where}: needs {need} KV blocks of {config.block_size} tokens for prompt {req.num_prompt_tokens} + "
+            f"max_tokens {req.sampling.max_tokens} - 1 tokens (the last sampled token is never fed back, so it needs "
+            f"no KV slot) but the whole pool has num_kv_blocks="
             f"{config.num_kv_blocks}; raise num_kv_blocks to >= {need} or lower max_tokens"
         )
     if not config.enable_chunked_prefill and req.num_prompt_tokens > config.max_num_batched_tokens:

@@ -63,12 +63,12 @@ def test_timeline_phases_follow_the_log(seed):
     phases = request_phases(seed)
     for st in seed.steps:
         for s in st["scheduled"]:
-            assert phases[s["request_id"]][st["step"]] == s["kind"]
+            assert phases[s["request_id"]][st["step"]] == ("recompute" if s["recompute"] else s["kind"])
         for rid in st["waiting"]:
             assert phases[rid][st["step"]] == "waiting"
     fig = timeline(seed, step=1)
     finished = fig.data[-1]
-    assert dict(zip(finished.y, finished.x)) == {r: seed.finish_step(r) for r in seed.request_ids}
+    assert dict(zip(finished.y, finished.customdata)) == {r: seed.finish_step(r) for r in seed.request_ids}
 
 
 def test_preemption_is_visible_as_recompute_cells_and_freed_blocks():

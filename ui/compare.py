@@ -20,7 +20,11 @@ def counters(views: dict[str, TraceView], step: int) -> None:
     m[0].metric("static steps", s.num_steps)
     m[1].metric("continuous steps", c.num_steps)
     saved = s.num_steps - c.num_steps
-    m[2].metric("steps saved by continuous", saved, f"{saved / s.num_steps:.0%} fewer" if s.num_steps else None)
+    if saved >= 0:
+        m[2].metric("steps saved by continuous", saved, f"{saved / s.num_steps:.0%} fewer" if s.num_steps else None)
+    else:
+        m[2].metric("extra steps for continuous", -saved, f"{-saved / s.num_steps:.0%} more", delta_color="inverse",
+                    help="here the KV pool, not the slots, limits concurrency, and preemption costs recompute")
     m[3].metric("padding slot-steps wasted (static)", f"{pad_now} / {pad_total}",
                 help="finished rows of a static batch that still run in the forward pass, up to this step / total")
 
@@ -40,7 +44,7 @@ def compare(views: dict[str, TraceView], key: str, initial: int = 0) -> None:
             with col:
                 st.subheader(f"{policy.capitalize()} · step {min(step, view.num_steps - 1)}")
                 narration(view, min(step, view.num_steps - 1), beats=False)
-                step_panel(view, step, key=f"{key}:{policy}", window=15, compact=True)
+                step_panel(view, step, key=f"{key}:{policy}", window=8, compact=True)
                 st.plotly_chart(timeline(view, min(step, view.num_steps - 1), num_steps),
                                 key=f"{key}:{policy}:timeline", width="stretch")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import streamlit as st
@@ -88,11 +89,13 @@ def knobs() -> tuple[dict, dict[str, list[str]]]:
     with c[0]:
         st.markdown("**Workload**")
         s["prompt_set"] = st.selectbox("Prompt set", list(PROMPT_SETS), key="pg:prompts")
-        s["num_requests"] = st.slider("Number of requests", 1, 32, 8, key="pg:n")
+        s["num_requests"] = st.slider("Number of requests", 1, 32, 6, key="pg:n")
         s["lengths"] = st.selectbox("Output lengths", LENGTHS, index=2, key="pg:lengths")
-        s["max_tokens"] = st.slider("Max / mean output tokens", 1, 400, 48, key="pg:maxtok")
+        s["max_tokens"] = st.slider("Max / mean output tokens", 1, 400, 24, key="pg:maxtok",
+                                    help="natural: the cap (max_tokens); forced: the mean of the forced lengths")
         s["spread"] = st.slider("Length spread (0 = equal, 1 = very uneven)", 0.0, 1.0, 0.7, key="pg:spread",
-                                disabled=s["lengths"] != LENGTHS[2])
+                                disabled=s["lengths"] != LENGTHS[2],
+                                help="forced, variable: lengths drawn (seeded) around the mean, up to 4x it")
         slots["max_tokens"] = st.empty()
         s["arrivals"] = st.selectbox("Arrivals", ARRIVALS, key="pg:arrivals")
         s["rate"] = st.slider("Arrival rate (per step or per second)", 0.05, 4.0, 0.5, key="pg:rate",
@@ -133,6 +136,7 @@ def validate(s: dict, tokenizer, max_model_len: int | None) -> tuple[dict[str, l
         except ValueError as exc:
             msgs.setdefault(name, []).append(str(exc))
     specs = build_specs(s)
+    bad: dict[str, list[str]] = {}
     for req in to_requests(specs, tokenizer):
         try:
             validate_request(req, cfg, max_model_len)
@@ -140,8 +144,11 @@ def validate(s: dict, tokenizer, max_model_len: int | None) -> tuple[dict[str, l
             text = str(exc)
             field = "num_kv_blocks" if "num_kv_blocks" in text else "max_num_batched_tokens" \
                 if "max_num_batched_tokens" in text else "max_tokens"
-            if text not in msgs.get(field, []):
-                msgs.setdefault(field, []).append(text)
+            bad.setdefault(field, []).append(text)
+    for field, texts in bad.items():  # one message per knob: the worst request, and how many are affected
+        worst = max(texts, key=lambda t: [int(x) for x in re.findall(r">= (\d+)", t)] or [0])
+        more = f" ({len(texts)} of {len(specs)} requests are affected.)" if len(texts) > 1 else ""
+        msgs.setdefault(field, []).append(worst + more)
     return msgs, specs
 
 
@@ -159,14 +166,16 @@ def run_live(s: dict, specs: list[dict]) -> dict[str, list[dict]]:
                 icon=":material/hourglass_top:")
     out = {}
     with lock:
-        for policy in policies:
-            bar = st.progress(0.0, text=f"{policy}: starting")
+        for i, policy in enumerate(policies, start=1):
+            run = f"run {i} of {len(policies)} ({policy})"
+            bar = st.progress(0.0, text=f"{run}: starting")
             done = 0
 
-            def on_step(rec, bar=bar, policy=policy):
+            def on_step(rec, bar=bar, run=run):
                 nonlocal done
                 done += len(rec["finished"])
-                bar.progress(done / len(specs), text=f"{policy}: step {rec['step']}, {done}/{len(specs)} finished")
+                bar.progress(done / len(specs), text=f"{run}: step {rec['step']}, {rec['num_batched_tokens']} "
+                                                     f"tokens this step, {done}/{len(specs)} requests finished")
 
             out[policy] = generate_trace(loaded, specs, engine_config(s, policy), scenario="playground",
                                          on_step=on_step)
@@ -189,10 +198,16 @@ def page() -> None:
     leftovers = [m for f, ms in msgs.items() if f not in slots for m in ms]
     if leftovers:
         st.error("\n\n".join(leftovers))
+    settings_key = json.dumps(s, sort_keys=True)
     if st.button("Run live", type="primary", disabled=bool(msgs), key="pg:run"):
         st.session_state["pg:result"] = run_live(s, specs)
+        st.session_state["pg:result-settings"] = settings_key
     result = st.session_state.get("pg:result")
     if not result:
+        return
+    if st.session_state.get("pg:result-settings") != settings_key:
+        st.info("The knobs changed since the last run: press **Run live** to see these settings. (The last run "
+                "stays available on the Trace and Metrics pages.)", icon=":material/info:")
         return
     views = {}
     for policy, records in result.items():

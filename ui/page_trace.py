@@ -7,7 +7,7 @@ import streamlit as st
 
 from engine import trace
 from engine.workload import list_scenarios
-from ui.common import POLICIES, badge, recorded_records
+from ui.common import badge, recorded_records
 from ui.panels import narration, step_panel
 from ui.player import player
 from visuals.stepinfo import event_steps
@@ -25,7 +25,8 @@ def steps_table(records: list[dict]) -> pd.DataFrame:
 
 def choose_trace() -> tuple[list[dict], str, str]:
     """(records, source, name) of the trace the user picked: recorded, the last live run, or an uploaded file."""
-    options = [f"recorded: {sc} / {p}" for sc in list_scenarios() for p in POLICIES]
+    names = sorted(list_scenarios(), key=lambda n: n != "seed-abcd")  # the walkthrough's story first
+    options = [f"recorded: {sc} / {p}" for sc in names for p in ("continuous", "static")]
     live = st.session_state.get("pg:result") or {}
     options += [f"live run: {p}" for p in live]
     options.append("upload a file…")
@@ -63,6 +64,7 @@ def page() -> None:
     with st.expander("Header", expanded=False):
         st.json(records[0])
     st.dataframe(steps_table(records), hide_index=True, width="stretch", height=260)
+    st.caption("scheduled: request:kind and tokens (p = prefill chunk or recompute, d = decode), in batch order.")
 
     def render(step: int) -> None:
         narration(view, step)

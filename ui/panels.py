@@ -24,7 +24,7 @@ def narration(view: TraceView, step: int, beats: bool = True) -> None:
 def queue_panel(view: TraceView, step: int) -> None:
     q = queues(view, step)
     rows = [("Waiting", q["waiting"]), ("Running", q["running"]), ("Preempted now", q["preempted"]),
-            ("Finished", q["finished"])]
+            ("Finished (by the end of this step)", q["finished"])]
     html = "".join(f"<div style='margin:2px 0'><b>{name}:</b> {chips(view, ids)}</div>" for name, ids in rows
                    if ids or name != "Preempted now")
     st.markdown(html, unsafe_allow_html=True)
@@ -32,8 +32,10 @@ def queue_panel(view: TraceView, step: int) -> None:
 
 def text_panel(view: TraceView, step: int) -> None:
     texts = text_so_far(view, step)
-    done = {f["request_id"] for s in view.steps[: step + 1] for f in s["finished"]}
-    df = pd.DataFrame({"request": list(texts), "status": ["finished" if r in done else "" for r in texts],
+    q = queues(view, step)
+    status = {**{r: "not arrived" for r in q["not_arrived"]}, **{r: "waiting" for r in q["waiting"]},
+              **{r: "running" for r in q["running"]}, **{r: "finished" for r in q["finished"]}}
+    df = pd.DataFrame({"request": list(texts), "status": [status.get(r, "") for r in texts],
                        "generated so far": list(texts.values())})
     st.dataframe(df, hide_index=True, width="stretch", height=min(38 + 35 * len(df), 400))
 

@@ -35,7 +35,6 @@ def budget_bar(view: TraceView, step: int) -> go.Figure:
                     hovertemplate=f"{seg['label']}: {seg['num_tokens']} tokens<extra></extra>")
     used = view.steps[step]["num_batched_tokens"]
     fig.update_layout(barmode="stack", height=130, margin=dict(l=10, r=10, t=36, b=24), showlegend=False,
-                      title=f"{view.policy}: token budget at step {step}: {used}/{budget} used "
-                            f"(/ prefill, + recompute, solid decode)",
+                      title=f"{view.policy}: token budget at step {step}: {used}/{budget} tokens",
                       xaxis=dict(range=[0, budget], title="tokens"), yaxis=dict(visible=False))
     return fig

@@ -87,9 +87,10 @@ def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
                     textfont=dict(size=9, color="#111"),
                     marker=dict(symbol="square", size=34, color=colors,
                                 line=dict(width=widths, color=["#D55E00" if w > 1 else "#888" for w in widths])))
-    used = view.steps[step]["kv"]["num_used_blocks"]
+    kv = view.steps[step]["kv"]
+    reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
     fig.update_layout(
-        title=f"{view.policy}: KV blocks at step {step}: {used}/{len(cells)} used",
+        title=f"{view.policy}: KV blocks at step {step}: {kv['num_used_blocks']}/{len(cells)} used{reserved}",
         height=90 + 40 * rows, margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
         xaxis=dict(visible=False, range=[-0.6, columns - 0.4]),
         yaxis=dict(visible=False, autorange="reversed", range=[rows - 0.4, -0.6]),

@@ -39,17 +39,27 @@ def narrate(view: TraceView, step: int) -> str:
     if decodes:
         parts.append(f"{_join(decodes)} decode{'s' if len(decodes) == 1 else ''} 1 token"
                      + (" each" if len(decodes) > 1 else ""))
-    for s in st["scheduled"]:
+    budget = cfg["max_num_batched_tokens"]
+    for i, s in enumerate(st["scheduled"]):
         if s["kind"] != "prefill":
             continue
         rid, n, c = s["request_id"], s["num_tokens"], s["num_computed_tokens"]
-        what = "recomputes" if s.get("recompute") else "prefills"
-        done = c + n
-        span = f"{n}-token chunk ({c}→{done} of {prompt_len.get(rid, '?')} prompt tokens)" \
-            if (c or done < prompt_len.get(rid, done)) and not s.get("recompute") else f"{n} tokens"
-        first = " and samples its first token" if rid in sampled and done == prompt_len.get(rid) else ""
-        lead = f"{rid} is admitted and {what}" if rid in admitted else f"{rid} {what}"
-        parts.append(f"{lead} a {span}{first}" if "chunk" in span else f"{lead} {span}{first}")
+        plen = prompt_len.get(rid, c + n)
+        is_last = i == len(st["scheduled"]) - 1
+        all_left = "all the budget left" if is_last and st["num_batched_tokens"] == budget and rid not in sampled \
+            else ""
+        if s.get("recompute"):
+            what = f"{n} tokens" if rid in sampled and c == 0 else f"a {n}-token chunk"
+            nxt = " and samples its next token" if rid in sampled else ""
+            lead = f"{rid} resumes after its preemption: it recomputes {what} whose K/V were dropped" + \
+                (f" ({all_left})" if all_left else "") + nxt
+            parts.append(lead if rid not in admitted else lead.replace(f"{rid} resumes", f"{rid} is admitted again"))
+            continue
+        span = f"a {n}-token chunk ({c}→{c + n} of {plen} prompt tokens{': ' + all_left if all_left else ''})" \
+            if c or c + n < plen else f"{n} tokens"
+        first = " and samples its first token" if rid in sampled else ""
+        lead = f"{rid} is admitted and prefills" if rid in admitted else f"{rid} prefills"
+        parts.append(f"{lead} {span}{first}")
     sentences = [f"Step {step}: " + ("; ".join(parts) if parts else "nothing is scheduled") + "."]
     freed = freed_blocks(view, step)
     for rid, blocks in freed["preempted"].items():
@@ -64,10 +74,39 @@ def narrate(view: TraceView, step: int) -> str:
         sentences.append(f"Static batch: {_join(pads)} {'is' if len(pads) == 1 else 'are'} done but still "
                          f"{'occupies a row' if len(pads) == 1 else 'occupy rows'} as padding.")
     if st["waiting"]:
-        sentences.append(f"Waiting: {_join(st['waiting'])}.")
+        sentences.append(f"Waiting: {_join(st['waiting'])} ({_why_waiting(view, step)}).")
     sentences.append(f"{st['num_batched_tokens']} of {cfg['max_num_batched_tokens']} budget tokens used; "
                      f"{st['kv']['num_used_blocks']}/{st['kv']['num_blocks']} KV blocks in use.")
     return " ".join(sentences)
+
+
+def _why_waiting(view: TraceView, step: int) -> str:
+    """Why the head of the waiting queue was not admitted in ``step`` (from the log and the config)."""
+    st, cfg = view.steps[step], view.header["config"]
+    head = st["waiting"][0]
+    behind = "; the others wait behind it, first come first served" if len(st["waiting"]) > 1 else ""
+    if view.policy == "static":
+        kv = st["kv"]
+        if st["admitted"] and len(st["running"]) < cfg["max_num_seqs"] and "num_reserved_blocks" in kv:
+            return (f"the new static batch took {len(st['running'])} of {cfg['max_num_seqs']} slots: each member "
+                    f"reserves its worst-case KV blocks, {kv['num_reserved_blocks']} of {kv['num_blocks']} reserved")
+        return "a static batch takes new requests only when the whole batch has finished"
+    if st["preempted"]:
+        return "no admissions in a step that preempted"
+    if len(st["running"]) >= cfg["max_num_seqs"]:
+        return f"all {cfg['max_num_seqs']} slots are busy{behind}"
+    left = cfg["max_num_batched_tokens"] - st["num_batched_tokens"]
+    if left <= 0:
+        return f"the token budget is used up{behind}"
+    done = sum(1 for s in view.steps[:step] for t in s["sampled"] if t["request_id"] == head)
+    tokens = next(r["num_prompt_tokens"] for r in view.header["requests"] if r["request_id"] == head) + done
+    chunk = min(tokens, left) if cfg["enable_chunked_prefill"] else tokens
+    if not cfg["enable_chunked_prefill"] and tokens > left:
+        return f"its {tokens} tokens do not fit the {left} budget tokens left (chunked prefill is off){behind}"
+    need = -(-chunk // cfg["block_size"])
+    free = st["kv"]["num_blocks"] - st["kv"]["num_used_blocks"]
+    what = f"a {chunk}-token chunk" if chunk < tokens else f"its {tokens} tokens"
+    return f"{head} needs {need} KV blocks for {what} and {free} are free{behind}"
 
 
 def story_beats(view: TraceView) -> dict[int, list[str]]:

@@ -69,7 +69,7 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
         barmode="overlay", bargap=0.15, height=150 + 34 * len(slots), margin=dict(l=10, r=10, t=40, b=30),
         title=f"{view.policy}: slot occupancy (/ = prefill, + = recompute, solid = decode, grey x = padding)",
         xaxis=dict(title="step", range=[-0.5, last]),
-        yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1]),
+        yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1], range=[-0.5, len(slots) - 0.5]),
         legend=dict(orientation="h", y=-0.35, font=dict(size=10)),
     )
     if step is not None:
@@ -93,7 +93,7 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
         fig.add_bar(
             x=[1] * len(group), base=[c.step - 0.5 for c in group], y=[f"slot {c.slot}" for c in group],
             orientation="h", name=kind, text=[c.request_id for c in group], textposition="inside",
-            insidetextanchor="middle", textfont=dict(size=10),
+            insidetextanchor="middle", textfont=dict(size=10), textangle=0,
             marker=dict(color=[PADDING_COLOR if kind == "padding" else view.colors[c.request_id] for c in group],
                         pattern=hatch(kind),
                         line=dict(width=1, color="white")),
@@ -108,6 +108,7 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
         barmode="overlay", bargap=0.1, height=110 + 34 * len(slots), margin=dict(l=10, r=10, t=40, b=30),
         title=f"{view.policy}: slots at step {step} (/ prefill, + recompute, solid decode, x padding)",
         xaxis=dict(title="step", range=[lo - 0.5, hi + 0.5], dtick=1 if hi - lo <= 16 else 5, tickangle=0),
-        yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1]), showlegend=False,
+        yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1], range=[-0.5, len(slots) - 0.5]),
+        showlegend=False,
     )
     return fig

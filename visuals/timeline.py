@@ -6,12 +6,14 @@ import plotly.graph_objects as go
 
 from visuals.tracemodel import TraceView
 
-PHASE_COLORS = {"waiting": "#D9D9D9", "prefill": "#E69F00", "decode": "#0072B2", "reserved": "#F5E6B8"}
-PHASE_PATTERN = {"waiting": ".", "prefill": "/", "decode": "", "reserved": ""}
+PHASE_COLORS = {"waiting": "#D9D9D9", "prefill": "#E69F00", "recompute": "#D55E00", "decode": "#0072B2",
+                "reserved": "#F5E6B8"}
+PHASE_PATTERN = {"waiting": ".", "prefill": "/", "recompute": "+", "decode": "", "reserved": ""}
 
 
 def request_phases(view: TraceView) -> dict[str, list[str | None]]:
-    """request_id -> phase at each step: waiting, prefill, decode, reserved (admitted, no tokens), or None."""
+    """request_id -> phase at each step: waiting, prefill, recompute (after a preemption), decode, reserved
+    (admitted, no tokens this step), or None."""
     phases: dict[str, list[str | None]] = {rid: [None] * view.num_steps for rid in view.request_ids}
     for st in view.steps:
         i = st["step"]
@@ -20,7 +22,7 @@ def request_phases(view: TraceView) -> dict[str, list[str | None]]:
         for rid in st["running"]:
             phases[rid][i] = "reserved"
         for s in st["scheduled"]:
-            phases[s["request_id"]][i] = s["kind"]
+            phases[s["request_id"]][i] = "recompute" if s.get("recompute") else s["kind"]
         for rid in st["preempted"]:
             phases[rid][i] = "waiting"
     return phases
@@ -30,7 +32,7 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
     """Horizontal bars, one row per request; finished requests end with a marker at their finish step."""
     fig = go.Figure()
     phases = request_phases(view)
-    for phase in ("waiting", "reserved", "prefill", "decode"):
+    for phase in PHASE_COLORS:
         ys, xs, bases = [], [], []
         for rid, row in phases.items():
             start = None
@@ -46,15 +48,15 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
                         hovertemplate=f"%{{y}} {phase}: %{{x}} steps from %{{base}}<extra></extra>")
     ends = [(rid, view.finish_step(rid)) for rid in view.request_ids]
     ends = [(rid, s) for rid, s in ends if s is not None]
-    fig.add_scatter(x=[s for _, s in ends], y=[rid for rid, _ in ends], mode="markers", name="finished",
+    fig.add_scatter(x=[s + 0.5 for _, s in ends], y=[rid for rid, _ in ends], mode="markers", name="finished",
                     marker=dict(symbol="line-ns", size=14, line=dict(width=3, color="#000")),
-                    hovertemplate="%{y} finished at step %{x}<extra></extra>")
+                    customdata=[s for _, s in ends], hovertemplate="%{y} finished at the end of step %{customdata}<extra></extra>")
     fig.update_layout(
-        barmode="overlay", bargap=0.25, height=120 + 22 * len(view.request_ids),
+        barmode="overlay", bargap=0.25, height=150 + 22 * len(view.request_ids),
         margin=dict(l=10, r=10, t=40, b=30), title=f"{view.policy}: request timeline",
         xaxis=dict(title="step", range=[-0.5, (num_steps or view.num_steps) - 0.5]),
         yaxis=dict(type="category", categoryorder="array", categoryarray=view.request_ids[::-1]),
-        legend=dict(orientation="h", y=-0.2),
+        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right", font=dict(size=10)),
     )
     if step is not None:
         fig.add_vline(x=step, line=dict(color="#D00", width=2, dash="dot"))
