@@ -6,11 +6,14 @@ Thin entry point: builds the navigation. Pages live in ``ui/``, figures in ``vis
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from ui import page_lockstep, page_metrics, page_playground, page_trace, page_walkthrough
 
-st.set_page_config(page_title="Batchscope", layout="wide", page_icon=":material/view_timeline:")
+ICON = Path(__file__).resolve().parent / "assets" / "icon.png"  # a local file: a Material icon would be fetched
+st.set_page_config(page_title="Batchscope", layout="wide", page_icon=str(ICON))
 
 pages = [
     st.Page(page_walkthrough.page, title="Walkthrough", url_path="walkthrough", default=True,

@@ -103,14 +103,20 @@ def shot(page, name: str) -> None:
 
 
 PAGES = [("walkthrough", "/?step=2", 4, 2200), ("compare", "/compare?scenario=sixteen&step=300", 8, 2400),
-         ("trace", "/trace", 3, 1900)]
+         ("metrics", "/metrics?scenario=sixteen", 3, 2600), ("trace", "/trace", 3, 1900)]
 
 
 @pytest.mark.parametrize("name,path,charts,height", PAGES, ids=[p[0] for p in PAGES])
-def test_page_loads_without_error(browser, server, name, path, charts, height):
-    page = open_page(browser, server + path, height)
+def test_page_loads_without_error_or_outside_request(browser, server, name, path, charts, height):
+    page = browser.new_page(viewport={"width": 1600, "height": height})
+    page.set_default_timeout(TIMEOUT_MS)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(server + path)
     wait_ready(page, charts)
     shot(page, name)
+    outside = [u for u in requests if not u.startswith((server, "data:", "blob:"))]
+    assert outside == [], f"the app asked the network for {outside[:5]}"
     page.close()
 
 
