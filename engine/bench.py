@@ -404,7 +404,8 @@ def run_bench(loaded: LoadedModel, work: Workload, opts: BenchOptions,
     order = _schedule(opts)
     labels = [f"{row}@{n}" if n else row for row, n in order]
     say("warm-up")
-    warm = Workload(work.specs[:2], work.prompts[:2], min(4, work.max_tokens), work.ignore_eos)
+    n_warm = min(4, work.max_tokens)
+    warm = Workload([dict(s, max_tokens=n_warm) for s in work.specs[:2]], work.prompts[:2], n_warm, work.ignore_eos)
     for row, n in order:
         _call(row, loaded, warm, max(1, min(n, 2)), opts)
     times: dict[str, list[float]] = {label: [] for label in labels}
