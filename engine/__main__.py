@@ -4,7 +4,7 @@
     python -m engine run --scenario seed-abcd --policy continuous --out t.jsonl
     python -m engine run --workload my.jsonl --max-num-seqs 2 --num-kv-blocks 32 --out t.jsonl
     python -m engine bench [--num-requests 4 --max-tokens 32 --rounds 2 --max-num-seqs 4]   (engine.bench)
-    python -m engine sweep [--num-requests 16 --mean-tokens 32 --sigmas 0 0.5 1 1.5 2]       (engine.sweep)
+    python -m engine sweep [--num-requests 32 --mean-tokens 32 --sigmas 0 0.5 1 1.5 2]       (engine.sweep)
 
 Bad input exits with status 2 and one line on stderr that names the field and the allowed range.
 """
@@ -75,7 +75,7 @@ def _add_sweep(sub) -> None:
     from engine.sweep import DEFAULT_SIGMAS
 
     w = sub.add_parser("sweep", help="static vs continuous throughput as output lengths spread (same mean)")
-    w.add_argument("--num-requests", type=int, default=16, help="integer in [1, 10000]")
+    w.add_argument("--num-requests", type=int, default=32, help="integer in [1, 10000]")
     w.add_argument("--mean-tokens", type=int, default=32, help="mean output length; integer in [1, 100000]")
     w.add_argument("--sigmas", type=float, nargs="+", default=list(DEFAULT_SIGMAS),
                    help="spread levels (log-normal shape, >= 0; 0 = all lengths equal)")
@@ -84,6 +84,7 @@ def _add_sweep(sub) -> None:
     w.add_argument("--max-num-batched-tokens", type=int, default=128)
     w.add_argument("--block-size", type=int, default=16)
     w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--rounds", type=int, default=1, help="runs per level and policy (the fastest counts); [1, 20]")
     w.add_argument("--model", default=DEFAULT_MODEL)
     w.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     w.add_argument("--out", default="assets/sweep.json")
@@ -144,7 +145,8 @@ def _sweep(args) -> int:
     from engine.models import load_model
     from engine.workload import load_scenario
 
-    for name in ("num_requests", "mean_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size", "seed"):
+    for name in ("num_requests", "mean_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size", "seed",
+                 "rounds"):
         _check(name, getattr(args, name))
     if any(s < 0 or s > 4 for s in args.sigmas):
         raise ValueError(f"--sigmas={args.sigmas} is out of range: numbers in [0, 4]")
@@ -156,7 +158,7 @@ def _sweep(args) -> int:
         result = sweep.run_sweep(loaded, load_scenario("sixteen")["requests"], n=args.num_requests,
                                  mean=args.mean_tokens, sigmas=args.sigmas, max_num_seqs=args.max_num_seqs,
                                  max_num_batched_tokens=args.max_num_batched_tokens, block_size=args.block_size,
-                                 seed=args.seed, cap_factor=args.cap_factor, progress=say)
+                                 seed=args.seed, cap_factor=args.cap_factor, rounds=args.rounds, progress=say)
     finally:
         bar.close()
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

@@ -47,8 +47,10 @@ def test_tiny_sweep_ratio_is_one_without_spread_and_rises_with_it(tiny_model):
     loaded = LoadedModel("tiny-llama", tiny_model, None, torch.device("cpu"), torch.float64)
     prompts = [{"prompt_token_ids": [5 + i, 9, 11 + i]} for i in range(4)]
     result = sweep.run_sweep(loaded, prompts, n=8, mean=6, sigmas=(0.0, 1.5), max_num_seqs=4,
-                             max_num_batched_tokens=32, block_size=4, seed=0)
+                             max_num_batched_tokens=32, block_size=4, seed=0, rounds=2)
     flat, spread = result["levels"]
+    assert len(flat["static_seconds_per_round"]) == len(spread["continuous_seconds_per_round"]) == 2
+    assert flat["static"]["seconds"] == min(flat["static_seconds_per_round"])
     for lv in (flat, spread):  # EOS ignored: every request produced exactly its drawn length
         assert lv["static"]["output_tokens"] == lv["continuous"]["output_tokens"] == 8 * 6
     # equal lengths: two full batches either way, so the same number of steps (6 each)
