@@ -127,10 +127,11 @@ def sweep_ratio(result: dict) -> go.Figure:
     ref = result.get("anyscale", {})
     for key, label in (("continuous_batching_alone_max_ratio", "Anyscale: continuous batching alone, up to"),
                        ("vllm_vs_naive_hf_ratio", "Anyscale: vLLM vs naive HF")):
-        if key in ref:
-            fig.add_hline(y=ref[key], line=dict(color="#999", width=1, dash="dot"),
-                          annotation_text=f"{label} {ref[key]:g}x (OPT-13B, A100)",
-                          annotation_position="top left")
+        if key in ref:  # on a log axis an annotation's y is log10 of the value
+            fig.add_hline(y=ref[key], line=dict(color="#999", width=1, dash="dot"))
+            fig.add_annotation(x=0, xref="paper", y=float(np.log10(ref[key])), yref="y", showarrow=False,
+                               xanchor="left", yanchor="bottom", text=f"{label} {ref[key]:g}x (OPT-13B, A100)",
+                               font=dict(color="#666", size=11))
     cfg, prov = result.get("config", {}), result.get("provenance", {})
     fig.update_layout(
         title=f"continuous / static throughput vs output-length spread ({prov.get('model', '?')}, "
