@@ -42,16 +42,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from engine.block_manager import blocks_needed
 from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.llm import eos_token_ids
-from engine.model_runner import ModelRunner
 from engine.models import LoadedModel
 from engine.workload import render_prompt, to_requests
+
+if TYPE_CHECKING:  # imported where used: transformers takes seconds to import, `python -m engine scenarios` none
+    from engine.model_runner import ModelRunner
 
 ROW_TITLES = {
     "hf-sequential": "transformers generate, one request at a time",
@@ -132,6 +133,8 @@ def make_workload(loaded: LoadedModel, specs: list[dict], num_requests: int | No
 # -- the five rows -------------------------------------------------------------------------------------------------
 
 def _eos(loaded: LoadedModel, work: Workload) -> list[int] | None:
+    from engine.llm import eos_token_ids
+
     return None if work.ignore_eos else sorted(eos_token_ids(loaded))
 
 
@@ -228,6 +231,10 @@ def engine_config(work: Workload, policy: str, max_num_seqs: int, max_num_batche
 def run_engine(loaded: LoadedModel, specs: list[dict], config: EngineConfig,
                time_forward: bool = False) -> tuple[list[dict], ModelRunner]:
     """Run Batchscope on ``specs`` (as ``engine.llm.generate_trace``) and keep the runner for its forward timings."""
+    from engine.engine import LLMEngine
+    from engine.llm import eos_token_ids
+    from engine.model_runner import ModelRunner
+
     runner = ModelRunner(loaded.model, config, loaded.device)
     runner.time_forward = time_forward
     tok = loaded.tokenizer

@@ -26,8 +26,7 @@ import statistics
 
 import numpy as np
 
-from engine.bench import engine_config, provenance, run_engine, Workload
-from engine.metrics import summarize
+from engine.bench import Workload, engine_config, provenance, run_engine
 from engine.models import LoadedModel
 from engine.workload import render_prompt
 
@@ -123,6 +122,8 @@ def run_sweep(loaded: LoadedModel, prompt_specs: list[dict], n: int = 32, mean: 
     policy ``seconds``, ``num_steps``, ``output_tokens``, ``tok_per_s``, ``tok_per_step``; plus ``ratio_s`` and
     ``ratio_steps`` (continuous / static).
     """
+    from engine.metrics import summarize
+
     say = progress or (lambda msg: None)
     levels = []
     for k, (sigma, specs) in enumerate(sweep_workloads(prompt_specs, n, mean, sigmas, seed, cap_factor)):
