@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import platform
 import statistics
 import sys
@@ -117,7 +118,8 @@ def make_workload(loaded: LoadedModel, specs: list[dict], num_requests: int | No
     for i, s in enumerate(chosen):
         s.setdefault("request_id", f"r{i}")
         if s.get("temperature", 0.0) != 0.0:
-            raise ValueError(f"request {s['request_id']!r}: the benchmark compares greedy outputs; temperature must be 0")
+            raise ValueError(f"request {s['request_id']!r}: the benchmark compares greedy outputs; "
+                             "temperature must be 0")
         if max_tokens is not None:
             s["max_tokens"] = max_tokens
     lengths = {s["max_tokens"] for s in chosen}
@@ -389,9 +391,7 @@ def _schedule(opts: BenchOptions) -> list[tuple[str, int]]:
 
 def _call(row: str, loaded: LoadedModel, work: Workload, n: int, opts: BenchOptions, sink: dict | None = None):
     fn = ROWS[row]
-    if row == "hf-sequential":
-        return fn(loaded, work, n)
-    if row == "hf-static":
+    if row in ("hf-sequential", "hf-static"):
         return fn(loaded, work, n)
     if row == "hf-continuous":
         return fn(loaded, work, n, opts.max_num_batched_tokens)
@@ -517,7 +517,7 @@ def provenance(loaded: LoadedModel) -> dict:
         "model": loaded.name, "device": str(dev), "dtype": str(loaded.dtype).replace("torch.", ""),
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or
         platform.machine(),
-        "cpu_count": __import__("os").cpu_count(), "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": "python -m engine " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("__main__.py")

@@ -1,7 +1,7 @@
 """The variance sweep (``python -m engine sweep``): static vs continuous batching as output lengths spread out.
 
 The experiment of Anyscale's post "How continuous batching enables 23x throughput in LLM inference while reducing
-p50 latency" (Daniel, Liaw et al., 2023; https://www.anyscale.com/blog/continuous-batching-llm-inference), at toy
+p50 latency" (Cade Daniel et al., Anyscale, 2023; https://www.anyscale.com/blog/continuous-batching-llm-inference), at toy
 scale on the real engine: fixed prompts, output lengths drawn (seeded) from distributions with the **same mean** and
 a growing spread, EOS ignored so that every request produces exactly its drawn length, and the output throughput of
 static and continuous batching at the same ``max_num_seqs``. Expected: a ratio of about 1 when all lengths are equal,
@@ -129,7 +129,8 @@ def run_sweep(loaded: LoadedModel, prompt_specs: list[dict], n: int = 32, mean: 
     for k, (sigma, specs) in enumerate(sweep_workloads(prompt_specs, n, mean, sigmas, seed, cap_factor)):
         prompts = [render_prompt(s, loaded.tokenizer)[1] for s in specs]
         work = Workload(specs, prompts, max(s["max_tokens"] for s in specs), True)
-        level = {"sigma": sigma, "lengths": [s["max_tokens"] for s in specs], "spread": spread_stats([s["max_tokens"] for s in specs])}
+        lengths = [s["max_tokens"] for s in specs]
+        level = {"sigma": sigma, "lengths": lengths, "spread": spread_stats(lengths)}
         for r in range(rounds):
             for policy in (("static", "continuous") if (k + r) % 2 == 0 else ("continuous", "static")):
                 say(f"sigma {sigma:g}: {policy}" + (f" (round {r + 1}/{rounds})" if rounds > 1 else ""))
