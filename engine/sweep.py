@@ -1,8 +1,8 @@
 """The variance sweep (``python -m engine sweep``): static vs continuous batching as output lengths spread out.
 
 The experiment of Anyscale's post "How continuous batching enables 23x throughput in LLM inference while reducing
-p50 latency" (Cade Daniel et al., Anyscale, 2023; https://www.anyscale.com/blog/continuous-batching-llm-inference), at toy
-scale on the real engine: fixed prompts, output lengths drawn (seeded) from distributions with the **same mean** and
+p50 latency" (Cade Daniel et al., Anyscale, 2023;
+https://www.anyscale.com/blog/continuous-batching-llm-inference), at toy scale on the real engine: fixed prompts, output lengths drawn (seeded) from distributions with the **same mean** and
 a growing spread, EOS ignored so that every request produces exactly its drawn length, and the output throughput of
 static and continuous batching at the same ``max_num_seqs``. Expected: a ratio of about 1 when all lengths are equal,
 rising with the spread (a static batch waits for its longest member while the others pad).
