@@ -51,7 +51,8 @@ class PackedLinears:
 
     ``installed()`` swaps the packed forward in for the duration of a ``with`` block and restores the module's own
     afterwards. An input of another row count falls back to the ordinary linear (inside MKL's op). Weights must not
-    change after packing (inference only).
+    change after packing (inference only). Like the attention switch of ``ModelRunner``, this changes the shared
+    model object for one forward: run one forward per model at a time (the app holds a lock around the model).
     """
 
     def __init__(self, model: torch.nn.Module, rows: int):
@@ -68,7 +69,7 @@ class PackedLinears:
             yield
         finally:
             for module, _ in self.linears:
-                del module.forward
+                module.__dict__.pop("forward", None)
 
 
 _PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> OrderedDict(rows -> PackedLinears)
