@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import re
 
-import numpy as np
 import streamlit as st
 
 from engine.config import LIMITS, EngineConfig
 from engine.engine import RequestError, validate_request
+from engine.metrics import poisson_arrivals
+from engine.sweep import output_lengths
 from engine.workload import to_requests
 from ui.common import model_and_lock
 from ui.compare import compare
@@ -34,45 +35,26 @@ LENGTHS = ("natural (EOS, capped)", "forced, equal", "forced, variable")
 ARRIVALS = ("all at once", "Poisson, in steps (reproducible)", "Poisson, in seconds")
 
 
-def output_lengths(n: int, mean: int, spread: float, seed: int) -> list[int]:
-    """Seeded forced output lengths with mean ~``mean``: all equal at ``spread=0``, increasingly uneven up to 1
-    (a log-normal with sigma = 1.5 * spread, mean-preserving before rounding, capped at 4x the mean)."""
-    if spread <= 0:
-        return [mean] * n
-    sigma = 1.5 * spread
-    draws = np.random.default_rng(seed).lognormal(-sigma**2 / 2, sigma, n) * mean
-    return [int(x) for x in np.clip(np.rint(draws), 1, 4 * mean)]
-
-
-def arrivals(n: int, mode: str, rate: float, seed: int) -> list[dict]:
-    """Per request ``arrival_time`` / ``arrival_step`` from a seeded Poisson process of ``rate`` per s or step."""
-    if mode == ARRIVALS[0]:
-        return [{"arrival_time": 0.0} for _ in range(n)]
-    gaps = np.random.default_rng(seed + 1).exponential(1.0 / rate, n)
-    times = np.cumsum(gaps) - gaps[0]
-    if mode == ARRIVALS[1]:
-        return [{"arrival_time": 0.0, "arrival_step": int(t)} for t in times]
-    return [{"arrival_time": float(round(t, 3))} for t in times]
-
-
 def build_specs(s: dict) -> list[dict]:
     prompts = PROMPT_SETS[s["prompt_set"]]
     n = s["num_requests"]
     natural = s["lengths"] == LENGTHS[0]
-    lens = [s["max_tokens"]] * n if natural else output_lengths(n, s["max_tokens"],
-                                                                  s["spread"] if s["lengths"] == LENGTHS[2] else 0,
-                                                                  s["seed"])
-    arr = arrivals(n, s["arrivals"], s["rate"], s["seed"])
+    # forced lengths: the sweep's seeded log-normal with an exact mean (spread 1 = sigma 1.5), capped at 4x the mean
+    sigma = 1.5 * s["spread"] if s["lengths"] == LENGTHS[2] else 0.0
+    lens = [s["max_tokens"]] * n if natural else output_lengths(n, s["max_tokens"], sigma, s["seed"], cap_factor=4)
     specs = []
     for i in range(n):
         text = prompts[i % len(prompts)]
         spec = {"request_id": f"R{i + 1:02d}", "max_tokens": lens[i], "ignore_eos": not natural,
                 "temperature": s["temperature"], "top_p": s["top_p"], "top_k": s["top_k"],
-                "seed": s["seed"] + i, **arr[i]}
+                "seed": s["seed"] + i, "arrival_time": 0.0}
         spec["messages" if s["prompt_set"] == "chat questions" else "prompt"] = (
             [{"role": "user", "content": text}] if s["prompt_set"] == "chat questions" else text)
         specs.append(spec)
-    return specs
+    if s["arrivals"] == ARRIVALS[0]:
+        return specs
+    clock = "steps" if s["arrivals"] == ARRIVALS[1] else "s"
+    return poisson_arrivals(specs, s["rate"], seed=s["seed"] + 1, clock=clock)
 
 
 @st.cache_resource
