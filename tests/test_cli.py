@@ -20,6 +20,13 @@ def cli(*args, timeout=180):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def run_workload(tmp_path, line: dict, *flags):
+    """Write ``line`` as a one-request workload and run it through the CLI."""
+    wl = tmp_path / "w.jsonl"
+    wl.write_text(json.dumps(line) + "\n")
+    return cli("run", "--workload", str(wl), *flags, "--out", str(tmp_path / "t.jsonl"))
+
+
 def assert_clear_error(code, err, *needles):
     assert code == 2, err
     assert "Traceback" not in err
@@ -72,20 +79,16 @@ def test_out_of_range_knobs(tmp_path, flag, value, field):
     ({"prompt": "hi", "max_tokens": "many"}, "max_tokens"),
 ])
 def test_bad_workload_lines(tmp_path, line, needle):
-    wl = tmp_path / "w.jsonl"
-    wl.write_text(json.dumps(line) + "\n")
-    code, _, err = cli("run", "--workload", str(wl), "--out", str(tmp_path / "t.jsonl"))
+    code, _, err = run_workload(tmp_path, line)
     assert_clear_error(code, err, "line 1", needle)
 
 
 @pytest.mark.real_model
 def test_request_too_big_for_the_pool_and_empty_prompt(tmp_path):
-    wl = tmp_path / "w.jsonl"
-    wl.write_text(json.dumps({"request_id": "big", "prompt": "hello " * 50, "max_tokens": 100}) + "\n")
-    code, _, err = cli("run", "--workload", str(wl), "--num-kv-blocks", "4", "--out", str(tmp_path / "t.jsonl"))
+    code, _, err = run_workload(tmp_path, {"request_id": "big", "prompt": "hello " * 50, "max_tokens": 100},
+                                "--num-kv-blocks", "4")
     assert_clear_error(code, err, "'big'", "num_kv_blocks=4")
-    wl.write_text(json.dumps({"request_id": "e", "prompt": "", "max_tokens": 3}) + "\n")
-    code, _, err = cli("run", "--workload", str(wl), "--out", str(tmp_path / "t.jsonl"))
+    code, _, err = run_workload(tmp_path, {"request_id": "e", "prompt": "", "max_tokens": 3})
     assert_clear_error(code, err, "'e'", "empty")
 
 
@@ -102,7 +105,6 @@ def test_missing_workload_file(tmp_path):
 
 @pytest.mark.real_model
 def test_prompt_longer_than_the_models_context(tmp_path):
-    wl = tmp_path / "w.jsonl"
-    wl.write_text(json.dumps({"request_id": "huge", "prompt": "hello " * 9000, "max_tokens": 10}) + "\n")
-    code, _, err = cli("run", "--workload", str(wl), "--num-kv-blocks", "4096", "--out", str(tmp_path / "t.jsonl"))
+    code, _, err = run_workload(tmp_path, {"request_id": "huge", "prompt": "hello " * 9000, "max_tokens": 10},
+                                "--num-kv-blocks", "4096")
     assert_clear_error(code, err, "'huge'", "context of 8192 tokens")
