@@ -1,12 +1,11 @@
-"""Engine settings: one small dataclass, validated with messages that name the field and its range."""
+"""Engine settings: one small dataclass, validated with errors that carry the field and its allowed range."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal
 
-Policy = Literal["continuous", "static"]
-POLICIES: tuple[str, ...] = ("continuous", "static")
+# Batching policies (``engine.policies.SCHEDULERS``) and waiting-queue orders (``engine.request_queue.QUEUES``)
+# are registered where they are implemented; validation asks those registries.
 
 # Allowed ranges, shared by the CLI, the app's knobs and validation.
 LIMITS = {
@@ -17,34 +16,51 @@ LIMITS = {
 }
 
 
+class ConfigError(ValueError):
+    """A setting out of its range. ``field``, ``value`` and ``allowed`` say which, what, and what would do."""
+
+    def __init__(self, field: str, value: object, allowed: str):
+        super().__init__(f"{field}={value!r} is out of range: {allowed}")
+        self.field, self.value, self.allowed = field, value, allowed
+
+
 @dataclass
 class EngineConfig:
     """Scheduler and KV-cache limits (names as in vLLM).
 
-    - ``max_num_seqs``: most requests running at once (the "slots" of the pictures).
+    - ``policy``: batching policy, ``continuous`` or ``static`` (``engine.policies``).
+    - ``max_num_seqs``: most requests running at once (the rows of the batch; "slots" in the pictures).
     - ``max_num_batched_tokens``: the token budget of one step (prefill chunk tokens + decode tokens).
-    - ``block_size``: token slots per KV block.
+    - ``block_size``: tokens per KV block.
     - ``num_kv_blocks``: blocks in the preallocated KV pool (capacity = num_kv_blocks * block_size tokens).
     - ``enable_chunked_prefill``: split a prompt larger than the budget left across steps.
+    - ``scheduling_policy``: order of the waiting queue, as vLLM's ``--scheduling-policy`` (``fcfs``).
 
     Defaults keep the block map readable for a handful of requests: 64 blocks of 16 tokens.
     """
 
-    policy: Policy = "continuous"
+    policy: str = "continuous"
     max_num_seqs: int = 4
     max_num_batched_tokens: int = 64
     block_size: int = 16
     num_kv_blocks: int = 64
     enable_chunked_prefill: bool = True
+    scheduling_policy: str = "fcfs"
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first bad field and its allowed range."""
-        if self.policy not in POLICIES:
-            raise ValueError(f"policy={self.policy!r} must be one of {', '.join(POLICIES)}")
+        """Raise ``ConfigError`` naming the first bad field and its allowed range."""
+        from engine.policies import SCHEDULERS
+        from engine.request_queue import QUEUES
+
+        for name, allowed in (("policy", SCHEDULERS), ("scheduling_policy", QUEUES)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(name, getattr(self, name), "one of " + ", ".join(allowed))
         for name, (lo, hi) in LIMITS.items():
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not (lo <= value <= hi):
-                raise ValueError(f"{name}={value!r} is out of range: an integer in [{lo}, {hi}]")
+                raise ConfigError(name, value, f"an integer in [{lo}, {hi}]")
+        if not isinstance(self.enable_chunked_prefill, bool):
+            raise ConfigError("enable_chunked_prefill", self.enable_chunked_prefill, "true or false")
 
     def header_dict(self) -> dict:
         """The ``config`` object of a trace header (the policy is recorded beside it)."""

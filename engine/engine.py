@@ -19,9 +19,10 @@ from typing import Protocol
 
 from engine.block_manager import blocks_needed
 from engine.config import EngineConfig
-from engine.request import Request
-from engine.scheduler import Scheduler, SchedulerOutput
-from engine.trace import SCHEMA_VERSION
+from engine.request import FieldError, Request
+from engine.policies import make_scheduler
+from engine.scheduler import SchedulerOutput
+from steplog.trace import SCHEMA_VERSION
 
 
 class Runner(Protocol):
@@ -33,7 +34,17 @@ class Runner(Protocol):
 
 
 class RequestError(ValueError):
-    """A request that can never run under this configuration; the message names the field and the limit."""
+    """A request that can never run under this configuration.
+
+    Attributes: ``request_id``; ``field``, the setting that has to change (a request field such as ``max_tokens``
+    or an engine knob such as ``num_kv_blocks``); ``value``; ``allowed``, the range or the smallest value that
+    would do. The message says all of it in one line.
+    """
+
+    def __init__(self, message: str, request_id: str | None = None, field: str | None = None,
+                 value: object = None, allowed: str | None = None):
+        super().__init__(message)
+        self.request_id, self.field, self.value, self.allowed = request_id, field, value, allowed
 
 
 def validate_request(req: Request, config: EngineConfig, max_model_len: int | None) -> None:
@@ -45,17 +56,19 @@ def validate_request(req: Request, config: EngineConfig, max_model_len: int | No
             longer than the token budget.
     """
     where = f"request {req.request_id!r}"
+    rid = req.request_id
     if req.num_prompt_tokens == 0:
-        raise RequestError(f"{where}: the prompt is empty; give at least one token")
+        raise RequestError(f"{where}: the prompt is empty; give at least one token", rid, "prompt", "", ">= 1 token")
     try:
         req.sampling.validate(where)
-    except ValueError as exc:
-        raise RequestError(str(exc)) from None
+    except FieldError as exc:
+        raise RequestError(str(exc), rid, exc.field, exc.value, exc.allowed) from None
     total = req.num_prompt_tokens + req.sampling.max_tokens
     if max_model_len is not None and total > max_model_len:
         raise RequestError(
             f"{where}: prompt ({req.num_prompt_tokens} tokens) + max_tokens ({req.sampling.max_tokens}) = {total} "
-            f"exceeds the model's context of {max_model_len} tokens"
+            f"exceeds the model's context of {max_model_len} tokens",
+            rid, "max_tokens", req.sampling.max_tokens, f"[1, {max_model_len - req.num_prompt_tokens}]",
         )
     need = blocks_needed(req.max_kv_tokens, config.block_size)
     if need > config.num_kv_blocks:
@@ -63,13 +76,15 @@ def validate_request(req: Request, config: EngineConfig, max_model_len: int | No
             f"{where}: needs {need} KV blocks of {config.block_size} tokens for prompt {req.num_prompt_tokens} + "
             f"max_tokens {req.sampling.max_tokens} - 1 tokens (the last sampled token is never fed back, so it needs "
             f"no KV slot) but the whole pool has num_kv_blocks="
-            f"{config.num_kv_blocks}; raise num_kv_blocks to >= {need} or lower max_tokens"
+            f"{config.num_kv_blocks}; raise num_kv_blocks to >= {need} or lower max_tokens",
+            rid, "num_kv_blocks", config.num_kv_blocks, f">= {need}",
         )
     if not config.enable_chunked_prefill and req.num_prompt_tokens > config.max_num_batched_tokens:
         raise RequestError(
             f"{where}: prompt of {req.num_prompt_tokens} tokens exceeds max_num_batched_tokens="
             f"{config.max_num_batched_tokens} with chunked prefill off; turn chunked prefill on or raise "
-            f"max_num_batched_tokens to >= {req.num_prompt_tokens}"
+            f"max_num_batched_tokens to >= {req.num_prompt_tokens}",
+            rid, "max_num_batched_tokens", config.max_num_batched_tokens, f">= {req.num_prompt_tokens}",
         )
 
 
@@ -90,7 +105,7 @@ class LLMEngine:
                  meta: dict | None = None):
         config.validate()
         self.runner, self.config = runner, config
-        self.scheduler = Scheduler(config, set(eos_token_ids))
+        self.scheduler = make_scheduler(config, eos_token_ids)
         self.decode = decode or (lambda ids: " ".join(map(str, ids)))
         self.max_model_len = max_model_len
         self.meta = dict(meta or {})
@@ -105,7 +120,9 @@ class LLMEngine:
         """
         ids = [r.request_id for r in requests]
         if len(set(ids)) != len(ids):
-            raise RequestError(f"request_id must be unique; repeated: {sorted({i for i in ids if ids.count(i) > 1})}")
+            repeated = sorted({i for i in ids if ids.count(i) > 1})
+            raise RequestError(f"request_id must be unique; repeated: {repeated}", repeated[0], "request_id",
+                               repeated[0], "unique ids")
         for req in requests:
             validate_request(req, self.config, self.max_model_len)
         rng = random.Random(seed)
@@ -150,7 +167,7 @@ class LLMEngine:
         t_start = time.perf_counter() - t0
         out = sched.schedule()
         running = [r.request_id for r in sched.running]  # in the batch this step, admission order
-        reserved = sched.num_reserved_blocks if self.config.policy == "static" else None
+        stats = sched.step_stats()
         block_tables = {rid: list(t) for rid, t in sched.block_manager.block_tables.items()}
         sampled = self.runner.execute(out, block_tables)
         t_end = time.perf_counter() - t0
@@ -172,7 +189,7 @@ class LLMEngine:
             "t_end": t_end,
             "scheduled": [
                 {"request_id": s.request.request_id, "kind": s.kind, "num_tokens": s.num_tokens,
-                 "num_computed_tokens": s.num_computed_tokens, "slot": s.slot,
+                 "num_computed_tokens": s.num_computed_tokens, "slot": s.row,
                  "recompute": s.recompute}
                 for s in out.scheduled
             ],
@@ -183,7 +200,7 @@ class LLMEngine:
             "preempted": out.preempted_req_ids,
             "waiting": [r.request_id for r in sched.waiting],
             "running": running,
-            "padding_slots": [{"slot": slot, "request_id": rid} for slot, rid in out.padding],
+            "padding_slots": [{"slot": row, "request_id": rid} for row, rid in out.padding],
             "kv": {
                 "num_blocks": self.config.num_kv_blocks,
                 "block_size": self.config.block_size,
@@ -191,7 +208,7 @@ class LLMEngine:
                 "block_tables": block_tables,
                 "num_cached_tokens": {s.request.request_id: s.num_computed_tokens + s.num_tokens for s in out.scheduled},
                 "allocated": out.allocated_blocks,
-                **({"num_reserved_blocks": reserved} if reserved is not None else {}),
+                **stats,
             },
         }
 

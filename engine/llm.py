@@ -1,4 +1,4 @@
-"""The one-call entry point: run request specs on a loaded model under a config and get the trace records."""
+"""The one place an engine is built from a loaded model and a config, and the one-call entry point on top of it."""
 
 from __future__ import annotations
 
@@ -22,16 +22,14 @@ def eos_token_ids(loaded: LoadedModel) -> set[int]:
     return ids
 
 
-def generate_trace(loaded: LoadedModel, specs: list[dict], config: EngineConfig, scenario: str | None = None,
-                   on_step: Callable[[dict], None] | None = None) -> list[dict]:
-    """Run ``specs`` (see ``engine.workload``) to completion and return the trace records.
+def build_engine(loaded: LoadedModel, config: EngineConfig, scenario: str | None = None) -> LLMEngine:
+    """An ``LLMEngine`` on ``loaded`` (a fresh ``ModelRunner`` and KV pool) under ``config``.
 
     Raises:
-        engine.engine.RequestError / engine.workload.WorkloadError: bad input, before anything runs.
+        engine.config.ConfigError: a setting out of range.
     """
-    requests = to_requests(specs, loaded.tokenizer)
     tok = loaded.tokenizer
-    engine = LLMEngine(
+    return LLMEngine(
         ModelRunner(loaded.model, config, loaded.device),
         config,
         eos_token_ids=eos_token_ids(loaded),
@@ -40,4 +38,14 @@ def generate_trace(loaded: LoadedModel, specs: list[dict], config: EngineConfig,
         meta={"model": loaded.name, "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
               "scenario": scenario},
     )
-    return engine.run(requests, on_step=on_step)
+
+
+def generate_trace(loaded: LoadedModel, specs: list[dict], config: EngineConfig, scenario: str | None = None,
+                   on_step: Callable[[dict], None] | None = None) -> list[dict]:
+    """Run ``specs`` (see ``engine.workload``) to completion and return the trace records.
+
+    Raises:
+        engine.engine.RequestError / engine.workload.WorkloadError: bad input, before anything runs.
+    """
+    requests = to_requests(specs, loaded.tokenizer)
+    return build_engine(loaded, config, scenario).run(requests, on_step=on_step)

@@ -30,6 +30,14 @@ class FinishReason(str, enum.Enum):
     LENGTH = "length"  # reached max_tokens
 
 
+class FieldError(ValueError):
+    """A field out of its range; ``field``, ``value`` and ``allowed`` say which, what, and what would do."""
+
+    def __init__(self, message: str, field: str, value: object, allowed: str):
+        super().__init__(message)
+        self.field, self.value, self.allowed = field, value, allowed
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Per-request sampling settings.
@@ -47,17 +55,18 @@ class SamplingParams:
     ignore_eos: bool = False
 
     def validate(self, where: str) -> None:
-        """Raise ``ValueError`` naming the field and its allowed range."""
-        if not (0.0 <= self.temperature <= 10.0):
-            raise ValueError(f"{where}: temperature={self.temperature} is out of range [0, 10]")
-        if not (0.0 <= self.top_p <= 1.0):
-            raise ValueError(f"{where}: top_p={self.top_p} is out of range [0, 1]")
-        if self.top_k < 0:
-            raise ValueError(f"{where}: top_k={self.top_k} must be >= 0 (0 turns top-k off)")
-        if self.max_tokens < 1:
-            raise ValueError(f"{where}: max_tokens={self.max_tokens} must be >= 1")
-        if self.seed is not None and not (0 <= self.seed < 2**63):
-            raise ValueError(f"{where}: seed={self.seed} is out of range [0, 2**63)")
+        """Raise ``FieldError`` naming the field and its allowed range."""
+        checks = (
+            ("temperature", 0.0 <= self.temperature <= 10.0, "[0, 10]"),
+            ("top_p", 0.0 <= self.top_p <= 1.0, "[0, 1]"),
+            ("top_k", self.top_k >= 0, ">= 0 (0 turns top-k off)"),
+            ("max_tokens", self.max_tokens >= 1, ">= 1"),
+            ("seed", self.seed is None or 0 <= self.seed < 2**63, "[0, 2**63)"),
+        )
+        for name, ok, allowed in checks:
+            if not ok:
+                value = getattr(self, name)
+                raise FieldError(f"{where}: {name}={value} is out of range {allowed}", name, value, allowed)
 
 
 @dataclass

@@ -16,23 +16,22 @@ Continuous batching (iteration-level scheduling, Orca / vLLM V1):
    does not fit, nobody behind it jumps the queue) while ``max_num_seqs``, the budget and free blocks allow.
    With chunked prefill a prompt larger than the budget left is split; without it, it waits for a step with room.
 
-Static batching, same engine and limits: a batch of up to ``max_num_seqs`` requests is formed only when the
-previous batch has completely finished, reserving the KV blocks each member could need (prompt + max_tokens),
-so it never preempts. Finished members keep their slot and run as *padding rows* until the slowest member ends,
-as a fixed-shape batch does: they cost forward-pass work and are logged as padding.
+Which waiting request is the head and who is the preemption victim is the waiting queue's policy
+(``engine.request_queue``); static batching is the subclass ``engine.static_scheduler.StaticScheduler``.
 
 ``schedule()`` returns a ``SchedulerOutput`` that the model runner consumes; ``update()`` applies the sampled
-tokens. Slots (``0 .. max_num_seqs-1``) name the rows of the pictures: a request keeps its slot while admitted.
+tokens. A request keeps its batch *row* (``0 .. max_num_seqs-1``, a row of the pictures' grid; the trace calls it
+``slot``) while admitted. (A KV-cache *slot* is something else: one token position of the pool.)
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
-from engine.block_manager import BlockManager, blocks_needed
+from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.request import FinishReason, Request, RequestStatus
+from engine.request_queue import QUEUES
 
 
 @dataclass
@@ -42,7 +41,7 @@ class ScheduledRequest:
     request: Request
     num_tokens: int
     num_computed_tokens: int  # before this step
-    slot: int
+    row: int  # batch row (the trace's ``slot``)
     kind: str = field(init=False)  # "decode": computing exactly the last sampled token; else "prefill"
     samples: bool = field(init=False)  # this step reaches the end of the known tokens, so a token is sampled
     recompute: bool = field(init=False)  # a prefill that redoes K/V dropped by a preemption
@@ -60,7 +59,7 @@ class SchedulerOutput:
     """What one step runs: scheduled work in batch order, plus padding rows (static batching only)."""
 
     scheduled: list[ScheduledRequest] = field(default_factory=list)
-    padding: list[tuple[int, str]] = field(default_factory=list)  # (slot, request_id) of finished static members
+    padding: list[tuple[int, str]] = field(default_factory=list)  # (row, request_id) of finished static members
     admitted_req_ids: list[str] = field(default_factory=list)
     preempted_req_ids: list[str] = field(default_factory=list)
     allocated_blocks: dict[str, list[int]] = field(default_factory=dict)
@@ -75,42 +74,44 @@ class SchedulerOutput:
 
 
 class Scheduler:
-    """Holds the waiting queue, the running list, slot assignment and the block manager."""
+    """Continuous batching: holds the waiting queue, the running list, row assignment and the block manager.
+
+    Subclasses change batch formation through three hooks: ``_admit_waiting`` (who joins this step),
+    ``_release_row`` (what a finished request's row becomes) and ``_finish_output`` (rows added to the step).
+    """
 
     def __init__(self, config: EngineConfig, eos_token_ids: set[int] | frozenset[int] = frozenset()):
         config.validate()
         self.config = config
         self.eos_token_ids = frozenset(eos_token_ids)
         self.block_manager = BlockManager(config.num_kv_blocks, config.block_size)
-        self.waiting: deque[Request] = deque()
-        self.running: list[Request] = []  # admission order; static: unfinished members of the current batch
-        self.slots: dict[str, int] = {}  # request_id -> slot, while admitted (static: until the batch ends)
-        self.batch: list[Request] = []  # static only: members of the current batch, finished ones included
+        self.waiting = QUEUES[config.scheduling_policy]()
+        self.running: list[Request] = []  # admission order
+        self.rows: dict[str, int] = {}  # request_id -> batch row, while admitted
 
     # -- queue -------------------------------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
         """Append an arrived request to the waiting queue (arrival order)."""
         request.status = RequestStatus.WAITING
-        self.waiting.append(request)
+        self.waiting.add(request)
 
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
 
     # -- scheduling --------------------------------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
+        """Decide this step: running requests first, then admissions. Checks the invariants before returning."""
         out = SchedulerOutput()
-        budget = self.config.max_num_batched_tokens
-        if self.config.policy == "static":
-            if not self.running:
-                self._end_batch()
-                self._form_static_batch(out)
-        budget = self._schedule_running(out, budget)
-        if self.config.policy == "continuous" and not out.preempted_req_ids:
+        budget = self._schedule_running(out, self.config.max_num_batched_tokens)
+        if not out.preempted_req_ids:  # after a preemption memory is known to be tight: admit nobody
             self._admit_waiting(out, budget)
-        if self.config.policy == "static":
-            out.padding = [(self.slots[r.request_id], r.request_id) for r in self.batch if r.is_finished]
+        self._finish_output(out)
         self._check_invariants(out)
         return out
+
+    def step_stats(self) -> dict[str, int]:
+        """Extra KV facts for the step record (none for continuous batching)."""
+        return {}
 
     def _num_tokens_to_schedule(self, req: Request, budget: int) -> int:
         """Tokens ``req`` computes now: all it lacks, or a budget-sized chunk (0 = must wait)."""
@@ -131,7 +132,7 @@ class Scheduler:
                 i += 1
                 continue
             while not self.block_manager.can_allocate(req.request_id, req.num_computed_tokens + n):
-                victim = self.running[-1]  # most recently admitted; never one already scheduled this step
+                victim = self.waiting.preemption_victim(self.running)  # FCFS: never one already scheduled
                 self._preempt(victim, out)
                 if victim is req:
                     break
@@ -143,41 +144,27 @@ class Scheduler:
         return budget
 
     def _admit_waiting(self, out: SchedulerOutput, budget: int) -> None:
+        """Admit from the head of the queue while a row, the budget and free blocks allow; nobody overtakes."""
         while self.waiting and len(self.running) < self.config.max_num_seqs and budget > 0:
-            req = self.waiting[0]
+            req = self.waiting.peek()
             n = self._num_tokens_to_schedule(req, budget)
             if n == 0 or not self.block_manager.can_allocate(req.request_id, n):
-                break  # strict FCFS: nobody overtakes the head of the queue
-            self.waiting.popleft()
+                break  # the head waits, and so does everyone behind it
+            self.waiting.pop()
             self._admit(req, out)
             self._schedule(req, n, out)
             budget -= n
 
-    def _form_static_batch(self, out: SchedulerOutput) -> None:
-        reserved = 0
-        while self.waiting and len(self.batch) < self.config.max_num_seqs:
-            req = self.waiting[0]
-            need = blocks_needed(req.max_kv_tokens, self.config.block_size)
-            if reserved + need > self.config.num_kv_blocks:
-                break
-            reserved += need
-            self.waiting.popleft()
-            self._admit(req, out)
-            self.batch.append(req)
+    def _finish_output(self, out: SchedulerOutput) -> None:
+        """Rows the step runs besides the scheduled ones (none for continuous batching)."""
 
-    @property
-    def num_reserved_blocks(self) -> int:
-        """Static only: worst-case blocks (prompt + max_tokens - 1 tokens) reserved for the unfinished members."""
-        return sum(blocks_needed(r.max_kv_tokens, self.config.block_size) for r in self.batch if not r.is_finished)
-
-    def _end_batch(self) -> None:
-        for req in self.batch:
-            self.slots.pop(req.request_id, None)
-        self.batch = []
+    def _release_row(self, req: Request) -> None:
+        """A finished request's row is free for the next admission at the very next step."""
+        self.rows.pop(req.request_id)
 
     def _admit(self, req: Request, out: SchedulerOutput) -> None:
-        used = set(self.slots.values())
-        self.slots[req.request_id] = next(s for s in range(self.config.max_num_seqs) if s not in used)
+        used = set(self.rows.values())
+        self.rows[req.request_id] = next(r for r in range(self.config.max_num_seqs) if r not in used)
         req.status = RequestStatus.RUNNING
         self.running.append(req)
         out.admitted_req_ids.append(req.request_id)
@@ -186,18 +173,18 @@ class Scheduler:
         new_blocks = self.block_manager.allocate(req.request_id, req.num_computed_tokens + n)
         if new_blocks:
             out.allocated_blocks[req.request_id] = new_blocks
-        out.scheduled.append(ScheduledRequest(req, n, req.num_computed_tokens, self.slots[req.request_id]))
+        out.scheduled.append(ScheduledRequest(req, n, req.num_computed_tokens, self.rows[req.request_id]))
 
     def _preempt(self, req: Request, out: SchedulerOutput) -> None:
-        """Preempt by recompute: drop all K/V, back to the head of the waiting queue."""
+        """Preempt by recompute: drop all K/V, back to the waiting queue (FCFS: at its head)."""
         self.running.remove(req)
         self.block_manager.free(req.request_id)
-        self.slots.pop(req.request_id, None)
+        self.rows.pop(req.request_id, None)
         req.num_recomputed_tokens += req.num_computed_tokens
         req.num_computed_tokens = 0
         req.num_preemptions += 1
         req.status = RequestStatus.PREEMPTED
-        self.waiting.appendleft(req)
+        self.waiting.prepend(req)
         out.preempted_req_ids.append(req.request_id)
 
     # -- after the forward pass ----------------------------------------------------------------------------
@@ -216,8 +203,7 @@ class Scheduler:
                 req.status, req.finish_reason = RequestStatus.FINISHED, reason
                 self.running.remove(req)
                 self.block_manager.free(req.request_id)
-                if self.config.policy == "continuous":
-                    self.slots.pop(req.request_id)
+                self._release_row(req)
                 finished.append((req.request_id, reason))
         return finished
 
@@ -231,7 +217,6 @@ class Scheduler:
     def _check_invariants(self, out: SchedulerOutput) -> None:
         assert out.num_batched_tokens <= self.config.max_num_batched_tokens, "token budget exceeded"
         assert len(self.running) <= self.config.max_num_seqs, "max_num_seqs exceeded"
-        assert len({s.slot for s in out.scheduled} | {p[0] for p in out.padding}) == len(out.scheduled) + len(
-            out.padding
-        ), "two rows share a slot"
+        rows = [s.row for s in out.scheduled] + [p[0] for p in out.padding]
+        assert len(set(rows)) == len(rows), "two requests share a batch row"
         self.block_manager.check_invariants()

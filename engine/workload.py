@@ -8,18 +8,24 @@ A workload line is one request::
 Exactly one of ``prompt`` (plain text), ``messages`` (chat, rendered with the model's chat template) or
 ``prompt_token_ids`` is required; ``max_tokens`` is required; the rest is optional. ``arrival_time`` is in seconds
 from the start of the run; ``arrival_step`` (optional) makes the request arrive before that step instead, for
-reproducible demos. A scenario (``assets/scenarios/NAME.json``) is ``{"name", "description", "config": {...},
-"requests": [lines as above]}``.
+reproducible demos. A scenario (``engine/scenarios/NAME.json``, package data) is ``{"name", "description",
+"config": {...}, "requests": [lines as above]}``.
+
+The workload generators live here too, so the engine, the benchmark tools and the app share one copy:
+``poisson_arrivals`` (seeded arrival times) and ``output_lengths`` (seeded log-normal lengths with an exact mean).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import statistics
+from importlib import resources
 from pathlib import Path
 
-from engine.request import Request, SamplingParams
+import numpy as np
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "assets" / "scenarios"
+from engine.request import Request, SamplingParams
 
 _FIELDS = {"request_id", "prompt", "messages", "prompt_token_ids", "max_tokens", "temperature", "top_p", "top_k",
            "seed", "ignore_eos", "arrival_time", "arrival_step"}
@@ -91,17 +97,24 @@ def read_workload(path: str | Path) -> list[dict]:
     return specs
 
 
+def _scenario_files() -> dict[str, str]:
+    """Scenario name -> JSON text, from the installed package's ``scenarios`` folder."""
+    folder = resources.files("engine").joinpath("scenarios")
+    return {f.name[: -len(".json")]: f.read_text(encoding="utf-8")
+            for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".json")}
+
+
 def list_scenarios() -> dict[str, str]:
     """Scenario name -> one-line description."""
-    return {p.stem: json.loads(p.read_text())["description"].split("\n")[0] for p in sorted(SCENARIO_DIR.glob("*.json"))}
+    return {name: json.loads(text)["description"].split("\n")[0] for name, text in _scenario_files().items()}
 
 
 def load_scenario(name: str) -> dict:
     """The scenario's dict (``config`` overrides and checked ``requests``). Raises ``WorkloadError``."""
-    path = SCENARIO_DIR / f"{name}.json"
-    if not path.is_file():
-        raise WorkloadError(f"scenario {name!r} does not exist; choose one of: {', '.join(list_scenarios())}")
-    data = json.loads(path.read_text())
+    files = _scenario_files()
+    if name not in files:
+        raise WorkloadError(f"scenario {name!r} does not exist; choose one of: {', '.join(files)}")
+    data = json.loads(files[name])
     data["requests"] = [parse_spec(r, f"scenario {name} request {i}") for i, r in enumerate(data["requests"])]
     return data
 
@@ -134,3 +147,80 @@ def to_requests(specs: list[dict], tokenizer) -> list[Request]:
         requests.append(Request(str(spec.get("request_id", f"r{i}")), ids, sampling, prompt=text,
                                 arrival_time=spec.get("arrival_time", 0.0), arrival_step=spec.get("arrival_step")))
     return requests
+
+
+# -- generators ------------------------------------------------------------------------------------------------
+
+def poisson_arrivals(specs: list[dict], rate: float, seed: int = 0, clock: str = "s") -> list[dict]:
+    """Copies of ``specs`` with seeded Poisson arrivals, in the given order.
+
+    Inter-arrival gaps are exponential with mean ``1 / rate`` (numpy ``default_rng(seed)``); as in vLLM's serving
+    benchmark the first request arrives at 0 and request ``i`` after the first ``i`` gaps.
+
+    Args:
+        rate: requests per second (``clock="s"``: sets ``arrival_time`` in seconds) or requests per step
+            (``clock="steps"``: sets ``arrival_step`` = floor of the arrival on the step clock, reproducible).
+            ``math.inf`` makes every request arrive at 0.
+        seed: the same seed always gives the same arrivals.
+    Raises:
+        ValueError: ``rate`` not > 0, or ``clock`` not ``"s"`` / ``"steps"``.
+    """
+    if not (isinstance(rate, (int, float)) and rate > 0):
+        raise ValueError(f"rate={rate!r} must be > 0 requests per {'second' if clock == 's' else 'step'}")
+    if clock not in ("s", "steps"):
+        raise ValueError(f"clock={clock!r} must be 's' (seconds) or 'steps'")
+    gaps = np.zeros(len(specs)) if math.isinf(rate) else np.random.default_rng(seed).exponential(1 / rate, len(specs))
+    gaps[:1] = 0.0
+    times = np.cumsum(gaps)
+    out = []
+    for spec, t in zip(specs, times):
+        new = {k: v for k, v in spec.items() if k not in ("arrival_time", "arrival_step")}
+        if clock == "s":
+            new["arrival_time"] = float(t)
+        else:
+            new["arrival_time"], new["arrival_step"] = 0.0, int(math.floor(t))
+        out.append(new)
+    return out
+
+
+def output_lengths(n: int, mean: int, sigma: float, seed: int = 0, cap_factor: float = 8.0) -> list[int]:
+    """``n`` output lengths (tokens) with sample mean exactly ``mean``, between 1 and ``cap_factor * mean``.
+
+    The lengths follow a log-normal distribution with shape ``sigma`` (the spread level: 0 gives ``n`` equal
+    lengths; the coefficient of variation grows as ``sqrt(exp(sigma**2) - 1)``), cut at ``[1, cap_factor * mean]``
+    and scaled so that its mean stays ``mean``. Draws are stratified (one per ``1/n`` quantile band, so a small ``n``
+    still covers the tail), rounded so that the sum is exactly ``n * mean``, then shuffled: the seed decides which
+    request gets which length.
+
+    Raises:
+        ValueError: ``n < 1``, ``mean < 1``, ``sigma < 0`` or ``cap_factor < 1``.
+    """
+    if n < 1 or mean < 1 or sigma < 0 or cap_factor < 1:
+        raise ValueError(f"need n >= 1, mean >= 1, sigma >= 0 and cap_factor >= 1 "
+                         f"(got n={n}, mean={mean}, sigma={sigma}, cap_factor={cap_factor})")
+    cap = max(mean, int(math.floor(cap_factor * mean)))
+    if sigma == 0 or cap == mean or mean == 1:
+        return [mean] * n
+    rng = np.random.default_rng(seed)
+    u = (np.arange(n) + rng.uniform(size=n)) / n  # one draw per quantile band
+    raw = np.exp(sigma * np.asarray([statistics.NormalDist().inv_cdf(v) for v in u]))
+
+    def mean_at(k: float) -> float:
+        return float(np.clip(k * raw, 1, cap).mean())
+
+    lo, hi = 0.0, float(cap) / raw.min()  # mean_at rises with k: bisect for mean_at(k) == mean
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_at(mid) < mean else (lo, mid)
+    x = np.clip(hi * raw, 1, cap)
+    lengths = np.floor(x).astype(int)
+    need = n * mean - int(lengths.sum())  # |need| <= n after the bisection: hand out the remainders
+    step = 1 if need > 0 else -1
+    for i in np.argsort(-step * (x - lengths), kind="stable"):
+        if need == 0:
+            break
+        if 1 <= lengths[i] + step <= cap:
+            lengths[i] += step
+            need -= step
+    rng.shuffle(lengths)
+    return [int(v) for v in lengths]

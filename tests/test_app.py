@@ -8,7 +8,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine import trace
+from steplog import trace
 from ui.common import TRACE_DIR
 
 pytestmark = pytest.mark.app
@@ -148,7 +148,7 @@ def test_playground_live_run_draws_both_policies():
 
 
 def test_metrics_page_shows_both_policies_from_the_traces():
-    from engine.metrics import summarize
+    from steplog.metrics import summarize
 
     at = page("page_metrics", scenario="seed-abcd")
     values = [(m.label, m.value) for m in at.metric]

@@ -170,7 +170,7 @@ def test_two_users_run_live_at_once_and_each_gets_their_own_trace(browser, serve
 
 
 def test_export_then_import_gives_back_the_same_trace_and_a_bad_file_is_refused(browser, server, tmp_path):
-    from engine import trace
+    from steplog import trace
 
     page = open_page(browser, server + "/trace")
     wait_ready(page, 3)

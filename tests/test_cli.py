@@ -43,7 +43,7 @@ def test_scenarios_lists_both():
 
 @pytest.mark.real_model
 def test_run_seed_abcd_writes_a_valid_trace(tmp_path):
-    from engine import trace
+    from steplog import trace
 
     out = tmp_path / "t.jsonl"
     code, _, err = cli("run", "--scenario", "seed-abcd", "--policy", "continuous", "--out", str(out))

@@ -23,7 +23,9 @@ import math
 import pytest
 
 from conftest import case_workload
-from engine import metrics, trace
+from steplog import trace
+from engine.workload import poisson_arrivals
+from steplog import metrics
 from fakes import make_request, run_fake
 
 CONFIG = {"max_num_seqs": 2, "max_num_batched_tokens": 4, "block_size": 4, "num_kv_blocks": 3,
@@ -205,21 +207,21 @@ def test_c13_one_token_request_on_the_real_model(smollm):
 
 def test_poisson_arrivals_seconds_and_steps():
     specs = [{"request_id": f"r{i}", "prompt": "x", "max_tokens": 1, "arrival_step": 7} for i in range(4000)]
-    a = metrics.poisson_arrivals(specs, rate=2.0, seed=1)
-    assert a == metrics.poisson_arrivals(specs, rate=2.0, seed=1)  # seeded
-    assert a != metrics.poisson_arrivals(specs, rate=2.0, seed=2)
+    a = poisson_arrivals(specs, rate=2.0, seed=1)
+    assert a == poisson_arrivals(specs, rate=2.0, seed=1)  # seeded
+    assert a != poisson_arrivals(specs, rate=2.0, seed=2)
     times = [s["arrival_time"] for s in a]
     assert times[0] == 0.0 and all(b >= t for t, b in zip(times, times[1:]))
     assert "arrival_step" not in a[0]
     assert times[-1] / (len(times) - 1) == pytest.approx(0.5, rel=0.05)  # mean gap 1 / rate
-    steps = [s["arrival_step"] for s in metrics.poisson_arrivals(specs, rate=0.25, seed=1, clock="steps")]
+    steps = [s["arrival_step"] for s in poisson_arrivals(specs, rate=0.25, seed=1, clock="steps")]
     assert all(isinstance(k, int) for k in steps) and steps == sorted(steps)
     assert steps[-1] / (len(steps) - 1) == pytest.approx(4.0, rel=0.05)
-    assert {s["arrival_time"] for s in metrics.poisson_arrivals(specs[:5], rate=math.inf)} == {0.0}
+    assert {s["arrival_time"] for s in poisson_arrivals(specs[:5], rate=math.inf)} == {0.0}
     with pytest.raises(ValueError, match="rate"):
-        metrics.poisson_arrivals(specs, rate=0)
+        poisson_arrivals(specs, rate=0)
     with pytest.raises(ValueError, match="clock"):
-        metrics.poisson_arrivals(specs, rate=1.0, clock="minutes")
+        poisson_arrivals(specs, rate=1.0, clock="minutes")
 
 
 def test_figures_for_the_app(hand_trace):

@@ -14,7 +14,7 @@ import socket
 
 import pytest
 
-from engine import trace
+from steplog import trace
 from engine.config import EngineConfig
 
 # Greedy outputs of SmolLM2-135M-Instruct (float32, CPU) for two prompts of the seed-abcd scenario, as recorded

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from conftest import case_workload, hf_greedy
-from engine import trace
+from steplog import trace
 from engine.config import EngineConfig
 from engine.llm import generate_trace
 from engine.workload import render_prompt

@@ -7,14 +7,15 @@ import statistics
 import pytest
 import torch
 
-from engine import sweep
+from bench import sweep
+from engine.workload import output_lengths
 from engine.models import LoadedModel
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 7])
 @pytest.mark.parametrize("n,mean", [(16, 32), (12, 20), (40, 8)])
 def test_lengths_keep_the_mean_and_raise_the_spread(n, mean, seed):
-    levels = [sweep.output_lengths(n, mean, s, seed) for s in sweep.DEFAULT_SIGMAS]
+    levels = [output_lengths(n, mean, s, seed) for s in sweep.DEFAULT_SIGMAS]
     assert all(len(lv) == n and sum(lv) == n * mean for lv in levels)  # the same total work at every level
     assert levels[0] == [mean] * n  # no spread: all equal
     stds = [statistics.pstdev(lv) for lv in levels]
@@ -25,12 +26,12 @@ def test_lengths_keep_the_mean_and_raise_the_spread(n, mean, seed):
 
 
 def test_lengths_are_seeded_and_respect_the_cap():
-    assert sweep.output_lengths(16, 32, 1.0, seed=3) == sweep.output_lengths(16, 32, 1.0, seed=3)
-    assert sweep.output_lengths(16, 32, 1.0, seed=3) != sweep.output_lengths(16, 32, 1.0, seed=4)
-    capped = sweep.output_lengths(16, 32, 3.0, seed=0, cap_factor=2.0)
+    assert output_lengths(16, 32, 1.0, seed=3) == output_lengths(16, 32, 1.0, seed=3)
+    assert output_lengths(16, 32, 1.0, seed=3) != output_lengths(16, 32, 1.0, seed=4)
+    capped = output_lengths(16, 32, 3.0, seed=0, cap_factor=2.0)
     assert max(capped) <= 64 and sum(capped) == 16 * 32
     with pytest.raises(ValueError, match="sigma"):
-        sweep.output_lengths(16, 32, -0.5)
+        output_lengths(16, 32, -0.5)
 
 
 def test_workloads_ignore_eos_and_use_the_drawn_lengths():
@@ -38,7 +39,7 @@ def test_workloads_ignore_eos_and_use_the_drawn_lengths():
     levels = sweep.sweep_workloads(prompts, n=5, mean=6, sigmas=(0.0, 1.0), seed=0)
     assert [s for s, _ in levels] == [0.0, 1.0]
     specs = levels[1][1]
-    assert [s["max_tokens"] for s in specs] == sweep.output_lengths(5, 6, 1.0, 0)
+    assert [s["max_tokens"] for s in specs] == output_lengths(5, 6, 1.0, 0)
     assert all(s["ignore_eos"] and s["temperature"] == 0.0 for s in specs)
     assert specs[0]["prompt"] == "Hello" and specs[1]["prompt_token_ids"] == [3, 4] and "messages" not in specs[0]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import trace
+from steplog import trace
 
 TRACES = sorted((Path(__file__).resolve().parents[1] / "assets" / "traces").glob("*.jsonl"))
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import trace
+from steplog import trace
 from visuals.kv import block_map, block_map_cells, kv_usage
 from visuals.slots import slot_occupancy
 from visuals.timeline import request_phases, timeline
-from visuals.tracemodel import PADDING_COLOR, TraceView
+from steplog.view import PADDING_COLOR, TraceView
 
 TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine import trace
-from visuals.tracemodel import TraceView
+from steplog import trace
+from steplog.view import TraceView
 
 TRACE_DIR = Path(__file__).resolve().parent.parent / "assets" / "traces"
 POLICIES = ("static", "continuous")

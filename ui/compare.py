@@ -9,7 +9,7 @@ from ui.panels import narration, step_panel
 from ui.player import player
 from visuals.stepinfo import event_steps
 from visuals.timeline import timeline
-from visuals.tracemodel import TraceView
+from steplog.view import TraceView
 
 
 def counters(views: dict[str, TraceView], step: int) -> None:

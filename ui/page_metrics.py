@@ -7,12 +7,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.metrics import LATENCY_METRICS, summarize, summary_frame
+from steplog.metrics import LATENCY_METRICS, summarize, summary_frame
 from engine.workload import list_scenarios
 from ui.common import POLICIES, recorded_records
 from visuals.metrics import REQUEST_METRICS, kv_utilisation, latency_cdf, request_latency, sweep_ratio, \
     sweep_throughput
-from visuals.tracemodel import TraceView
+from steplog.view import TraceView
 
 SWEEP = Path(__file__).resolve().parent.parent / "assets" / "sweep.json"
 

@@ -9,15 +9,15 @@ import streamlit as st
 
 from engine.config import LIMITS, EngineConfig
 from engine.engine import RequestError, validate_request
-from engine.metrics import poisson_arrivals
-from engine.sweep import output_lengths
+from engine.workload import poisson_arrivals
+from engine.workload import output_lengths
 from engine.workload import to_requests
 from ui.common import model_and_lock
 from ui.compare import compare
 from ui.panels import narration, step_panel
 from ui.player import player
 from visuals.stepinfo import event_steps
-from visuals.tracemodel import TraceView
+from steplog.view import TraceView
 
 PROMPT_SETS = {
     "chat questions": ["What is the capital of France?", "Give two facts about the Moon.", "What does a compiler do?",

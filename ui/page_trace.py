@@ -5,13 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine import trace
+from steplog import trace
 from engine.workload import list_scenarios
 from ui.common import badge, recorded_records
 from ui.panels import narration, step_panel
 from ui.player import player
 from visuals.stepinfo import event_steps
-from visuals.tracemodel import TraceView
+from steplog.view import TraceView
 
 
 def steps_table(records: list[dict]) -> pd.DataFrame:
@@ -54,7 +54,7 @@ def choose_trace() -> tuple[list[dict], str, str]:
 def page() -> None:
     st.title("Trace")
     st.markdown("The step log behind every picture: JSON Lines, one header, one line per step, one summary "
-                "(documented in `docs/trace-format.md`, schema in `docs/trace.schema.json`).")
+                "(documented in `docs/trace-format.md`, schema in `steplog/trace.schema.json`).")
     records, source, name = choose_trace()
     view = TraceView(records)
     view.source, view.filename = source, name

@@ -11,7 +11,7 @@ from visuals.kv import block_map
 from visuals.narration import BEAT_TEXT, narrate, story_beats
 from visuals.slots import slot_grid
 from visuals.stepinfo import queues, text_so_far
-from visuals.tracemodel import TraceView
+from steplog.view import TraceView
 
 
 def narration(view: TraceView, step: int, beats: bool = True) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from visuals.slots import hatch
-from visuals.tracemodel import FREE_COLOR, TraceView
+from steplog.view import FREE_COLOR, TraceView
 
 
 def budget_segments(view: TraceView, step: int) -> list[dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from visuals.stepinfo import freed_blocks
-from visuals.tracemodel import FREE_COLOR, TraceView
+from steplog.view import FREE_COLOR, TraceView
 
 
 def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:

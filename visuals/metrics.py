@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from engine.metrics import LATENCY_METRICS, request_metrics, steps_frame
-from visuals.tracemodel import OKABE_ITO
+from steplog.metrics import LATENCY_METRICS, request_metrics, steps_frame
+from steplog.view import OKABE_ITO
 
 # per-request scalar metrics (ITL is a list per request: see ``latency_cdf``)
 REQUEST_METRICS = [m for m in LATENCY_METRICS if not m.startswith("itl_")]

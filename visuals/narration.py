@@ -12,7 +12,7 @@ a finished row), ``drain`` (the batch shrinks because nobody is waiting).
 from __future__ import annotations
 
 from visuals.stepinfo import freed_blocks
-from visuals.tracemodel import TraceView
+from steplog.view import TraceView
 
 REASONS = {"stop": "emitted EOS", "length": "hit max_tokens"}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from visuals.tracemodel import PADDING_COLOR, Cell, TraceView
+from steplog.view import PADDING_COLOR, Cell, TraceView
 
 PATTERN = {"prefill": "/", "recompute": "+", "decode": "", "padding": "x"}
 

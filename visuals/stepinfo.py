@@ -5,7 +5,7 @@ Everything here is a pure function of (trace, step); narration and the app panel
 
 from __future__ import annotations
 
-from visuals.tracemodel import TraceView
+from steplog.view import TraceView
 
 EVENT_KINDS = ("admitted", "finished", "preempted")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from visuals.tracemodel import TraceView
+from steplog.view import TraceView
 
 PHASE_COLORS = {"waiting": "#D9D9D9", "prefill": "#E69F00", "recompute": "#D55E00", "decode": "#0072B2",
                 "reserved": "#F5E6B8"}

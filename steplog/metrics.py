@@ -1,4 +1,4 @@
-"""Latency and throughput metrics from a trace, with vLLM's definitions; and workloads with arrivals over time.
+"""Latency and throughput metrics from a trace, with vLLM's definitions.
 
 Everything here is a pure function of the trace records ``[header, step..., summary]`` (``docs/trace-format.md``).
 Each figure comes in two clocks, and its name says which:
@@ -24,8 +24,6 @@ Aggregates (``summarize``): mean, p50, p90, p99 (``numpy.percentile``, linear in
 pools every gap of every request, so mean ITL = sum of gaps / number of gaps (not / number of tokens:
 NVIDIA/TensorRT-LLM#8378); mean TPOT is over requests with at least 2 output tokens only. Output tokens include
 EOS when it was sampled (it is an output token the model computed).
-
-``poisson_arrivals`` gives a workload seeded Poisson arrivals, in seconds or on the step clock.
 """
 
 from __future__ import annotations
@@ -273,35 +271,3 @@ def summary_frame(runs: dict[str, list[dict]]) -> pd.DataFrame:
         for stat in ("mean", "p50", "p90", "p99"):
             rows.append({"metric": name, "stat": stat, "unit": unit, **{k: s[name][stat] for k, s in sums.items()}})
     return pd.DataFrame(rows)
-
-
-def poisson_arrivals(specs: list[dict], rate: float, seed: int = 0, clock: str = "s") -> list[dict]:
-    """Copies of ``specs`` with seeded Poisson arrivals, in the given order.
-
-    Inter-arrival gaps are exponential with mean ``1 / rate`` (numpy ``default_rng(seed)``); as in vLLM's serving
-    benchmark the first request arrives at 0 and request ``i`` after the first ``i`` gaps.
-
-    Args:
-        rate: requests per second (``clock="s"``: sets ``arrival_time`` in seconds) or requests per step
-            (``clock="steps"``: sets ``arrival_step`` = floor of the arrival on the step clock, reproducible).
-            ``math.inf`` makes every request arrive at 0.
-        seed: the same seed always gives the same arrivals.
-    Raises:
-        ValueError: ``rate`` not > 0, or ``clock`` not ``"s"`` / ``"steps"``.
-    """
-    if not (isinstance(rate, (int, float)) and rate > 0):
-        raise ValueError(f"rate={rate!r} must be > 0 requests per {'second' if clock == 's' else 'step'}")
-    if clock not in ("s", "steps"):
-        raise ValueError(f"clock={clock!r} must be 's' (seconds) or 'steps'")
-    gaps = np.zeros(len(specs)) if math.isinf(rate) else np.random.default_rng(seed).exponential(1 / rate, len(specs))
-    gaps[:1] = 0.0
-    times = np.cumsum(gaps)
-    out = []
-    for spec, t in zip(specs, times):
-        new = {k: v for k, v in spec.items() if k not in ("arrival_time", "arrival_step")}
-        if clock == "s":
-            new["arrival_time"] = float(t)
-        else:
-            new["arrival_time"], new["arrival_step"] = 0.0, int(math.floor(t))
-        out.append(new)
-    return out

@@ -1,17 +1,18 @@
 """The step log (trace): JSON Lines, one header, one record per step, one summary.
 
-The format is documented in ``docs/trace-format.md`` and pinned by the JSON Schema ``docs/trace.schema.json``;
-every trace written or read here is validated against it. Traces are plain data: never pickle, never eval.
+The format is documented in ``docs/trace-format.md`` and pinned by the JSON Schema ``steplog/trace.schema.json``
+(package data, found through the installed package); every trace written or read here is validated against it.
+Traces are plain data: never pickle, never eval.
 """
 
 from __future__ import annotations
 
 import json
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 SCHEMA_VERSION = 1
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "docs" / "trace.schema.json"
 MAX_TRACE_BYTES = 50 * 1024 * 1024
 
 
@@ -19,11 +20,16 @@ class TraceError(ValueError):
     """A trace that is malformed, truncated, too large, of another schema version, or fails the schema."""
 
 
+def schema_text() -> str:
+    """The JSON Schema of trace files, read from the installed package."""
+    return resources.files("steplog").joinpath("trace.schema.json").read_text(encoding="utf-8")
+
+
 @lru_cache(maxsize=1)
 def _validators():
     import jsonschema
 
-    schema = json.loads(SCHEMA_PATH.read_text())
+    schema = json.loads(schema_text())
     defs = schema["$defs"]
     return {kind: jsonschema.Draft202012Validator({**defs[kind], "$defs": defs}) for kind in ("header", "step", "summary")}
 

@@ -7,7 +7,7 @@ a growing spread, EOS ignored so that every request produces exactly its drawn l
 static and continuous batching at the same ``max_num_seqs``. Expected: a ratio of about 1 when all lengths are equal,
 rising with the spread (a static batch waits for its longest member while the others pad).
 
-Length distributions (``output_lengths``): for a spread level ``sigma >= 0`` the lengths follow a log-normal
+Length distributions (``engine.workload.output_lengths``): for a spread level ``sigma >= 0`` the lengths follow a log-normal
 distribution of shape ``sigma``, cut to ``[1, cap_factor * mean]`` and scaled so that its mean is ``mean``
 (``sigma = 0``: every length equals ``mean``; larger ``sigma``: many short answers and a few very long ones; a
 capped exponential was tried first, but its coefficient of variation never exceeds 1, too little spread for 16
@@ -21,14 +21,12 @@ continuous / static of each. Units: tokens, seconds, steps.
 
 from __future__ import annotations
 
-import math
 import statistics
 
-import numpy as np
-
-from engine.bench import Workload, engine_config, provenance, run_engine
+from bench.report import provenance
+from bench.rows import Workload, engine_config, run_engine
 from engine.models import LoadedModel
-from engine.workload import render_prompt
+from engine.workload import output_lengths, render_prompt
 
 # Published numbers for context (not comparable in scale): OPT-13B on one NVIDIA A100 40 GB, the post's Figure.
 ANYSCALE = {
@@ -40,49 +38,6 @@ ANYSCALE = {
 }
 
 DEFAULT_SIGMAS = (0.0, 0.5, 1.0, 1.5, 2.0)  # coefficient of variation 0, 0.53, 1.31, 2.91, 7.32 before the cap
-
-
-def output_lengths(n: int, mean: int, sigma: float, seed: int = 0, cap_factor: float = 8.0) -> list[int]:
-    """``n`` output lengths (tokens) with sample mean exactly ``mean``, between 1 and ``cap_factor * mean``.
-
-    The lengths follow a log-normal distribution with shape ``sigma`` (the spread level: 0 gives ``n`` equal
-    lengths; the coefficient of variation grows as ``sqrt(exp(sigma**2) - 1)``), cut at ``[1, cap_factor * mean]``
-    and scaled so that its mean stays ``mean``. Draws are stratified (one per ``1/n`` quantile band, so a small ``n``
-    still covers the tail), rounded so that the sum is exactly ``n * mean``, then shuffled: the seed decides which
-    request gets which length.
-
-    Raises:
-        ValueError: ``n < 1``, ``mean < 1``, ``sigma < 0`` or ``cap_factor < 1``.
-    """
-    if n < 1 or mean < 1 or sigma < 0 or cap_factor < 1:
-        raise ValueError(f"need n >= 1, mean >= 1, sigma >= 0 and cap_factor >= 1 "
-                         f"(got n={n}, mean={mean}, sigma={sigma}, cap_factor={cap_factor})")
-    cap = max(mean, int(math.floor(cap_factor * mean)))
-    if sigma == 0 or cap == mean or mean == 1:
-        return [mean] * n
-    rng = np.random.default_rng(seed)
-    u = (np.arange(n) + rng.uniform(size=n)) / n  # one draw per quantile band
-    raw = np.exp(sigma * np.asarray([statistics.NormalDist().inv_cdf(v) for v in u]))
-
-    def mean_at(k: float) -> float:
-        return float(np.clip(k * raw, 1, cap).mean())
-
-    lo, hi = 0.0, float(cap) / raw.min()  # mean_at rises with k: bisect for mean_at(k) == mean
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if mean_at(mid) < mean else (lo, mid)
-    x = np.clip(hi * raw, 1, cap)
-    lengths = np.floor(x).astype(int)
-    need = n * mean - int(lengths.sum())  # |need| <= n after the bisection: hand out the remainders
-    step = 1 if need > 0 else -1
-    for i in np.argsort(-step * (x - lengths), kind="stable"):
-        if need == 0:
-            break
-        if 1 <= lengths[i] + step <= cap:
-            lengths[i] += step
-            need -= step
-    rng.shuffle(lengths)
-    return [int(v) for v in lengths]
 
 
 def sweep_workloads(prompt_specs: list[dict], n: int, mean: int, sigmas=DEFAULT_SIGMAS, seed: int = 0,
@@ -122,7 +77,7 @@ def run_sweep(loaded: LoadedModel, prompt_specs: list[dict], n: int = 32, mean: 
     policy ``seconds``, ``num_steps``, ``output_tokens``, ``tok_per_s``, ``tok_per_step``; plus ``ratio_s`` and
     ``ratio_steps`` (continuous / static).
     """
-    from engine.metrics import summarize
+    from steplog.metrics import summarize
 
     say = progress or (lambda msg: None)
     levels = []

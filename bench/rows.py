@@ -1,0 +1,201 @@
+"""The benchmark's rows: transformers ``generate`` (one at a time, static batches), transformers' continuous
+batching, and Batchscope static / continuous, each returning ``{request_id: output token ids}``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from engine.block_manager import blocks_needed
+from engine.config import EngineConfig
+from engine.models import LoadedModel
+from engine.workload import render_prompt, to_requests
+
+if TYPE_CHECKING:  # imported where used: transformers takes seconds to import
+    from engine.model_runner import ModelRunner
+
+ROW_TITLES = {
+    "hf-sequential": "transformers generate, one request at a time",
+    "hf-static": "transformers generate, static batches (left padding)",
+    "hf-continuous": "transformers continuous batching (generate_batch)",
+    "batchscope-static": "Batchscope static",
+    "batchscope-continuous": "Batchscope continuous",
+}
+BATCHED_ROWS = ("hf-static", "hf-continuous", "batchscope-static", "batchscope-continuous")
+
+@dataclass
+class Workload:
+    """The benchmark's requests: ``specs`` (engine request specs) and their prompts as token ids."""
+
+    specs: list[dict]
+    prompts: list[list[int]]
+    max_tokens: int
+    ignore_eos: bool
+
+    @property
+    def request_ids(self) -> list[str]:
+        return [s["request_id"] for s in self.specs]
+
+
+def make_workload(loaded: LoadedModel, specs: list[dict], num_requests: int | None = None,
+                  max_tokens: int | None = None) -> Workload:
+    """First ``num_requests`` specs, greedy, every ``max_tokens`` set to ``max_tokens`` (or their common value).
+
+    Raises:
+        ValueError: the specs sample (temperature > 0), mix ``ignore_eos`` settings, or differ in ``max_tokens``
+            while no ``max_tokens`` override is given (transformers' continuous batching takes one value).
+    """
+    chosen = [dict(s) for s in specs[: num_requests or len(specs)]]
+    for i, s in enumerate(chosen):
+        s.setdefault("request_id", f"r{i}")
+        if s.get("temperature", 0.0) != 0.0:
+            raise ValueError(f"request {s['request_id']!r}: the benchmark compares greedy outputs; "
+                             "temperature must be 0")
+        if max_tokens is not None:
+            s["max_tokens"] = max_tokens
+    lengths = {s["max_tokens"] for s in chosen}
+    if len(lengths) != 1:
+        raise ValueError(f"max_tokens differs across requests ({sorted(lengths)}); pass --max-tokens")
+    eos_flags = {bool(s.get("ignore_eos", False)) for s in chosen}
+    if len(eos_flags) != 1:
+        raise ValueError("ignore_eos differs across requests; the transformers rows take one setting")
+    prompts = [render_prompt(s, loaded.tokenizer)[1] for s in chosen]
+    return Workload(chosen, prompts, lengths.pop(), eos_flags.pop())
+
+
+# -- the five rows -------------------------------------------------------------------------------------------------
+
+def _eos(loaded: LoadedModel, work: Workload) -> list[int] | None:
+    from engine.llm import eos_token_ids
+
+    return None if work.ignore_eos else sorted(eos_token_ids(loaded))
+
+
+def _pad_id(loaded: LoadedModel) -> int:
+    pad = loaded.model.config.pad_token_id
+    return pad if pad is not None else 0
+
+
+def _trim(tokens: list[int], eos: list[int] | None, max_tokens: int) -> list[int]:
+    """Output tokens up to and including the first EOS, at most ``max_tokens`` (drops generate's padding)."""
+    out = []
+    for t in tokens[:max_tokens]:
+        out.append(t)
+        if eos and t in eos:
+            break
+    return out
+
+
+def _generation_config(loaded: LoadedModel, work: Workload):
+    from transformers import GenerationConfig
+
+    eos = _eos(loaded, work)
+    return GenerationConfig(max_new_tokens=work.max_tokens, do_sample=False, eos_token_id=eos,
+                            pad_token_id=_pad_id(loaded), min_new_tokens=work.max_tokens if eos is None else 0)
+
+
+@torch.inference_mode()
+def hf_sequential(loaded: LoadedModel, work: Workload, max_num_seqs: int) -> dict[str, list[int]]:
+    """Row 1: ``generate`` per request. Returns ``{request_id: output token ids}`` (EOS included)."""
+    gen, eos, out = _generation_config(loaded, work), _eos(loaded, work), {}
+    for rid, ids in zip(work.request_ids, work.prompts):
+        x = torch.tensor([ids], device=loaded.device)
+        y = loaded.model.generate(x, attention_mask=torch.ones_like(x), generation_config=gen)
+        out[rid] = _trim(y[0, len(ids):].tolist(), eos, work.max_tokens)
+    return out
+
+
+@torch.inference_mode()
+def hf_static(loaded: LoadedModel, work: Workload, max_num_seqs: int) -> dict[str, list[int]]:
+    """Row 2: ``generate`` on batches of ``max_num_seqs`` prompts in arrival order, left padded with a mask."""
+    gen, eos, pad, out = _generation_config(loaded, work), _eos(loaded, work), _pad_id(loaded), {}
+    for start in range(0, len(work.prompts), max_num_seqs):
+        prompts = work.prompts[start : start + max_num_seqs]
+        width = max(map(len, prompts))
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=loaded.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=loaded.device)
+        y = loaded.model.generate(ids, attention_mask=mask, generation_config=gen)
+        for rid, row in zip(work.request_ids[start : start + max_num_seqs], y[:, width:].tolist()):
+            out[rid] = _trim(row, eos, work.max_tokens)
+    return out
+
+
+def hf_cb_config(work: Workload, max_num_seqs: int, max_num_batched_tokens: int):
+    """transformers' ``ContinuousBatchingConfig`` for the row: pages of 256 tokens (its default), enough blocks for
+    ``max_num_seqs`` requests of the longest prompt + ``max_tokens``, and the same token budget as Batchscope."""
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+    page = 256
+    per_request = blocks_needed(max(map(len, work.prompts)) + work.max_tokens, page)
+    return ContinuousBatchingConfig(page_size=page, num_blocks=max_num_seqs * per_request + 1,
+                                    max_batch_tokens=max_num_batched_tokens, max_requests_per_batch=max_num_seqs)
+
+
+@torch.inference_mode()
+def hf_continuous(loaded: LoadedModel, work: Workload, max_num_seqs: int,
+                  max_num_batched_tokens: int = 128) -> dict[str, list[int]]:
+    """Row 3: ``model.generate_batch`` (transformers' continuous batching manager, its own paged cache)."""
+    model = loaded.model
+    attn = model.config._attn_implementation
+    try:
+        res = model.generate_batch(work.prompts, generation_config=_generation_config(loaded, work),
+                                   continuous_batching_config=hf_cb_config(work, max_num_seqs, max_num_batched_tokens),
+                                   warmup=loaded.device.type == "cuda", progress_bar=False)
+    finally:
+        if model.config._attn_implementation != attn:
+            model.set_attn_implementation(attn)
+    results = list(res.values())
+    if len(results) != len(work.prompts) or any(r.error for r in results):
+        errors = [r.error for r in results if r.error]
+        raise RuntimeError(f"transformers continuous batching returned {len(results)} of {len(work.prompts)} "
+                           f"results{': ' + errors[0] if errors else ''}")
+    eos = _eos(loaded, work)
+    return {rid: _trim(list(r.generated_tokens), eos, work.max_tokens) for rid, r in zip(work.request_ids, results)}
+
+
+def engine_config(work: Workload, policy: str, max_num_seqs: int, max_num_batched_tokens: int,
+                  block_size: int) -> EngineConfig:
+    """Batchscope's config for a row: a pool where ``max_num_seqs`` worst-case requests fit (never preempts)."""
+    per_request = blocks_needed(max(map(len, work.prompts)) + work.max_tokens, block_size)
+    return EngineConfig(policy=policy, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                        block_size=block_size, num_kv_blocks=max_num_seqs * per_request)
+
+
+def run_engine(loaded: LoadedModel, specs: list[dict], config: EngineConfig,
+               time_forward: bool = False) -> tuple[list[dict], ModelRunner]:
+    """Run Batchscope on ``specs`` (``engine.llm.build_engine``) and keep the runner for its forward timings."""
+    from engine.llm import build_engine
+
+    engine = build_engine(loaded, config)
+    engine.runner.time_forward = time_forward
+    return engine.run(to_requests(specs, loaded.tokenizer)), engine.runner
+
+
+def _batchscope(policy: str):
+    def row(loaded: LoadedModel, work: Workload, max_num_seqs: int, max_num_batched_tokens: int = 128,
+            block_size: int = 16, sink: dict | None = None) -> dict[str, list[int]]:
+        config = engine_config(work, policy, max_num_seqs, max_num_batched_tokens, block_size)
+        records, runner = run_engine(loaded, work.specs, config, time_forward=sink is not None)
+        if sink is not None:
+            from bench.measure import outside_forward_share
+
+            sink["outside_share"] = outside_forward_share(records, runner.forward_times)
+            sink["num_steps"] = len(records) - 2
+        return {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}
+
+    row.__doc__ = f"Rows 4/5: Batchscope, policy {policy!r}. Returns ``{{request_id: output token ids}}``."
+    return row
+
+
+ROWS: dict[str, Callable[..., dict[str, list[int]]]] = {
+    "hf-sequential": hf_sequential,
+    "hf-static": hf_static,
+    "hf-continuous": hf_continuous,
+    "batchscope-static": _batchscope("static"),
+    "batchscope-continuous": _batchscope("continuous"),
+}
+
+

@@ -1,0 +1,143 @@
+"""One benchmark run: every row ``rounds`` times, interleaved (A..E, then E..A), then the decode-step timings."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bench.measure import ParityError, _sync, agreement, check_parity, decode_step_times, read_bandwidth, weight_bytes
+from bench.report import evaluate_targets, provenance
+from bench.rows import BATCHED_ROWS, ROW_TITLES, ROWS, Workload
+from engine.models import LoadedModel
+
+
+@dataclass
+class BenchOptions:
+    """Knobs of one benchmark run (the CLI's flags)."""
+
+    max_num_seqs: list[int] = field(default_factory=lambda: [4, 16])
+    rounds: int = 2
+    max_num_batched_tokens: int = 128
+    block_size: int = 16
+    step_batches: list[int] = field(default_factory=lambda: [1, 4, 16])
+    step_tokens: int = 32
+    parity: str = "auto"  # auto | strict | report
+    rows: list[str] = field(default_factory=lambda: list(ROW_TITLES))
+
+
+def _schedule(opts: BenchOptions) -> list[tuple[str, int]]:
+    """(row, max_num_seqs) in the order of the first round; ``hf-sequential`` does not depend on slots."""
+    order = [("hf-sequential", 0)] if "hf-sequential" in opts.rows else []
+    for n in opts.max_num_seqs:
+        order += [(row, n) for row in ROW_TITLES if row in BATCHED_ROWS and row in opts.rows]
+    return order
+
+
+def _call(row: str, loaded: LoadedModel, work: Workload, n: int, opts: BenchOptions, sink: dict | None = None):
+    fn = ROWS[row]
+    if row in ("hf-sequential", "hf-static"):
+        return fn(loaded, work, n)
+    if row == "hf-continuous":
+        return fn(loaded, work, n, opts.max_num_batched_tokens)
+    return fn(loaded, work, n, opts.max_num_batched_tokens, opts.block_size, sink=sink)
+
+
+def run_bench(loaded: LoadedModel, work: Workload, opts: BenchOptions,
+              progress: Callable[[str], None] | None = None) -> dict:
+    """Run every row ``opts.rounds`` times, interleaved, then the decode-step measurements.
+
+    Returns the result dict written to ``assets/bench.json`` (see ``bench.report.to_markdown`` for the table).
+    Raises:
+        ParityError: outputs differ and parity is strict (``opts.parity == "strict"``, or ``"auto"`` with a
+            dtype of 32 bits or more).
+    """
+    say = progress or (lambda msg: None)
+    order = _schedule(opts)
+    labels = [f"{row}@{n}" if n else row for row, n in order]
+    say("warm-up")
+    n_warm = min(4, work.max_tokens)
+    warm = Workload([dict(s, max_tokens=n_warm) for s in work.specs[:2]], work.prompts[:2], n_warm, work.ignore_eos)
+    for row, n in order:
+        _call(row, loaded, warm, max(1, min(n, 2)), opts)
+    times, outputs, extras = _rounds(loaded, work, opts, order, labels, say)
+    strict = opts.parity == "strict" or (opts.parity == "auto" and loaded.dtype.itemsize >= 4)
+    parity_error = None
+    try:
+        check_parity(outputs, labels[0])
+    except ParityError as exc:
+        if strict:
+            raise
+        parity_error = str(exc)
+    say("decode steps")
+    result = {
+        "provenance": provenance(loaded),
+        "workload": {"num_requests": len(work.specs), "max_tokens": work.max_tokens, "ignore_eos": work.ignore_eos,
+                     "prompt_tokens": sum(map(len, work.prompts)), "request_ids": work.request_ids},
+        "options": {"max_num_seqs": opts.max_num_seqs, "rounds": opts.rounds,
+                    "max_num_batched_tokens": opts.max_num_batched_tokens, "block_size": opts.block_size,
+                    "step_batches": opts.step_batches, "step_tokens": opts.step_tokens, "parity": opts.parity},
+        "rows": _row_table(order, labels, times, outputs, extras),
+        "parity": {"strict": strict, "identical": parity_error is None, "reference": labels[0],
+                   "agreement": agreement(outputs, labels[0]), "error": parity_error},
+        "decode_step": _decode_steps(loaded, work, opts),
+    }
+    result["targets"] = evaluate_targets(result)
+    return result
+
+
+def _rounds(loaded: LoadedModel, work: Workload, opts: BenchOptions, order: list[tuple[str, int]],
+            labels: list[str], say: Callable[[str], None]) -> tuple[dict, dict, dict]:
+    """Seconds per round, outputs and Batchscope extras per row label; outputs must not change between rounds."""
+    times: dict[str, list[float]] = {label: [] for label in labels}
+    outputs: dict[str, dict[str, list[int]]] = {}
+    extras: dict[str, list[dict]] = {label: [] for label in labels}  # per round (Batchscope rows)
+    for r in range(opts.rounds):
+        seq = list(zip(order, labels))
+        for (row, n), label in (seq if r % 2 == 0 else seq[::-1]):
+            say(f"round {r + 1}/{opts.rounds}: {label}")
+            _sync(loaded.device)
+            t = time.perf_counter()
+            sink: dict | None = {} if row.startswith("batchscope") else None
+            out = _call(row, loaded, work, n, opts, sink=sink)
+            extras[label].append(sink or {})
+            _sync(loaded.device)
+            times[label].append(time.perf_counter() - t)
+            outputs.setdefault(label, out)
+            if outputs[label] != out:
+                raise ParityError(f"{label}: greedy outputs changed between rounds")
+    return times, outputs, extras
+
+
+def _row_table(order: list[tuple[str, int]], labels: list[str], times: dict, outputs: dict, extras: dict) -> list:
+    """One dict per row: every round's seconds, the best, output tokens per second and the ratio to row 1."""
+    total_tokens = {label: sum(map(len, out.values())) for label, out in outputs.items()}
+    rows = []
+    base = None
+    for (row, n), label in zip(order, labels):
+        best_s = min(times[label])
+        extra = extras[label][times[label].index(best_s)]
+        tps = total_tokens[label] / best_s
+        base = base or tps
+        rows.append({"label": label, "row": row, "title": ROW_TITLES[row], "max_num_seqs": n or None,
+                     "seconds": times[label], "mean_seconds": statistics.fmean(times[label]), "best_seconds": best_s,
+                     "output_tokens": total_tokens[label],
+                     "output_tokens_per_s": tps, "ratio_to_row_1": tps / base,
+                     **({"outside_forward_share": extra.get("outside_share"),
+                         "num_steps": extra.get("num_steps")} if extra else {})})
+    return rows
+
+
+def _decode_steps(loaded: LoadedModel, work: Workload, opts: BenchOptions) -> dict:
+    """The weight-streaming floor and the median decode step at each batch of ``opts.step_batches``."""
+    wbytes = weight_bytes(loaded.model)
+    bandwidth = read_bandwidth(wbytes, loaded.device)
+    floor_ms = 1e3 * wbytes / bandwidth
+    steps = []
+    for b in opts.step_batches:
+        m = decode_step_times(loaded, work, b, opts.step_tokens, opts.block_size)
+        m["floor_ms"] = floor_ms
+        m["ratio_to_floor"] = m["median_ms"] / floor_ms if m["median_ms"] else None
+        steps.append(m)
+    return {"weight_bytes": wbytes, "read_bandwidth_GBps": bandwidth / 1e9, "floor_ms": floor_ms, "batches": steps}

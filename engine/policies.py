@@ -1,0 +1,22 @@
+"""The batching policies by name: the one place a new policy is registered (``--policy``, the app's lists).
+
+Continuous batching is ``engine.scheduler.Scheduler``; static batching overrides its batch-formation hooks in
+``engine.static_scheduler``. The order of the waiting queue is a second, independent seam
+(``engine.request_queue.QUEUES``, chosen by ``EngineConfig.scheduling_policy``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from engine.config import EngineConfig
+from engine.scheduler import Scheduler
+from engine.static_scheduler import StaticScheduler
+
+SCHEDULERS: dict[str, type[Scheduler]] = {"continuous": Scheduler, "static": StaticScheduler}
+
+
+def make_scheduler(config: EngineConfig, eos_token_ids: Iterable[int] = ()) -> Scheduler:
+    """The scheduler of ``config.policy``. Raises ``ConfigError`` for an unknown policy."""
+    config.validate()
+    return SCHEDULERS[config.policy](config, frozenset(eos_token_ids))

@@ -1,0 +1,58 @@
+"""Static batching: the baseline that continuous batching is measured against, on the same engine and limits.
+
+A batch of up to ``max_num_seqs`` requests is formed only when the previous batch has completely finished. Each
+member's worst-case KV blocks (prompt + ``max_tokens`` - 1 tokens: the last sampled token is never fed back) are
+reserved when the batch forms, so the pool can never run out and nobody is preempted. A member that finishes early
+keeps its row and runs a *padding row* until the slowest member ends, as a fixed-shape batch does: the weights are
+still read for it every step. That waste is what continuous batching removes; the trace logs it as padding.
+
+Only the three hooks of ``engine.scheduler.Scheduler`` change; running requests are scheduled as in continuous
+batching (which, within a batch, only ever finishes prefills chunk by chunk and decodes).
+"""
+
+from __future__ import annotations
+
+from engine.block_manager import blocks_needed
+from engine.config import EngineConfig
+from engine.request import Request
+from engine.scheduler import Scheduler, SchedulerOutput
+
+
+class StaticScheduler(Scheduler):
+    """Fixed batch membership until the slowest member ends."""
+
+    def __init__(self, config: EngineConfig, eos_token_ids: set[int] | frozenset[int] = frozenset()):
+        super().__init__(config, eos_token_ids)
+        self.batch: list[Request] = []  # members of the current batch, finished ones included
+
+    def _admit_waiting(self, out: SchedulerOutput, budget: int) -> None:
+        """Form a new batch when the last one has ended, reserving each member's worst-case blocks."""
+        if self.running or out.scheduled:
+            return
+        for req in self.batch:  # the old batch's rows are free only now
+            self.rows.pop(req.request_id, None)
+        self.batch = []
+        reserved = 0
+        while self.waiting and len(self.batch) < self.config.max_num_seqs:
+            need = blocks_needed(self.waiting.peek().max_kv_tokens, self.config.block_size)
+            if reserved + need > self.config.num_kv_blocks:
+                break
+            reserved += need
+            req = self.waiting.pop()
+            self._admit(req, out)
+            self.batch.append(req)
+        super()._schedule_running(out, budget)  # the new members start prefilling in this very step
+
+    def _release_row(self, req: Request) -> None:
+        """A finished member keeps its row (it becomes padding) until the batch ends."""
+
+    def _finish_output(self, out: SchedulerOutput) -> None:
+        out.padding = [(self.rows[r.request_id], r.request_id) for r in self.batch if r.is_finished]
+
+    @property
+    def num_reserved_blocks(self) -> int:
+        """Worst-case blocks reserved for the unfinished members of the current batch."""
+        return sum(blocks_needed(r.max_kv_tokens, self.config.block_size) for r in self.batch if not r.is_finished)
+
+    def step_stats(self) -> dict[str, int]:
+        return {"num_reserved_blocks": self.num_reserved_blocks}
