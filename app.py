@@ -16,8 +16,7 @@ ICON = Path(__file__).resolve().parent / "assets" / "icon.png"  # a local file: 
 st.set_page_config(page_title="Batchscope", layout="wide", page_icon=str(ICON))
 
 pages = [
-    st.Page(page_walkthrough.page, title="Walkthrough", url_path="walkthrough", default=True,
-            icon=":material/school:"),
+    st.Page(page_walkthrough.page, title="Walkthrough", url_path="walkthrough", default=True, icon=":material/school:"),
     st.Page(page_lockstep.page, title="Static vs continuous", url_path="compare", icon=":material/compare:"),
     st.Page(page_metrics.page, title="Metrics", url_path="metrics", icon=":material/speed:"),
     st.Page(page_playground.page, title="Playground", url_path="playground", icon=":material/tune:"),

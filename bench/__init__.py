@@ -1,4 +1,5 @@
-"""The benchmark (``python -m engine bench``; package ``bench``, beside the engine): Batchscope against transformers on one workload, in one process.
+"""The benchmark (``python -m engine bench``; package ``bench``, beside the engine): Batchscope against
+transformers on one workload, in one process.
 
 Rows (all greedy, the same prompts and ``max_tokens``; output tokens/s and the ratio to row 1):
 

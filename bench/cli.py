@@ -13,10 +13,18 @@ import sys
 
 from engine.config import LIMITS
 
-BENCH_RANGES = {"num_requests": (1, 10_000), "max_tokens": (1, 100_000), "rounds": (1, 20),
-                "step_tokens": (2, 4096), "max_num_batched_tokens": LIMITS["max_num_batched_tokens"],
-                "block_size": LIMITS["block_size"], "max_num_seqs": LIMITS["max_num_seqs"],
-                "step_batches": LIMITS["max_num_seqs"], "mean_tokens": (1, 100_000), "seed": (0, 2**31 - 1)}
+BENCH_RANGES = {
+    "num_requests": (1, 10_000),
+    "max_tokens": (1, 100_000),
+    "rounds": (1, 20),
+    "step_tokens": (2, 4096),
+    "max_num_batched_tokens": LIMITS["max_num_batched_tokens"],
+    "block_size": LIMITS["block_size"],
+    "max_num_seqs": LIMITS["max_num_seqs"],
+    "step_batches": LIMITS["max_num_seqs"],
+    "mean_tokens": (1, 100_000),
+    "seed": (0, 2**31 - 1),
+}
 
 
 def add_bench(sub) -> None:
@@ -36,8 +44,12 @@ def add_bench(sub) -> None:
     b.add_argument("--step-batches", type=int, nargs="+", default=[1, 4, 16], help="batches for the decode-step time")
     b.add_argument("--step-tokens", type=int, default=32, help="tokens per request in the decode-step runs")
     b.add_argument("--rows", nargs="+", choices=list(ROW_TITLES), default=list(ROW_TITLES), help="rows to run")
-    b.add_argument("--parity", choices=["auto", "strict", "report"], default="auto",
-                   help="strict: differing greedy outputs fail the run; auto: strict unless 16-bit floats")
+    b.add_argument(
+        "--parity",
+        choices=["auto", "strict", "report"],
+        default="auto",
+        help="strict: differing greedy outputs fail the run; auto: strict unless 16-bit floats",
+    )
     b.add_argument("--model", default="SmolLM2-135M-Instruct")
     b.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     b.add_argument("--out-json", default="assets/bench.json")
@@ -52,8 +64,13 @@ def add_sweep(sub) -> None:
     w = sub.add_parser("sweep", help="static vs continuous throughput as output lengths spread (same mean)")
     w.add_argument("--num-requests", type=int, default=32, help="integer in [1, 10000]")
     w.add_argument("--mean-tokens", type=int, default=32, help="mean output length; integer in [1, 100000]")
-    w.add_argument("--sigmas", type=float, nargs="+", default=list(DEFAULT_SIGMAS),
-                   help="spread levels (log-normal shape, >= 0; 0 = all lengths equal)")
+    w.add_argument(
+        "--sigmas",
+        type=float,
+        nargs="+",
+        default=list(DEFAULT_SIGMAS),
+        help="spread levels (log-normal shape, >= 0; 0 = all lengths equal)",
+    )
     w.add_argument("--cap-factor", type=float, default=8.0, help="longest output <= cap-factor x mean; >= 1")
     w.add_argument("--max-num-seqs", type=int, default=4)
     w.add_argument("--max-num-batched-tokens", type=int, default=128)
@@ -86,8 +103,16 @@ def _bench(args) -> int:
     from engine.models import load_model
     from engine.workload import load_scenario, read_workload
 
-    for name in ("num_requests", "max_tokens", "rounds", "step_tokens", "max_num_batched_tokens", "block_size",
-                 "max_num_seqs", "step_batches"):
+    for name in (
+        "num_requests",
+        "max_tokens",
+        "rounds",
+        "step_tokens",
+        "max_num_batched_tokens",
+        "block_size",
+        "max_num_seqs",
+        "step_batches",
+    ):
         _check(name, getattr(args, name))
     if args.workload:
         specs, budget = read_workload(args.workload), 128
@@ -96,10 +121,16 @@ def _bench(args) -> int:
         specs, budget = scenario["requests"], scenario.get("config", {}).get("max_num_batched_tokens", 128)
     loaded = load_model(args.model, args.device)
     work = rows.make_workload(loaded, specs, args.num_requests, args.max_tokens)
-    opts = run.BenchOptions(max_num_seqs=args.max_num_seqs, rounds=args.rounds,
-                              max_num_batched_tokens=args.max_num_batched_tokens or budget,
-                              block_size=args.block_size, step_batches=args.step_batches,
-                              step_tokens=args.step_tokens, parity=args.parity, rows=args.rows)
+    opts = run.BenchOptions(
+        max_num_seqs=args.max_num_seqs,
+        rounds=args.rounds,
+        max_num_batched_tokens=args.max_num_batched_tokens or budget,
+        block_size=args.block_size,
+        step_batches=args.step_batches,
+        step_tokens=args.step_tokens,
+        parity=args.parity,
+        rows=args.rows,
+    )
     bar, say = _progress("bench")
     try:
         result = run.run_bench(loaded, work, opts, progress=say)
@@ -125,8 +156,15 @@ def _sweep(args) -> int:
     from engine.models import load_model
     from engine.workload import load_scenario
 
-    for name in ("num_requests", "mean_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size", "seed",
-                 "rounds"):
+    for name in (
+        "num_requests",
+        "mean_tokens",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "block_size",
+        "seed",
+        "rounds",
+    ):
         _check(name, getattr(args, name))
     if any(s < 0 or s > 4 for s in args.sigmas):
         raise ValueError(f"--sigmas={args.sigmas} is out of range: numbers in [0, 4]")
@@ -135,15 +173,23 @@ def _sweep(args) -> int:
     loaded = load_model(args.model, args.device)
     bar, say = _progress("sweep")
     try:
-        result = sweep.run_sweep(loaded, load_scenario("sixteen")["requests"], n=args.num_requests,
-                                 mean=args.mean_tokens, sigmas=args.sigmas, max_num_seqs=args.max_num_seqs,
-                                 max_num_batched_tokens=args.max_num_batched_tokens, block_size=args.block_size,
-                                 seed=args.seed, cap_factor=args.cap_factor, rounds=args.rounds, progress=say)
+        result = sweep.run_sweep(
+            loaded,
+            load_scenario("sixteen")["requests"],
+            n=args.num_requests,
+            mean=args.mean_tokens,
+            sigmas=args.sigmas,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            block_size=args.block_size,
+            seed=args.seed,
+            cap_factor=args.cap_factor,
+            rounds=args.rounds,
+            progress=say,
+        )
     finally:
         bar.close()
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(sweep.to_markdown(result))
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
-
-

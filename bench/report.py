@@ -28,8 +28,9 @@ def evaluate_targets(result: dict) -> list[dict]:
     tps = {r["label"]: r["output_tokens_per_s"] for r in result["rows"]}
     measured: dict[str, float] = {}
     for n in (4, 16):
-        cont, static, hf = (tps.get(f"{k}@{n}") for k in ("batchscope-continuous", "batchscope-static",
-                                                          "hf-continuous"))
+        cont, static, hf = (
+            tps.get(f"{k}@{n}") for k in ("batchscope-continuous", "batchscope-static", "hf-continuous")
+        )
         if cont and hf:
             measured[f"cont_vs_hf_cb@{n}"] = cont / hf
         if cont and static:
@@ -44,8 +45,16 @@ def evaluate_targets(result: dict) -> list[dict]:
     for text, key, op, bound in TARGETS:
         if key in measured:
             value = measured[key]
-            out.append({"target": text, "key": key, "bound": bound, "op": op, "measured": value,
-                        "met": value >= bound if op == ">=" else value <= bound})
+            out.append(
+                {
+                    "target": text,
+                    "key": key,
+                    "bound": bound,
+                    "op": op,
+                    "measured": value,
+                    "met": value >= bound if op == ">=" else value <= bound,
+                }
+            )
     return out
 
 
@@ -55,13 +64,20 @@ def provenance(loaded: LoadedModel) -> dict:
 
     dev = loaded.device
     return {
-        "model": loaded.name, "device": str(dev), "dtype": str(loaded.dtype).replace("torch.", ""),
-        "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or
-        platform.machine(),
-        "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
+        "model": loaded.name,
+        "device": str(dev),
+        "dtype": str(loaded.dtype).replace("torch.", ""),
+        "device_name": torch.cuda.get_device_name(dev)
+        if dev.type == "cuda"
+        else platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python -m engine " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("__main__.py")
+        "command": "python -m engine " + " ".join(sys.argv[1:])
+        if sys.argv and sys.argv[0].endswith("__main__.py")
         else None,
     }
 
@@ -73,30 +89,45 @@ def _fmt(x, spec=".1f") -> str:
 def to_markdown(result: dict) -> str:
     """The benchmark's tables (rows, decode steps, targets) as Markdown."""
     p, w = result["provenance"], result["workload"]
-    lines = [f"Model {p['model']} ({p['dtype']}) on {p['device']} ({p['device_name']}, {p['torch_threads']} torch "
-             f"threads), torch {p['torch']}, transformers {p['transformers']}, {p['created']}. "
-             f"Workload: {w['num_requests']} requests, max_tokens {w['max_tokens']}, greedy; "
-             f"{result['options']['rounds']} interleaved rounds.", "",
-             "| # | engine | max_num_seqs | seconds (best round) | output tokens/s | × row 1 | outside forward |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Model {p['model']} ({p['dtype']}) on {p['device']} ({p['device_name']}, {p['torch_threads']} torch "
+        f"threads), torch {p['torch']}, transformers {p['transformers']}, {p['created']}. "
+        f"Workload: {w['num_requests']} requests, max_tokens {w['max_tokens']}, greedy; "
+        f"{result['options']['rounds']} interleaved rounds.",
+        "",
+        "| # | engine | max_num_seqs | seconds (best round) | output tokens/s | × row 1 | outside forward |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for i, r in enumerate(result["rows"], start=1):
         share = r.get("outside_forward_share") or {}
-        lines.append(f"| {i} | {r['title']} | {r['max_num_seqs'] or '–'} | {r['best_seconds']:.1f} | "
-                     f"{r['output_tokens_per_s']:.1f} | {r['ratio_to_row_1']:.2f} | "
-                     f"{_fmt(100 * share['total'] if share.get('total') is not None else None)}"
-                     f"{' %' if share.get('total') is not None else ''} |")
+        lines.append(
+            f"| {i} | {r['title']} | {r['max_num_seqs'] or '–'} | {r['best_seconds']:.1f} | "
+            f"{r['output_tokens_per_s']:.1f} | {r['ratio_to_row_1']:.2f} | "
+            f"{_fmt(100 * share['total'] if share.get('total') is not None else None)}"
+            f"{' %' if share.get('total') is not None else ''} |"
+        )
     par = result["parity"]
-    lines += ["", "Greedy outputs: " + ("token-identical across all rows." if par["identical"] else
-                                        f"NOT identical ({par['error']})."), ""]
+    lines += [
+        "",
+        "Greedy outputs: "
+        + ("token-identical across all rows." if par["identical"] else f"NOT identical ({par['error']})."),
+        "",
+    ]
     d = result["decode_step"]
-    lines += [f"Decode step (Batchscope, all rows decoding) against the weight-streaming floor: "
-              f"{d['weight_bytes'] / 1e6:.0f} MB of weights / {d['read_bandwidth_GBps']:.1f} GB/s measured read "
-              f"bandwidth = {d['floor_ms']:.1f} ms.", "",
-              "| batch | median step (ms) | model forward (ms) | × floor | outside forward |", "|---|---|---|---|---|"]
+    lines += [
+        f"Decode step (Batchscope, all rows decoding) against the weight-streaming floor: "
+        f"{d['weight_bytes'] / 1e6:.0f} MB of weights / {d['read_bandwidth_GBps']:.1f} GB/s measured read "
+        f"bandwidth = {d['floor_ms']:.1f} ms.",
+        "",
+        "| batch | median step (ms) | model forward (ms) | × floor | outside forward |",
+        "|---|---|---|---|---|",
+    ]
     for s in d["batches"]:
-        lines.append(f"| {s['batch']} | {_fmt(s['median_ms'])} | {_fmt(s['forward_ms'])} | "
-                     f"{_fmt(s['ratio_to_floor'], '.2f')} | "
-                     f"{_fmt(100 * s['outside_share'] if s['outside_share'] is not None else None)} % |")
+        lines.append(
+            f"| {s['batch']} | {_fmt(s['median_ms'])} | {_fmt(s['forward_ms'])} | "
+            f"{_fmt(s['ratio_to_floor'], '.2f')} | "
+            f"{_fmt(100 * s['outside_share'] if s['outside_share'] is not None else None)} % |"
+        )
     if result["targets"]:
         lines += ["", "| target | measured | met |", "|---|---|---|"]
         for t in result["targets"]:

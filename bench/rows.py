@@ -26,6 +26,7 @@ ROW_TITLES = {
 }
 BATCHED_ROWS = ("hf-static", "hf-continuous", "batchscope-static", "batchscope-continuous")
 
+
 @dataclass
 class Workload:
     """The benchmark's requests: ``specs`` (engine request specs) and their prompts as token ids."""
@@ -40,8 +41,9 @@ class Workload:
         return [s["request_id"] for s in self.specs]
 
 
-def make_workload(loaded: LoadedModel, specs: list[dict], num_requests: int | None = None,
-                  max_tokens: int | None = None) -> Workload:
+def make_workload(
+    loaded: LoadedModel, specs: list[dict], num_requests: int | None = None, max_tokens: int | None = None
+) -> Workload:
     """First ``num_requests`` specs, greedy, every ``max_tokens`` set to ``max_tokens`` (or their common value).
 
     Raises:
@@ -52,8 +54,9 @@ def make_workload(loaded: LoadedModel, specs: list[dict], num_requests: int | No
     for i, s in enumerate(chosen):
         s.setdefault("request_id", f"r{i}")
         if s.get("temperature", 0.0) != 0.0:
-            raise ValueError(f"request {s['request_id']!r}: the benchmark compares greedy outputs; "
-                             "temperature must be 0")
+            raise ValueError(
+                f"request {s['request_id']!r}: the benchmark compares greedy outputs; temperature must be 0"
+            )
         if max_tokens is not None:
             s["max_tokens"] = max_tokens
     lengths = {s["max_tokens"] for s in chosen}
@@ -67,6 +70,7 @@ def make_workload(loaded: LoadedModel, specs: list[dict], num_requests: int | No
 
 
 # -- the five rows -------------------------------------------------------------------------------------------------
+
 
 def _eos(loaded: LoadedModel, work: Workload) -> list[int] | None:
     from engine.llm import eos_token_ids
@@ -93,8 +97,13 @@ def _generation_config(loaded: LoadedModel, work: Workload):
     from transformers import GenerationConfig
 
     eos = _eos(loaded, work)
-    return GenerationConfig(max_new_tokens=work.max_tokens, do_sample=False, eos_token_id=eos,
-                            pad_token_id=_pad_id(loaded), min_new_tokens=work.max_tokens if eos is None else 0)
+    return GenerationConfig(
+        max_new_tokens=work.max_tokens,
+        do_sample=False,
+        eos_token_id=eos,
+        pad_token_id=_pad_id(loaded),
+        min_new_tokens=work.max_tokens if eos is None else 0,
+    )
 
 
 @torch.inference_mode()
@@ -104,7 +113,7 @@ def hf_sequential(loaded: LoadedModel, work: Workload, max_num_seqs: int) -> dic
     for rid, ids in zip(work.request_ids, work.prompts):
         x = torch.tensor([ids], device=loaded.device)
         y = loaded.model.generate(x, attention_mask=torch.ones_like(x), generation_config=gen)
-        out[rid] = _trim(y[0, len(ids):].tolist(), eos, work.max_tokens)
+        out[rid] = _trim(y[0, len(ids) :].tolist(), eos, work.max_tokens)
     return out
 
 
@@ -130,53 +139,80 @@ def hf_cb_config(work: Workload, max_num_seqs: int, max_num_batched_tokens: int)
 
     page = 256
     per_request = blocks_needed(max(map(len, work.prompts)) + work.max_tokens, page)
-    return ContinuousBatchingConfig(page_size=page, num_blocks=max_num_seqs * per_request + 1,
-                                    max_batch_tokens=max_num_batched_tokens, max_requests_per_batch=max_num_seqs)
+    return ContinuousBatchingConfig(
+        page_size=page,
+        num_blocks=max_num_seqs * per_request + 1,
+        max_batch_tokens=max_num_batched_tokens,
+        max_requests_per_batch=max_num_seqs,
+    )
 
 
 @torch.inference_mode()
-def hf_continuous(loaded: LoadedModel, work: Workload, max_num_seqs: int,
-                  max_num_batched_tokens: int = 128) -> dict[str, list[int]]:
+def hf_continuous(
+    loaded: LoadedModel, work: Workload, max_num_seqs: int, max_num_batched_tokens: int = 128
+) -> dict[str, list[int]]:
     """Row 3: ``model.generate_batch`` (transformers' continuous batching manager, its own paged cache)."""
     model = loaded.model
     attn = model.config._attn_implementation
     try:
-        res = model.generate_batch(work.prompts, generation_config=_generation_config(loaded, work),
-                                   continuous_batching_config=hf_cb_config(work, max_num_seqs, max_num_batched_tokens),
-                                   warmup=loaded.device.type == "cuda", progress_bar=False)
+        res = model.generate_batch(
+            work.prompts,
+            generation_config=_generation_config(loaded, work),
+            continuous_batching_config=hf_cb_config(work, max_num_seqs, max_num_batched_tokens),
+            warmup=loaded.device.type == "cuda",
+            progress_bar=False,
+        )
     finally:
         if model.config._attn_implementation != attn:
             model.set_attn_implementation(attn)
     results = list(res.values())
     if len(results) != len(work.prompts) or any(r.error for r in results):
         errors = [r.error for r in results if r.error]
-        raise RuntimeError(f"transformers continuous batching returned {len(results)} of {len(work.prompts)} "
-                           f"results{': ' + errors[0] if errors else ''}")
+        raise RuntimeError(
+            f"transformers continuous batching returned {len(results)} of {len(work.prompts)} "
+            f"results{': ' + errors[0] if errors else ''}"
+        )
     eos = _eos(loaded, work)
     return {rid: _trim(list(r.generated_tokens), eos, work.max_tokens) for rid, r in zip(work.request_ids, results)}
 
 
-def engine_config(work: Workload, policy: str, max_num_seqs: int, max_num_batched_tokens: int,
-                  block_size: int) -> EngineConfig:
+def engine_config(
+    work: Workload, policy: str, max_num_seqs: int, max_num_batched_tokens: int, block_size: int
+) -> EngineConfig:
     """Batchscope's config for a row: a pool where ``max_num_seqs`` worst-case requests fit (never preempts)."""
     per_request = blocks_needed(max(map(len, work.prompts)) + work.max_tokens, block_size)
-    return EngineConfig(policy=policy, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                        block_size=block_size, num_kv_blocks=max_num_seqs * per_request)
+    return EngineConfig(
+        policy=policy,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        block_size=block_size,
+        num_kv_blocks=max_num_seqs * per_request,
+    )
 
 
-def run_engine(loaded: LoadedModel, specs: list[dict], config: EngineConfig,
-               time_forward: bool = False) -> tuple[list[dict], ModelRunner]:
+def run_engine(
+    loaded: LoadedModel, specs: list[dict], config: EngineConfig, time_forward: bool = False
+) -> tuple[list[dict], ModelRunner]:
     """Run Batchscope on ``specs`` (``engine.llm.build_engine``) and keep the runner for its forward timings."""
     from engine.llm import build_engine
+    from engine.model_runner import ModelRunner
 
     engine = build_engine(loaded, config)
-    engine.runner.time_forward = time_forward
-    return engine.run(to_requests(specs, loaded.tokenizer)), engine.runner
+    runner = engine.runner
+    assert isinstance(runner, ModelRunner)
+    runner.time_forward = time_forward
+    return engine.run(to_requests(specs, loaded.tokenizer)), runner
 
 
 def _batchscope(policy: str):
-    def row(loaded: LoadedModel, work: Workload, max_num_seqs: int, max_num_batched_tokens: int = 128,
-            block_size: int = 16, sink: dict | None = None) -> dict[str, list[int]]:
+    def row(
+        loaded: LoadedModel,
+        work: Workload,
+        max_num_seqs: int,
+        max_num_batched_tokens: int = 128,
+        block_size: int = 16,
+        sink: dict | None = None,
+    ) -> dict[str, list[int]]:
         config = engine_config(work, policy, max_num_seqs, max_num_batched_tokens, block_size)
         records, runner = run_engine(loaded, work.specs, config, time_forward=sink is not None)
         if sink is not None:
@@ -197,5 +233,3 @@ ROWS: dict[str, Callable[..., dict[str, list[int]]]] = {
     "batchscope-static": _batchscope("static"),
     "batchscope-continuous": _batchscope("continuous"),
 }
-
-

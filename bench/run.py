@@ -44,8 +44,9 @@ def _call(row: str, loaded: LoadedModel, work: Workload, n: int, opts: BenchOpti
     return fn(loaded, work, n, opts.max_num_batched_tokens, opts.block_size, sink=sink)
 
 
-def run_bench(loaded: LoadedModel, work: Workload, opts: BenchOptions,
-              progress: Callable[[str], None] | None = None) -> dict:
+def run_bench(
+    loaded: LoadedModel, work: Workload, opts: BenchOptions, progress: Callable[[str], None] | None = None
+) -> dict:
     """Run every row ``opts.rounds`` times, interleaved, then the decode-step measurements.
 
     Returns the result dict written to ``assets/bench.json`` (see ``bench.report.to_markdown`` for the table).
@@ -73,29 +74,51 @@ def run_bench(loaded: LoadedModel, work: Workload, opts: BenchOptions,
     say("decode steps")
     result = {
         "provenance": provenance(loaded),
-        "workload": {"num_requests": len(work.specs), "max_tokens": work.max_tokens, "ignore_eos": work.ignore_eos,
-                     "prompt_tokens": sum(map(len, work.prompts)), "request_ids": work.request_ids},
-        "options": {"max_num_seqs": opts.max_num_seqs, "rounds": opts.rounds,
-                    "max_num_batched_tokens": opts.max_num_batched_tokens, "block_size": opts.block_size,
-                    "step_batches": opts.step_batches, "step_tokens": opts.step_tokens, "parity": opts.parity},
+        "workload": {
+            "num_requests": len(work.specs),
+            "max_tokens": work.max_tokens,
+            "ignore_eos": work.ignore_eos,
+            "prompt_tokens": sum(map(len, work.prompts)),
+            "request_ids": work.request_ids,
+        },
+        "options": {
+            "max_num_seqs": opts.max_num_seqs,
+            "rounds": opts.rounds,
+            "max_num_batched_tokens": opts.max_num_batched_tokens,
+            "block_size": opts.block_size,
+            "step_batches": opts.step_batches,
+            "step_tokens": opts.step_tokens,
+            "parity": opts.parity,
+        },
         "rows": _row_table(order, labels, times, outputs, extras),
-        "parity": {"strict": strict, "identical": parity_error is None, "reference": labels[0],
-                   "agreement": agreement(outputs, labels[0]), "error": parity_error},
+        "parity": {
+            "strict": strict,
+            "identical": parity_error is None,
+            "reference": labels[0],
+            "agreement": agreement(outputs, labels[0]),
+            "error": parity_error,
+        },
         "decode_step": _decode_steps(loaded, work, opts),
     }
     result["targets"] = evaluate_targets(result)
     return result
 
 
-def _rounds(loaded: LoadedModel, work: Workload, opts: BenchOptions, order: list[tuple[str, int]],
-            labels: list[str], say: Callable[[str], None]) -> tuple[dict, dict, dict]:
+def _rounds(
+    loaded: LoadedModel,
+    work: Workload,
+    opts: BenchOptions,
+    order: list[tuple[str, int]],
+    labels: list[str],
+    say: Callable[[str], None],
+) -> tuple[dict, dict, dict]:
     """Seconds per round, outputs and Batchscope extras per row label; outputs must not change between rounds."""
     times: dict[str, list[float]] = {label: [] for label in labels}
     outputs: dict[str, dict[str, list[int]]] = {}
     extras: dict[str, list[dict]] = {label: [] for label in labels}  # per round (Batchscope rows)
     for r in range(opts.rounds):
         seq = list(zip(order, labels))
-        for (row, n), label in (seq if r % 2 == 0 else seq[::-1]):
+        for (row, n), label in seq if r % 2 == 0 else seq[::-1]:
             say(f"round {r + 1}/{opts.rounds}: {label}")
             _sync(loaded.device)
             t = time.perf_counter()
@@ -120,12 +143,25 @@ def _row_table(order: list[tuple[str, int]], labels: list[str], times: dict, out
         extra = extras[label][times[label].index(best_s)]
         tps = total_tokens[label] / best_s
         base = base or tps
-        rows.append({"label": label, "row": row, "title": ROW_TITLES[row], "max_num_seqs": n or None,
-                     "seconds": times[label], "mean_seconds": statistics.fmean(times[label]), "best_seconds": best_s,
-                     "output_tokens": total_tokens[label],
-                     "output_tokens_per_s": tps, "ratio_to_row_1": tps / base,
-                     **({"outside_forward_share": extra.get("outside_share"),
-                         "num_steps": extra.get("num_steps")} if extra else {})})
+        rows.append(
+            {
+                "label": label,
+                "row": row,
+                "title": ROW_TITLES[row],
+                "max_num_seqs": n or None,
+                "seconds": times[label],
+                "mean_seconds": statistics.fmean(times[label]),
+                "best_seconds": best_s,
+                "output_tokens": total_tokens[label],
+                "output_tokens_per_s": tps,
+                "ratio_to_row_1": tps / base,
+                **(
+                    {"outside_forward_share": extra.get("outside_share"), "num_steps": extra.get("num_steps")}
+                    if extra
+                    else {}
+                ),
+            }
+        )
     return rows
 
 

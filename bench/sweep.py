@@ -2,13 +2,14 @@
 
 The experiment of Anyscale's post "How continuous batching enables 23x throughput in LLM inference while reducing
 p50 latency" (Cade Daniel et al., Anyscale, 2023;
-https://www.anyscale.com/blog/continuous-batching-llm-inference), at toy scale on the real engine: fixed prompts, output lengths drawn (seeded) from distributions with the **same mean** and
-a growing spread, EOS ignored so that every request produces exactly its drawn length, and the output throughput of
-static and continuous batching at the same ``max_num_seqs``. Expected: a ratio of about 1 when all lengths are equal,
-rising with the spread (a static batch waits for its longest member while the others pad).
+https://www.anyscale.com/blog/continuous-batching-llm-inference), at toy scale on the real engine: fixed prompts,
+output lengths drawn (seeded) from distributions with the **same mean** and a growing spread, EOS ignored so that
+every request produces exactly its drawn length, and the output throughput of static and continuous batching at the
+same ``max_num_seqs``. Expected: a ratio of about 1 when all lengths are equal, rising with the spread (a static
+batch waits for its longest member while the others pad).
 
-Length distributions (``engine.workload.output_lengths``): for a spread level ``sigma >= 0`` the lengths follow a log-normal
-distribution of shape ``sigma``, cut to ``[1, cap_factor * mean]`` and scaled so that its mean is ``mean``
+Length distributions (``engine.workload.output_lengths``): for a spread level ``sigma >= 0`` the lengths follow a
+log-normal distribution of shape ``sigma``, cut to ``[1, cap_factor * mean]`` and scaled so that its mean is ``mean``
 (``sigma = 0``: every length equals ``mean``; larger ``sigma``: many short answers and a few very long ones; a
 capped exponential was tried first, but its coefficient of variation never exceeds 1, too little spread for 16
 requests). Draws are stratified (one uniform per ``1/n`` quantile band, then a seeded shuffle of which request gets
@@ -30,8 +31,8 @@ from engine.workload import output_lengths, render_prompt
 
 # Published numbers for context (not comparable in scale): OPT-13B on one NVIDIA A100 40 GB, the post's Figure.
 ANYSCALE = {
-    "source": "Anyscale, \"How continuous batching enables 23x throughput in LLM inference while reducing p50 "
-              "latency\" (2023), https://www.anyscale.com/blog/continuous-batching-llm-inference",
+    "source": 'Anyscale, "How continuous batching enables 23x throughput in LLM inference while reducing p50 '
+    'latency" (2023), https://www.anyscale.com/blog/continuous-batching-llm-inference',
     "setup": "OPT-13B on an NVIDIA A100 40GB, generation lengths up to 1536 tokens",
     "continuous_batching_alone_max_ratio": 8.0,
     "vllm_vs_naive_hf_ratio": 23.0,
@@ -40,8 +41,9 @@ ANYSCALE = {
 DEFAULT_SIGMAS = (0.0, 0.5, 1.0, 1.5, 2.0)  # coefficient of variation 0, 0.53, 1.31, 2.91, 7.32 before the cap
 
 
-def sweep_workloads(prompt_specs: list[dict], n: int, mean: int, sigmas=DEFAULT_SIGMAS, seed: int = 0,
-                    cap_factor: float = 8.0) -> list[tuple[float, list[dict]]]:
+def sweep_workloads(
+    prompt_specs: list[dict], n: int, mean: int, sigmas=DEFAULT_SIGMAS, seed: int = 0, cap_factor: float = 8.0
+) -> list[tuple[float, list[dict]]]:
     """(sigma, request specs) per spread level: ``n`` requests on the given prompts (cycled), greedy, EOS ignored,
     ``max_tokens`` = the drawn length (so each request produces exactly that many tokens)."""
     out = []
@@ -49,10 +51,21 @@ def sweep_workloads(prompt_specs: list[dict], n: int, mean: int, sigmas=DEFAULT_
         lengths = output_lengths(n, mean, sigma, seed, cap_factor)
         specs = []
         for i, length in enumerate(lengths):
-            base = {k: v for k, v in prompt_specs[i % len(prompt_specs)].items()
-                    if k in ("prompt", "messages", "prompt_token_ids")}
-            specs.append({**base, "request_id": f"q{i:02d}", "max_tokens": length, "temperature": 0.0,
-                          "ignore_eos": True, "arrival_time": 0.0})
+            base = {
+                k: v
+                for k, v in prompt_specs[i % len(prompt_specs)].items()
+                if k in ("prompt", "messages", "prompt_token_ids")
+            }
+            specs.append(
+                {
+                    **base,
+                    "request_id": f"q{i:02d}",
+                    "max_tokens": length,
+                    "temperature": 0.0,
+                    "ignore_eos": True,
+                    "arrival_time": 0.0,
+                }
+            )
         out.append((sigma, specs))
     return out
 
@@ -64,10 +77,36 @@ def spread_stats(lengths: list[int]) -> dict:
     return {"mean": mean, "std": std, "cv": std / mean, "min": min(lengths), "max": max(lengths)}
 
 
-def run_sweep(loaded: LoadedModel, prompt_specs: list[dict], n: int = 32, mean: int = 32,
-              sigmas=DEFAULT_SIGMAS, max_num_seqs: int = 4, max_num_batched_tokens: int = 128,
-              block_size: int = 16, seed: int = 0, cap_factor: float = 8.0, rounds: int = 1,
-              progress=None) -> dict:
+def _one_run(loaded: LoadedModel, specs: list[dict], config) -> dict:
+    """One Batchscope run's figures: seconds, steps, output tokens, tokens per second and per step, padding."""
+    from steplog.metrics import summarize
+
+    records, _ = run_engine(loaded, specs, config)
+    s = summarize(records)
+    return {
+        "seconds": s["duration_s"],
+        "num_steps": s["num_steps"],
+        "output_tokens": s["total_output_tokens"],
+        "tok_per_s": s["output_throughput_tok_s"],
+        "tok_per_step": s["output_throughput_tok_step"],
+        "padding_slot_steps": s["padding_slot_steps"],
+    }
+
+
+def run_sweep(
+    loaded: LoadedModel,
+    prompt_specs: list[dict],
+    n: int = 32,
+    mean: int = 32,
+    sigmas=DEFAULT_SIGMAS,
+    max_num_seqs: int = 4,
+    max_num_batched_tokens: int = 128,
+    block_size: int = 16,
+    seed: int = 0,
+    cap_factor: float = 8.0,
+    rounds: int = 1,
+    progress=None,
+) -> dict:
     """Run static and continuous batching on every spread level (interleaved: S C, then C S, ...), ``rounds`` times
     each; a policy's figures are those of its fastest round (interference only adds time; every round's seconds are
     kept under ``<policy>_seconds_per_round``).
@@ -77,55 +116,71 @@ def run_sweep(loaded: LoadedModel, prompt_specs: list[dict], n: int = 32, mean: 
     policy ``seconds``, ``num_steps``, ``output_tokens``, ``tok_per_s``, ``tok_per_step``; plus ``ratio_s`` and
     ``ratio_steps`` (continuous / static).
     """
-    from steplog.metrics import summarize
-
     say = progress or (lambda msg: None)
     levels = []
     for k, (sigma, specs) in enumerate(sweep_workloads(prompt_specs, n, mean, sigmas, seed, cap_factor)):
         prompts = [render_prompt(s, loaded.tokenizer)[1] for s in specs]
         work = Workload(specs, prompts, max(s["max_tokens"] for s in specs), True)
         lengths = [s["max_tokens"] for s in specs]
-        level = {"sigma": sigma, "lengths": lengths, "spread": spread_stats(lengths)}
+        level: dict = {"sigma": sigma, "lengths": lengths, "spread": spread_stats(lengths)}
         for r in range(rounds):
-            for policy in (("static", "continuous") if (k + r) % 2 == 0 else ("continuous", "static")):
+            for policy in ("static", "continuous") if (k + r) % 2 == 0 else ("continuous", "static"):
                 say(f"sigma {sigma:g}: {policy}" + (f" (round {r + 1}/{rounds})" if rounds > 1 else ""))
                 config = engine_config(work, policy, max_num_seqs, max_num_batched_tokens, block_size)
-                records, _ = run_engine(loaded, specs, config)
-                s = summarize(records)
-                run = {"seconds": s["duration_s"], "num_steps": s["num_steps"],
-                       "output_tokens": s["total_output_tokens"], "tok_per_s": s["output_throughput_tok_s"],
-                       "tok_per_step": s["output_throughput_tok_step"], "padding_slot_steps": s["padding_slot_steps"]}
-                best = level.get(policy)
+                run = _one_run(loaded, specs, config)
+                best: dict | None = level.get(policy)
                 level[policy] = run if best is None or run["seconds"] < best["seconds"] else best
-                level.setdefault(f"{policy}_seconds_per_round", []).append(s["duration_s"])
+                level.setdefault(f"{policy}_seconds_per_round", []).append(run["seconds"])
         level["ratio_s"] = level["continuous"]["tok_per_s"] / level["static"]["tok_per_s"]
         level["ratio_steps"] = level["continuous"]["tok_per_step"] / level["static"]["tok_per_step"]
         levels.append(level)
+    config = {
+        "num_requests": n,
+        "mean_output_tokens": mean,
+        "sigmas": list(sigmas),
+        "seed": seed,
+        "cap_factor": cap_factor,
+        "rounds": rounds,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "block_size": block_size,
+    }
     return {
         "provenance": provenance(loaded),
-        "config": {"num_requests": n, "mean_output_tokens": mean, "sigmas": list(sigmas), "seed": seed,
-                   "cap_factor": cap_factor, "rounds": rounds,
-                   "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-                   "block_size": block_size, "distribution": "log-normal(sigma) cut to [1, cap_factor * mean], scaled "
-                   "to the mean; stratified draws, sample mean exact", "ignore_eos": True,
-                   "prompts": "the sixteen scenario's chat prompts, cycled" if prompt_specs and "messages" in
-                   prompt_specs[0] else "given prompts, cycled"},
+        "config": _describe(config, prompt_specs),
         "anyscale": ANYSCALE,
         "levels": levels,
+    }
+
+
+def _describe(config: dict, prompt_specs: list[dict]) -> dict:
+    """The sweep's settings plus the words that say what its workload is."""
+    chat = bool(prompt_specs) and "messages" in prompt_specs[0]
+    return {
+        **config,
+        "distribution": "log-normal(sigma) cut to [1, cap_factor * mean], scaled to the mean; stratified draws, "
+        "sample mean exact",
+        "ignore_eos": True,
+        "prompts": "the sixteen scenario's chat prompts, cycled" if chat else "given prompts, cycled",
     }
 
 
 def to_markdown(result: dict) -> str:
     """The sweep as a Markdown table (one row per spread level)."""
     p, c = result["provenance"], result["config"]
-    lines = [f"Model {p['model']} ({p['dtype']}) on {p['device']}, {p['created']}; {c['num_requests']} requests, "
-             f"mean output {c['mean_output_tokens']} tokens, max_num_seqs {c['max_num_seqs']}, seed {c['seed']}.", "",
-             "| sigma | max length | CV of lengths | static tok/s | continuous tok/s | ratio (s) | "
-             "static steps | continuous steps | ratio (steps) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Model {p['model']} ({p['dtype']}) on {p['device']}, {p['created']}; {c['num_requests']} requests, "
+        f"mean output {c['mean_output_tokens']} tokens, max_num_seqs {c['max_num_seqs']}, seed {c['seed']}.",
+        "",
+        "| sigma | max length | CV of lengths | static tok/s | continuous tok/s | ratio (s) | "
+        "static steps | continuous steps | ratio (steps) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for lv in result["levels"]:
         s, k = lv["static"], lv["continuous"]
-        lines.append(f"| {lv['sigma']:g} | {lv['spread']['max']} | {lv['spread']['cv']:.2f} | "
-                     f"{s['tok_per_s']:.1f} | {k['tok_per_s']:.1f} | {lv['ratio_s']:.2f} | {s['num_steps']} | "
-                     f"{k['num_steps']} | {lv['ratio_steps']:.2f} |")
+        lines.append(
+            f"| {lv['sigma']:g} | {lv['spread']['max']} | {lv['spread']['cv']:.2f} | "
+            f"{s['tok_per_s']:.1f} | {k['tok_per_s']:.1f} | {lv['ratio_s']:.2f} | {s['num_steps']} | "
+            f"{k['num_steps']} | {lv['ratio_steps']:.2f} |"
+        )
     return "\n".join(lines) + "\n"

@@ -37,8 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     for name, (lo, hi) in LIMITS.items():
         run.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=f"integer in [{lo}, {hi}]")
     run.add_argument("--no-chunked-prefill", action="store_true", help="never split a prompt across steps")
-    run.add_argument("--model", default="SmolLM2-135M-Instruct",
-                     help="HF causal-LM id (in the local cache) or local folder")
+    run.add_argument(
+        "--model", default="SmolLM2-135M-Instruct", help="HF causal-LM id (in the local cache) or local folder"
+    )
     run.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     for ep in entry_points(group="batchscope.commands"):
         if ep.name not in sub.choices:  # an editable and a plain install of the same tools list them twice
@@ -47,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config(args, overrides: dict) -> EngineConfig:
-    cfg = {f.name: f.default for f in fields(EngineConfig)}
+    cfg: dict = {f.name: f.default for f in fields(EngineConfig)}
     cfg.update(overrides)
     for name in LIMITS:
         if getattr(args, name) is not None:

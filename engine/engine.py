@@ -13,14 +13,14 @@ from __future__ import annotations
 import datetime as _dt
 import random
 import time
-from dataclasses import replace
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Protocol
 
 from engine.block_manager import blocks_needed
 from engine.config import EngineConfig
-from engine.request import FieldError, Request
 from engine.policies import make_scheduler
+from engine.request import FieldError, Request
 from engine.scheduler import SchedulerOutput
 from steplog.trace import SCHEMA_VERSION
 
@@ -37,14 +37,22 @@ class RequestError(ValueError):
     """A request that can never run under this configuration.
 
     Attributes: ``request_id``; ``field``, the setting that has to change (a request field such as ``max_tokens``
-    or an engine knob such as ``num_kv_blocks``); ``value``; ``allowed``, the range or the smallest value that
-    would do. The message says all of it in one line.
+    or an engine knob such as ``num_kv_blocks``); ``value``; ``allowed``, the range that would do; ``minimum``, the
+    smallest value of ``field`` that would do, where there is one. The message says all of it in one line.
     """
 
-    def __init__(self, message: str, request_id: str | None = None, field: str | None = None,
-                 value: object = None, allowed: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        request_id: str | None = None,
+        field: str | None = None,
+        value: object = None,
+        allowed: str | None = None,
+        minimum: int | None = None,
+    ):
         super().__init__(message)
         self.request_id, self.field, self.value, self.allowed = request_id, field, value, allowed
+        self.minimum = minimum
 
 
 def validate_request(req: Request, config: EngineConfig, max_model_len: int | None) -> None:
@@ -67,8 +75,12 @@ def validate_request(req: Request, config: EngineConfig, max_model_len: int | No
     if max_model_len is not None and total > max_model_len:
         raise RequestError(
             f"{where}: prompt ({req.num_prompt_tokens} tokens) + max_tokens ({req.sampling.max_tokens}) = {total} "
-            f"exceeds the model's context of {max_model_len} tokens",
-            rid, "max_tokens", req.sampling.max_tokens, f"[1, {max_model_len - req.num_prompt_tokens}]",
+            f"exceeds the model's context of {max_model_len} tokens; max_tokens must be in "
+            f"[1, {max_model_len - req.num_prompt_tokens}]",
+            rid,
+            "max_tokens",
+            req.sampling.max_tokens,
+            f"[1, {max_model_len - req.num_prompt_tokens}]",
         )
     need = blocks_needed(req.max_kv_tokens, config.block_size)
     if need > config.num_kv_blocks:
@@ -77,14 +89,22 @@ def validate_request(req: Request, config: EngineConfig, max_model_len: int | No
             f"max_tokens {req.sampling.max_tokens} - 1 tokens (the last sampled token is never fed back, so it needs "
             f"no KV slot) but the whole pool has num_kv_blocks="
             f"{config.num_kv_blocks}; raise num_kv_blocks to >= {need} or lower max_tokens",
-            rid, "num_kv_blocks", config.num_kv_blocks, f">= {need}",
+            rid,
+            "num_kv_blocks",
+            config.num_kv_blocks,
+            f">= {need}",
+            need,
         )
     if not config.enable_chunked_prefill and req.num_prompt_tokens > config.max_num_batched_tokens:
         raise RequestError(
             f"{where}: prompt of {req.num_prompt_tokens} tokens exceeds max_num_batched_tokens="
             f"{config.max_num_batched_tokens} with chunked prefill off; turn chunked prefill on or raise "
             f"max_num_batched_tokens to >= {req.num_prompt_tokens}",
-            rid, "max_num_batched_tokens", config.max_num_batched_tokens, f">= {req.num_prompt_tokens}",
+            rid,
+            "max_num_batched_tokens",
+            config.max_num_batched_tokens,
+            f">= {req.num_prompt_tokens}",
+            req.num_prompt_tokens,
         )
 
 
@@ -100,9 +120,15 @@ class LLMEngine:
         meta: ``model``, ``device``, ``dtype`` and any extra header fields.
     """
 
-    def __init__(self, runner: Runner, config: EngineConfig, eos_token_ids: Iterable[int] = (),
-                 decode: Callable[[list[int]], str] | None = None, max_model_len: int | None = None,
-                 meta: dict | None = None):
+    def __init__(
+        self,
+        runner: Runner,
+        config: EngineConfig,
+        eos_token_ids: Iterable[int] = (),
+        decode: Callable[[list[int]], str] | None = None,
+        max_model_len: int | None = None,
+        meta: dict | None = None,
+    ):
         config.validate()
         self.runner, self.config = runner, config
         self.scheduler = make_scheduler(config, eos_token_ids)
@@ -110,8 +136,7 @@ class LLMEngine:
         self.max_model_len = max_model_len
         self.meta = dict(meta or {})
 
-    def run(self, requests: list[Request], on_step: Callable[[dict], None] | None = None,
-            seed: int = 0) -> list[dict]:
+    def run(self, requests: list[Request], on_step: Callable[[dict], None] | None = None, seed: int = 0) -> list[dict]:
         """Run ``requests`` (validated first: nothing runs if one is bad) and return the trace records.
 
         ``on_step`` is called with each step record as it is made (progress bars, live views).
@@ -121,16 +146,16 @@ class LLMEngine:
         ids = [r.request_id for r in requests]
         if len(set(ids)) != len(ids):
             repeated = sorted({i for i in ids if ids.count(i) > 1})
-            raise RequestError(f"request_id must be unique; repeated: {repeated}", repeated[0], "request_id",
-                               repeated[0], "unique ids")
+            raise RequestError(
+                f"request_id must be unique; repeated: {repeated}", repeated[0], "request_id", repeated[0], "unique ids"
+            )
         for req in requests:
             validate_request(req, self.config, self.max_model_len)
         rng = random.Random(seed)
         for req in requests:  # unseeded sampled requests get a recorded seed, so every run can be replayed
             if req.sampling.temperature > 0 and req.sampling.seed is None:
                 req.sampling = replace(req.sampling, seed=rng.randrange(2**31))
-        pending = sorted(requests, key=lambda r: (r.arrival_step if r.arrival_step is not None else -1,
-                                                  r.arrival_time))
+        pending = sorted(requests, key=lambda r: (r.arrival_step if r.arrival_step is not None else -1, r.arrival_time))
         records = [self._header(requests)]
         t0 = time.perf_counter()
         step = 0
@@ -145,11 +170,11 @@ class LLMEngine:
                 if req.arrival_step is not None:  # step-clock arrivals: record when it really arrived
                     req.arrival_time = now
                 self.scheduler.add_request(req)
-            if not self.scheduler.has_unfinished():  # idle until the next arrival
-                if all(r.arrival_step is None for r in pending):  # only wall-clock arrivals left: wait for one
-                    time.sleep(max(0.0, pending[0].arrival_time - now))
-                    continue
-                # else run an empty step: the step clock must advance for step-clock arrivals
+            # Idle with only wall-clock arrivals left: wait for the next one. (With step-clock arrivals left, an empty
+            # step runs instead: the step clock must advance.)
+            if not self.scheduler.has_unfinished() and all(r.arrival_step is None for r in pending):
+                time.sleep(max(0.0, pending[0].arrival_time - now))
+                continue
             record = self._step(step, t0)
             records.append(record)
             if on_step:
@@ -188,13 +213,20 @@ class LLMEngine:
             "t_start": t_start,
             "t_end": t_end,
             "scheduled": [
-                {"request_id": s.request.request_id, "kind": s.kind, "num_tokens": s.num_tokens,
-                 "num_computed_tokens": s.num_computed_tokens, "slot": s.row,
-                 "recompute": s.recompute}
+                {
+                    "request_id": s.request.request_id,
+                    "kind": s.kind,
+                    "num_tokens": s.num_tokens,
+                    "num_computed_tokens": s.num_computed_tokens,
+                    "slot": s.row,
+                    "recompute": s.recompute,
+                }
                 for s in out.scheduled
             ],
             "num_batched_tokens": out.num_batched_tokens,
-            "sampled": [{"request_id": rid, "token_id": tok, "text": self.decode([tok])} for rid, tok in sampled.items()],
+            "sampled": [
+                {"request_id": rid, "token_id": tok, "text": self.decode([tok])} for rid, tok in sampled.items()
+            ],
             "admitted": out.admitted_req_ids,
             "finished": [{"request_id": rid, "reason": reason.value} for rid, reason in finished],
             "preempted": out.preempted_req_ids,
@@ -206,7 +238,9 @@ class LLMEngine:
                 "block_size": self.config.block_size,
                 "num_used_blocks": sum(len(t) for t in block_tables.values()),
                 "block_tables": block_tables,
-                "num_cached_tokens": {s.request.request_id: s.num_computed_tokens + s.num_tokens for s in out.scheduled},
+                "num_cached_tokens": {
+                    s.request.request_id: s.num_computed_tokens + s.num_tokens for s in out.scheduled
+                },
                 "allocated": out.allocated_blocks,
                 **stats,
             },
@@ -224,11 +258,19 @@ class LLMEngine:
             "scenario": self.meta.get("scenario"),
             "config": self.config.header_dict(),
             "requests": [
-                {"request_id": r.request_id, "prompt": r.prompt, "num_prompt_tokens": r.num_prompt_tokens,
-                 "max_tokens": r.sampling.max_tokens, "temperature": r.sampling.temperature,
-                 "top_p": r.sampling.top_p, "top_k": r.sampling.top_k, "seed": r.sampling.seed,
-                 "ignore_eos": r.sampling.ignore_eos, "arrival_time": r.arrival_time,
-                 "arrival_step": r.arrival_step}
+                {
+                    "request_id": r.request_id,
+                    "prompt": r.prompt,
+                    "num_prompt_tokens": r.num_prompt_tokens,
+                    "max_tokens": r.sampling.max_tokens,
+                    "temperature": r.sampling.temperature,
+                    "top_p": r.sampling.top_p,
+                    "top_k": r.sampling.top_k,
+                    "seed": r.sampling.seed,
+                    "ignore_eos": r.sampling.ignore_eos,
+                    "arrival_time": r.arrival_time,
+                    "arrival_step": r.arrival_step,
+                }
                 for r in requests
             ],
         }
@@ -237,11 +279,20 @@ class LLMEngine:
         return {
             "type": "summary",
             "requests": [
-                {"request_id": r.request_id, "output_text": self.decode([t for t in r.output_token_ids if t not in self.scheduler.eos_token_ids]),
-                 "output_token_ids": r.output_token_ids, "finish_reason": r.finish_reason.value,
-                 "num_preemptions": r.num_preemptions, "num_recomputed_tokens": r.num_recomputed_tokens,
-                 "arrival_time": r.arrival_time, "first_scheduled_time": r.first_scheduled_time,
-                 "first_token_time": r.first_token_time, "finish_time": r.finish_time}
+                {
+                    "request_id": r.request_id,
+                    "output_text": self.decode(
+                        [t for t in r.output_token_ids if t not in self.scheduler.eos_token_ids]
+                    ),
+                    "output_token_ids": r.output_token_ids,
+                    "finish_reason": r.finish_reason.value if r.finish_reason else None,
+                    "num_preemptions": r.num_preemptions,
+                    "num_recomputed_tokens": r.num_recomputed_tokens,
+                    "arrival_time": r.arrival_time,
+                    "first_scheduled_time": r.first_scheduled_time,
+                    "first_token_time": r.first_token_time,
+                    "finish_time": r.finish_time,
+                }
                 for r in requests
             ],
         }

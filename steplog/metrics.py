@@ -28,7 +28,7 @@ EOS when it was sampled (it is an output token the model computed).
 
 from __future__ import annotations
 
-import math
+import itertools
 
 import numpy as np
 import pandas as pd
@@ -85,8 +85,8 @@ def _arrival_steps(header: dict, steps: list[dict]) -> dict[str, int]:
     return out
 
 
-def _gaps(times: list[float]) -> list[float]:
-    return [b - a for a, b in zip(times, times[1:])]
+def _gaps(times: list[float] | list[int]) -> list[float]:
+    return [b - a for a, b in itertools.pairwise(times)]
 
 
 def request_metrics(records: list[dict]) -> list[dict]:
@@ -138,19 +138,31 @@ def request_metrics(records: list[dict]) -> list[dict]:
             "token_times_s": ttimes,
             "token_steps": tsteps,
         }
-        for clock, arr, sched, first, last, times in (
-            ("s", arrival, m["first_scheduled_time_s"], m["first_token_time_s"], m["finish_time_s"], ttimes),
-            ("steps", m["arrival_step"], m["first_scheduled_step"],
-             None if not tsteps else tsteps[0] + 1, None if not tsteps else tsteps[-1] + 1, [k + 1 for k in tsteps]),
-        ):
-            m[f"queue_time_{clock}"] = None if sched is None or arr is None else sched - arr
-            m[f"ttft_{clock}"] = None if first is None or arr is None else first - arr
-            m[f"e2e_{clock}"] = None if last is None or arr is None else last - arr
-            m[f"itl_{clock}"] = _gaps(times)
-            m[f"tpot_{clock}"] = (m[f"e2e_{clock}"] - m[f"ttft_{clock}"]) / (n - 1) if n >= 2 and first is not None \
-                else None
+        _add_latencies(m, n, tsteps, ttimes, arrival)
         result.append(m)
     return result
+
+
+def _add_latencies(m: dict, n: int, tsteps: list[int], ttimes: list[float], arrival: float) -> None:
+    """Queue time, TTFT, E2E, ITL and TPOT of one request, on both clocks (see the module docstring)."""
+    for clock, arr, sched, first, last, times in (
+        ("s", arrival, m["first_scheduled_time_s"], m["first_token_time_s"], m["finish_time_s"], ttimes),
+        (
+            "steps",
+            m["arrival_step"],
+            m["first_scheduled_step"],
+            None if not tsteps else tsteps[0] + 1,
+            None if not tsteps else tsteps[-1] + 1,
+            [k + 1 for k in tsteps],
+        ),
+    ):
+        m[f"queue_time_{clock}"] = None if sched is None or arr is None else sched - arr
+        m[f"ttft_{clock}"] = None if first is None or arr is None else first - arr
+        m[f"e2e_{clock}"] = None if last is None or arr is None else last - arr
+        m[f"itl_{clock}"] = _gaps(times)
+        m[f"tpot_{clock}"] = (
+            (m[f"e2e_{clock}"] - m[f"ttft_{clock}"]) / (n - 1) if n >= 2 and first is not None else None
+        )
 
 
 def distribution(values: list[float | None]) -> dict[str, float | None]:
@@ -159,8 +171,11 @@ def distribution(values: list[float | None]) -> dict[str, float | None]:
     if not vals:
         return {"count": 0, "mean": None, **{f"p{p}": None for p in PERCENTILES}}
     arr = np.asarray(vals)
-    return {"count": len(vals), "mean": float(arr.mean()),
-            **{f"p{p}": float(np.percentile(arr, p)) for p in PERCENTILES}}
+    return {
+        "count": len(vals),
+        "mean": float(arr.mean()),
+        **{f"p{p}": float(np.percentile(arr, p)) for p in PERCENTILES},
+    }
 
 
 def steps_frame(records: list[dict]) -> pd.DataFrame:
@@ -173,20 +188,44 @@ def steps_frame(records: list[dict]) -> pd.DataFrame:
     rows = []
     for st in steps:
         kinds = [s["kind"] for s in st["scheduled"]]
-        rows.append({
-            "step": st["step"], "t_start_s": st["t_start"], "t_end_s": st["t_end"],
-            "duration_s": st["t_end"] - st["t_start"], "num_batched_tokens": st["num_batched_tokens"],
-            "num_scheduled": len(kinds), "num_prefill": kinds.count("prefill"), "num_decode": kinds.count("decode"),
-            "num_padding": len(st["padding_slots"]), "num_sampled": len(st["sampled"]),
-            "num_running": len(st["running"]), "num_waiting": len(st["waiting"]),
-            "num_preempted": len(st["preempted"]),
-            "slot_utilisation": len(kinds) / max_num_seqs,
-            "kv_used_blocks": st["kv"]["num_used_blocks"],
-            "kv_utilisation": st["kv"]["num_used_blocks"] / st["kv"]["num_blocks"],
-        })
-    columns = ["step", "t_start_s", "t_end_s", "duration_s", "num_batched_tokens", "num_scheduled", "num_prefill",
-               "num_decode", "num_padding", "num_sampled", "num_running", "num_waiting", "num_preempted",
-               "slot_utilisation", "kv_used_blocks", "kv_utilisation"]
+        rows.append(
+            {
+                "step": st["step"],
+                "t_start_s": st["t_start"],
+                "t_end_s": st["t_end"],
+                "duration_s": st["t_end"] - st["t_start"],
+                "num_batched_tokens": st["num_batched_tokens"],
+                "num_scheduled": len(kinds),
+                "num_prefill": kinds.count("prefill"),
+                "num_decode": kinds.count("decode"),
+                "num_padding": len(st["padding_slots"]),
+                "num_sampled": len(st["sampled"]),
+                "num_running": len(st["running"]),
+                "num_waiting": len(st["waiting"]),
+                "num_preempted": len(st["preempted"]),
+                "slot_utilisation": len(kinds) / max_num_seqs,
+                "kv_used_blocks": st["kv"]["num_used_blocks"],
+                "kv_utilisation": st["kv"]["num_used_blocks"] / st["kv"]["num_blocks"],
+            }
+        )
+    columns = [
+        "step",
+        "t_start_s",
+        "t_end_s",
+        "duration_s",
+        "num_batched_tokens",
+        "num_scheduled",
+        "num_prefill",
+        "num_decode",
+        "num_padding",
+        "num_sampled",
+        "num_running",
+        "num_waiting",
+        "num_preempted",
+        "slot_utilisation",
+        "kv_used_blocks",
+        "kv_utilisation",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -235,39 +274,3 @@ def summarize(records: list[dict]) -> dict:
     out["num_preemptions"] = int(frame["num_preempted"].sum())
     out["num_recomputed_tokens"] = sum(r["num_recomputed_tokens"] for r in reqs)
     return out
-
-
-def requests_frame(records: list[dict]) -> pd.DataFrame:
-    """``request_metrics`` as a DataFrame indexed by ``request_id`` (for notebooks: ``trace -> DataFrame``).
-
-    Columns ending in ``_s`` are seconds, in ``_steps`` steps; ``itl_*``, ``token_times_s`` and ``token_steps``
-    hold lists; missing values (TPOT of a one-token request) are ``NaN``.
-    """
-    return pd.DataFrame(request_metrics(records)).set_index("request_id")
-
-
-def to_dataframe(records: list[dict]) -> pd.DataFrame:
-    """Alias of ``requests_frame``: a trace as one row of metrics per request."""
-    return requests_frame(records)
-
-
-def summary_frame(runs: dict[str, list[dict]]) -> pd.DataFrame:
-    """Side-by-side aggregates of several runs (e.g. ``{"static": trace, "continuous": trace}``).
-
-    One row per figure with columns ``metric``, ``stat`` (mean/p50/p90/p99, or ``value``), ``unit``
-    (``s``, ``steps``, ``tokens/s``, ``requests/s``, ``tokens/step``, ``requests/step``, ``fraction``, ``tokens``,
-    ``rows``, ``events``), then one column per run label.
-    """
-    units = {"duration_s": "s", "num_steps": "steps", "total_output_tokens": "tokens",
-             "output_throughput_tok_s": "tokens/s", "request_throughput_req_s": "requests/s",
-             "output_throughput_tok_step": "tokens/step", "request_throughput_req_step": "requests/step",
-             "slot_utilisation": "fraction", "padding_slot_steps": "rows", "kv_utilisation_mean": "fraction",
-             "kv_utilisation_max": "fraction", "num_preemptions": "events", "num_recomputed_tokens": "tokens"}
-    sums = {label: summarize(recs) for label, recs in runs.items()}
-    rows = []
-    for name, unit in units.items():
-        rows.append({"metric": name, "stat": "value", "unit": unit, **{k: s[name] for k, s in sums.items()}})
-    for name, (unit, _) in LATENCY_METRICS.items():
-        for stat in ("mean", "p50", "p90", "p99"):
-            rows.append({"metric": name, "stat": stat, "unit": unit, **{k: s[name][stat] for k, s in sums.items()}})
-    return pd.DataFrame(rows)

@@ -31,7 +31,9 @@ def _validators():
 
     schema = json.loads(schema_text())
     defs = schema["$defs"]
-    return {kind: jsonschema.Draft202012Validator({**defs[kind], "$defs": defs}) for kind in ("header", "step", "summary")}
+    return {
+        kind: jsonschema.Draft202012Validator({**defs[kind], "$defs": defs}) for kind in ("header", "step", "summary")
+    }
 
 
 def validate_records(records: list[dict]) -> None:

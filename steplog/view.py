@@ -27,7 +27,12 @@ class Cell:
 
 @dataclass
 class TraceView:
+    """A trace's records split into header, steps and summary; ``source`` says where it came from (recorded, live,
+    imported) and ``filename`` names an imported file."""
+
     records: list[dict]
+    source: str = "recorded"
+    filename: str = ""
     header: dict = field(init=False)
     steps: list[dict] = field(init=False)
     summary: dict = field(init=False)
@@ -62,8 +67,9 @@ class TraceView:
             busy = set()
             for s in st["scheduled"]:
                 kind = "recompute" if s.get("recompute") else s["kind"]
-                out.append(Cell(st["step"], s["slot"], s["request_id"], kind, s["num_tokens"],
-                                texts.get(s["request_id"], "")))
+                out.append(
+                    Cell(st["step"], s["slot"], s["request_id"], kind, s["num_tokens"], texts.get(s["request_id"], ""))
+                )
                 busy.add(s["slot"])
             for p in st["padding_slots"]:
                 out.append(Cell(st["step"], p["slot"], p["request_id"], "padding"))

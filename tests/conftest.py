@@ -27,9 +27,18 @@ def tiny_model():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      pad_token_id=0, bos_token_id=None, eos_token_id=1)
+    cfg = LlamaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        pad_token_id=0,
+        bos_token_id=None,
+        eos_token_id=1,
+    )
     return LlamaForCausalLM(cfg).to(torch.float64).eval()
 
 
@@ -44,7 +53,12 @@ def smollm():
 def hf_greedy(model, prompt_ids: list[int], max_new_tokens: int, eos_token_id=None) -> list[int]:
     """Reference: transformers ``generate`` (greedy), one request alone, its own DynamicCache and SDPA."""
     with torch.inference_mode():
-        out = model.generate(torch.tensor([prompt_ids], device=model.device), max_new_tokens=max_new_tokens,
-                             do_sample=False, eos_token_id=eos_token_id, pad_token_id=0,
-                             min_new_tokens=0 if eos_token_id is not None else max_new_tokens)
-    return out[0, len(prompt_ids):].tolist()
+        out = model.generate(
+            torch.tensor([prompt_ids], device=model.device),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            eos_token_id=eos_token_id,
+            pad_token_id=0,
+            min_new_tokens=0 if eos_token_id is not None else max_new_tokens,
+        )
+    return out[0, len(prompt_ids) :].tolist()

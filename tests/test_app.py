@@ -63,7 +63,8 @@ def test_walkthrough_budget_bar_and_slot_cells_match_the_trace():
     rec = trace.read(TRACE_DIR / "seed-abcd-continuous.jsonl")[3]  # step 2
     budget = next(f for f in figures(at) if "budget" in f["layout"]["title"]["text"])
     assert [(d["name"], d["x"][0]) for d in budget["data"]] == [
-        (f"{s['request_id']} {s['kind']}", s["num_tokens"]) for s in rec["scheduled"]] + [("unused", 32 - 19)]
+        (f"{s['request_id']} {s['kind']}", s["num_tokens"]) for s in rec["scheduled"]
+    ] + [("unused", 32 - 19)]
 
 
 def test_walkthrough_narration_tells_the_seed_story():

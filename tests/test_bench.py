@@ -22,8 +22,14 @@ def tiny(tiny_model):
 @pytest.fixture
 def work(tiny):
     # prompts of 2 to 8 tokens, so a static batch really pads; EOS (token 1) may end some answers early
-    specs = [{"request_id": f"q{i}", "prompt_token_ids": [(7 * i + 3 * j) % 120 + 2 for j in range(2 + (3 * i) % 7)],
-              "max_tokens": 6} for i in range(5)]
+    specs = [
+        {
+            "request_id": f"q{i}",
+            "prompt_token_ids": [(7 * i + 3 * j) % 120 + 2 for j in range(2 + (3 * i) % 7)],
+            "max_tokens": 6,
+        }
+        for i in range(5)
+    ]
     return rows.make_workload(tiny, specs)
 
 
@@ -40,8 +46,13 @@ def test_check_parity_names_row_request_and_position():
 
 def test_all_five_rows_agree_and_the_tables_are_written(tiny, work, tmp_path):
     result = run.run_bench(tiny, work, run.BenchOptions(**OPTS))
-    assert [r["label"] for r in result["rows"]] == ["hf-sequential", "hf-static@2", "hf-continuous@2",
-                                                    "batchscope-static@2", "batchscope-continuous@2"]
+    assert [r["label"] for r in result["rows"]] == [
+        "hf-sequential",
+        "hf-static@2",
+        "hf-continuous@2",
+        "batchscope-static@2",
+        "batchscope-continuous@2",
+    ]
     assert result["parity"]["identical"] and result["parity"]["strict"]
     assert set(result["parity"]["agreement"].values()) == {1.0}
     tokens = {r["output_tokens"] for r in result["rows"]}
@@ -51,7 +62,8 @@ def test_all_five_rows_agree_and_the_tables_are_written(tiny, work, tmp_path):
     assert [s["batch"] for s in result["decode_step"]["batches"]] == [1, 2]
     assert all(s["num_steps"] >= 1 for s in result["decode_step"]["batches"])
     assert result["decode_step"]["weight_bytes"] == sum(p.numel() * 8 for p in tiny.model.parameters()) + sum(
-        b.numel() * b.element_size() for b in tiny.model.buffers())
+        b.numel() * b.element_size() for b in tiny.model.buffers()
+    )
     share = result["rows"][-1]["outside_forward_share"]
     assert 0.0 <= share["total"] <= 1.0
     report.write(result, tmp_path / "b.json", tmp_path / "b.md")
@@ -79,8 +91,9 @@ def test_a_broken_variant_fails_the_bench_loudly(tiny, work, monkeypatch):
     with pytest.raises(measure.ParityError, match="'hf-static@2' vs 'hf-sequential'"):
         run.run_bench(tiny, work, opts)
     # in report mode the same run finishes and says how much agreed
-    result = run.run_bench(tiny, work, run.BenchOptions(**{**OPTS, "rounds": 1, "step_batches": [1],
-                                                               "parity": "report"}))
+    result = run.run_bench(
+        tiny, work, run.BenchOptions(**{**OPTS, "rounds": 1, "step_batches": [1], "parity": "report"})
+    )
     assert not result["parity"]["identical"] and result["parity"]["agreement"]["hf-static@2"] < 1.0
     assert "NOT identical" in report.to_markdown(result)
 
@@ -95,14 +108,23 @@ def test_workload_checks(tiny):
 
 
 def test_targets_are_judged_from_the_measurements():
-    rows = [{"label": "batchscope-continuous@4", "output_tokens_per_s": 30.0,
-             "outside_forward_share": {"median": 0.03, "total": 0.04}},
-            {"label": "batchscope-static@4", "output_tokens_per_s": 12.0},
-            {"label": "hf-continuous@4", "output_tokens_per_s": 25.0}]
+    rows = [
+        {
+            "label": "batchscope-continuous@4",
+            "output_tokens_per_s": 30.0,
+            "outside_forward_share": {"median": 0.03, "total": 0.04},
+        },
+        {"label": "batchscope-static@4", "output_tokens_per_s": 12.0},
+        {"label": "hf-continuous@4", "output_tokens_per_s": 25.0},
+    ]
     result = {"rows": rows, "decode_step": {"batches": [{"batch": 4, "ratio_to_floor": 1.8}]}}
     got = {t["key"]: (round(t["measured"], 3), t["met"]) for t in report.evaluate_targets(result)}
-    assert got == {"cont_vs_hf_cb@4": (1.2, False), "cont_vs_static@4": (2.5, True),
-                   "step4_vs_floor": (1.8, False), "outside_share@4": (0.04, True)}
+    assert got == {
+        "cont_vs_hf_cb@4": (1.2, False),
+        "cont_vs_static@4": (2.5, True),
+        "step4_vs_floor": (1.8, False),
+        "outside_share@4": (0.04, True),
+    }
 
 
 def test_cli_bad_input_is_one_clear_line(capsys):

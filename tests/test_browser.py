@@ -37,9 +37,19 @@ def tiny_model_dir(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("tiny-llama")
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                      bos_token_id=1, eos_token_id=2, pad_token_id=2, tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=49152,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+        tie_word_embeddings=True,
+    )
     LlamaForCausalLM(cfg).save_pretrained(folder)
     AutoTokenizer.from_pretrained(default_model_path()).save_pretrained(folder)
     return folder
@@ -52,9 +62,28 @@ def server(tiny_model_dir):
         port = s.getsockname()[1]
     env = dict(os.environ, BATCHSCOPE_MODEL=str(tiny_model_dir), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.fileWatcherType",
+            "none",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:  # wait for the health endpoint (bounded), not a fixed sleep
@@ -78,8 +107,11 @@ def browser():
 
     assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), "Debian's chromium is missing: apt-get install chromium"
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
         yield b
         b.close()
 
@@ -102,8 +134,12 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-PAGES = [("walkthrough", "/?step=2", 4, 2200), ("compare", "/compare?scenario=sixteen&step=300", 8, 2400),
-         ("metrics", "/metrics?scenario=sixteen", 3, 2600), ("trace", "/trace", 3, 1900)]
+PAGES = [
+    ("walkthrough", "/?step=2", 4, 2200),
+    ("compare", "/compare?scenario=sixteen&step=300", 8, 2400),
+    ("metrics", "/metrics?scenario=sixteen", 3, 2600),
+    ("trace", "/trace", 3, 1900),
+]
 
 
 @pytest.mark.parametrize("name,path,charts,height", PAGES, ids=[p[0] for p in PAGES])

@@ -8,15 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import CASES
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*args, timeout=180):
-    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -56,28 +56,52 @@ def test_run_seed_abcd_writes_a_valid_trace(tmp_path):
 @pytest.mark.real_model
 def test_c02_prompt_over_budget_with_chunking_off_is_rejected_before_any_step(tmp_path):
     out = tmp_path / "t.jsonl"
-    code, _, err = cli("run", "--workload", str(CASES / "c02.jsonl"), "--policy", "continuous",
-                       "--max-num-batched-tokens", "32", "--no-chunked-prefill", "--block-size", "4",
-                       "--num-kv-blocks", "32", "--max-num-seqs", "2", "--out", str(out), timeout=60)
+    code, _, err = cli(
+        "run",
+        "--workload",
+        str(CASES / "c02.jsonl"),
+        "--policy",
+        "continuous",
+        "--max-num-batched-tokens",
+        "32",
+        "--no-chunked-prefill",
+        "--block-size",
+        "4",
+        "--num-kv-blocks",
+        "32",
+        "--max-num-seqs",
+        "2",
+        "--out",
+        str(out),
+        timeout=60,
+    )
     assert_clear_error(code, err, "'A'", "37", "max_num_batched_tokens=32", "chunked prefill", ">= 37")
     assert not out.exists()
 
 
-@pytest.mark.parametrize("flag,value,field", [("--num-kv-blocks", "0", "num_kv_blocks"),
-                                              ("--max-num-batched-tokens", "0", "max_num_batched_tokens"),
-                                              ("--block-size", "0", "block_size"),
-                                              ("--max-num-seqs", "-1", "max_num_seqs")])
+@pytest.mark.parametrize(
+    "flag,value,field",
+    [
+        ("--num-kv-blocks", "0", "num_kv_blocks"),
+        ("--max-num-batched-tokens", "0", "max_num_batched_tokens"),
+        ("--block-size", "0", "block_size"),
+        ("--max-num-seqs", "-1", "max_num_seqs"),
+    ],
+)
 def test_out_of_range_knobs(tmp_path, flag, value, field):
     code, _, err = cli("run", "--scenario", "seed-abcd", flag, value, "--out", str(tmp_path / "t.jsonl"))
     assert_clear_error(code, err, field, "[")
 
 
-@pytest.mark.parametrize("line,needle", [
-    ({"prompt": "hi"}, "max_tokens"),
-    ({"max_tokens": 3}, "exactly one of"),
-    ({"prompt": "hi", "max_tokens": 3, "temprature": 0.5}, "temprature"),
-    ({"prompt": "hi", "max_tokens": "many"}, "max_tokens"),
-])
+@pytest.mark.parametrize(
+    "line,needle",
+    [
+        ({"prompt": "hi"}, "max_tokens"),
+        ({"max_tokens": 3}, "exactly one of"),
+        ({"prompt": "hi", "max_tokens": 3, "temprature": 0.5}, "temprature"),
+        ({"prompt": "hi", "max_tokens": "many"}, "max_tokens"),
+    ],
+)
 def test_bad_workload_lines(tmp_path, line, needle):
     code, _, err = run_workload(tmp_path, line)
     assert_clear_error(code, err, "line 1", needle)
@@ -85,16 +109,18 @@ def test_bad_workload_lines(tmp_path, line, needle):
 
 @pytest.mark.real_model
 def test_request_too_big_for_the_pool_and_empty_prompt(tmp_path):
-    code, _, err = run_workload(tmp_path, {"request_id": "big", "prompt": "hello " * 50, "max_tokens": 100},
-                                "--num-kv-blocks", "4")
+    code, _, err = run_workload(
+        tmp_path, {"request_id": "big", "prompt": "hello " * 50, "max_tokens": 100}, "--num-kv-blocks", "4"
+    )
     assert_clear_error(code, err, "'big'", "num_kv_blocks=4")
     code, _, err = run_workload(tmp_path, {"request_id": "e", "prompt": "", "max_tokens": 3})
     assert_clear_error(code, err, "'e'", "empty")
 
 
 def test_unknown_model_offline(tmp_path):
-    code, _, err = cli("run", "--scenario", "seed-abcd", "--model", "no-such-org/no-such-model",
-                       "--out", str(tmp_path / "t.jsonl"))
+    code, _, err = cli(
+        "run", "--scenario", "seed-abcd", "--model", "no-such-org/no-such-model", "--out", str(tmp_path / "t.jsonl")
+    )
     assert_clear_error(code, err, "no-such-org/no-such-model", "offline")
 
 
@@ -105,6 +131,7 @@ def test_missing_workload_file(tmp_path):
 
 @pytest.mark.real_model
 def test_prompt_longer_than_the_models_context(tmp_path):
-    code, _, err = run_workload(tmp_path, {"request_id": "huge", "prompt": "hello " * 9000, "max_tokens": 10},
-                                "--num-kv-blocks", "4096")
+    code, _, err = run_workload(
+        tmp_path, {"request_id": "huge", "prompt": "hello " * 9000, "max_tokens": 10}, "--num-kv-blocks", "4096"
+    )
     assert_clear_error(code, err, "'huge'", "context of 8192 tokens")

@@ -18,74 +18,171 @@ Per request (seconds | steps, on the step clock where step k runs from k to k + 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
-
 from conftest import case_workload
-from steplog import trace
-from engine.workload import poisson_arrivals
-from steplog import metrics
 from fakes import make_request, run_fake
 
-CONFIG = {"max_num_seqs": 2, "max_num_batched_tokens": 4, "block_size": 4, "num_kv_blocks": 3,
-          "enable_chunked_prefill": True}
+from engine.workload import poisson_arrivals
+from steplog import frames, metrics, trace
+
+CONFIG = {
+    "max_num_seqs": 2,
+    "max_num_batched_tokens": 4,
+    "block_size": 4,
+    "num_kv_blocks": 3,
+    "enable_chunked_prefill": True,
+}
 
 
 def _req(rid, n_prompt, max_tokens, arrival):
-    return {"request_id": rid, "prompt": rid, "num_prompt_tokens": n_prompt, "max_tokens": max_tokens,
-            "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": None, "ignore_eos": False,
-            "arrival_time": arrival, "arrival_step": None}
+    return {
+        "request_id": rid,
+        "prompt": rid,
+        "num_prompt_tokens": n_prompt,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "top_k": 0,
+        "seed": None,
+        "ignore_eos": False,
+        "arrival_time": arrival,
+        "arrival_step": None,
+    }
 
 
-def _step(k, t0, t1, scheduled, sampled, tables, *, admitted=(), finished=(), preempted=(), waiting=(),
-          allocated=None):
-    sched = [{"request_id": rid, "kind": kind, "num_tokens": n, "num_computed_tokens": c, "slot": slot,
-              "recompute": rec} for rid, kind, n, c, slot, rec in scheduled]
-    return {"type": "step", "step": k, "t_start": t0, "t_end": t1, "scheduled": sched,
-            "num_batched_tokens": sum(s["num_tokens"] for s in sched),
-            "sampled": [{"request_id": rid, "token_id": tok, "text": str(tok)} for rid, tok in sampled],
-            "admitted": list(admitted), "finished": [{"request_id": r, "reason": why} for r, why in finished],
-            "preempted": list(preempted), "waiting": list(waiting), "running": [s["request_id"] for s in sched],
-            "padding_slots": [],
-            "kv": {"num_blocks": 3, "block_size": 4, "num_used_blocks": sum(len(t) for t in tables.values()),
-                   "block_tables": tables, "num_cached_tokens": {s["request_id"]: s["num_computed_tokens"]
-                                                                  + s["num_tokens"] for s in sched},
-                   "allocated": allocated or {}}}
+def _step(k, t0, t1, scheduled, sampled, tables, *, admitted=(), finished=(), preempted=(), waiting=(), allocated=None):
+    sched = [
+        {"request_id": rid, "kind": kind, "num_tokens": n, "num_computed_tokens": c, "slot": slot, "recompute": rec}
+        for rid, kind, n, c, slot, rec in scheduled
+    ]
+    return {
+        "type": "step",
+        "step": k,
+        "t_start": t0,
+        "t_end": t1,
+        "scheduled": sched,
+        "num_batched_tokens": sum(s["num_tokens"] for s in sched),
+        "sampled": [{"request_id": rid, "token_id": tok, "text": str(tok)} for rid, tok in sampled],
+        "admitted": list(admitted),
+        "finished": [{"request_id": r, "reason": why} for r, why in finished],
+        "preempted": list(preempted),
+        "waiting": list(waiting),
+        "running": [s["request_id"] for s in sched],
+        "padding_slots": [],
+        "kv": {
+            "num_blocks": 3,
+            "block_size": 4,
+            "num_used_blocks": sum(len(t) for t in tables.values()),
+            "block_tables": tables,
+            "num_cached_tokens": {s["request_id"]: s["num_computed_tokens"] + s["num_tokens"] for s in sched},
+            "allocated": allocated or {},
+        },
+    }
 
 
 def _summary(rid, tokens, reason, arrival, sched, first, finish, preemptions=0, recomputed=0):
-    return {"request_id": rid, "output_text": "", "output_token_ids": tokens, "finish_reason": reason,
-            "num_preemptions": preemptions, "num_recomputed_tokens": recomputed, "arrival_time": arrival,
-            "first_scheduled_time": sched, "first_token_time": first, "finish_time": finish}
+    return {
+        "request_id": rid,
+        "output_text": "",
+        "output_token_ids": tokens,
+        "finish_reason": reason,
+        "num_preemptions": preemptions,
+        "num_recomputed_tokens": recomputed,
+        "arrival_time": arrival,
+        "first_scheduled_time": sched,
+        "first_token_time": first,
+        "finish_time": finish,
+    }
 
 
 @pytest.fixture
 def hand_trace():
-    header = {"type": "header", "schema_version": 1, "model": "hand", "device": "cpu", "dtype": "float32",
-              "policy": "continuous", "created": "2026-11-29T00:00:00+00:00", "scenario": None, "config": CONFIG,
-              "requests": [_req("one", 2, 1, 0.0), _req("long", 6, 4, 0.0), _req("pre", 2, 3, 1.25)]}
+    header = {
+        "type": "header",
+        "schema_version": 1,
+        "model": "hand",
+        "device": "cpu",
+        "dtype": "float32",
+        "policy": "continuous",
+        "created": "2026-11-29T00:00:00+00:00",
+        "scenario": None,
+        "config": CONFIG,
+        "requests": [_req("one", 2, 1, 0.0), _req("long", 6, 4, 0.0), _req("pre", 2, 3, 1.25)],
+    }
     steps = [
-        _step(0, 0.0, 1.0, [("one", "prefill", 2, 0, 0, False), ("long", "prefill", 2, 0, 1, False)],
-              [("one", 11)], {"one": [0], "long": [1]}, admitted=["one", "long"], finished=[("one", "length")],
-              allocated={"one": [0], "long": [1]}),
-        _step(1, 1.0, 1.5, [("long", "prefill", 4, 2, 1, False)], [("long", 21)], {"long": [1, 2]},
-              allocated={"long": [2]}),
-        _step(2, 1.5, 2.0, [("long", "decode", 1, 6, 1, False), ("pre", "prefill", 2, 0, 0, False)],
-              [("long", 22), ("pre", 31)], {"long": [1, 2], "pre": [0]}, admitted=["pre"],
-              allocated={"pre": [0]}),
-        _step(3, 2.0, 2.5, [("long", "decode", 1, 7, 1, False), ("pre", "decode", 1, 2, 0, False)],
-              [("long", 23), ("pre", 32)], {"long": [1, 2], "pre": [0]}),
-        _step(4, 2.5, 3.0, [("long", "decode", 1, 8, 1, False)], [("long", 24)], {"long": [1, 2, 0]},
-              finished=[("long", "length")], preempted=["pre"], waiting=["pre"], allocated={"long": [0]}),
-        _step(5, 3.0, 4.0, [("pre", "prefill", 4, 0, 0, True)], [("pre", 33)], {"pre": [1]}, admitted=["pre"],
-              finished=[("pre", "length")], allocated={"pre": [1]}),
+        _step(
+            0,
+            0.0,
+            1.0,
+            [("one", "prefill", 2, 0, 0, False), ("long", "prefill", 2, 0, 1, False)],
+            [("one", 11)],
+            {"one": [0], "long": [1]},
+            admitted=["one", "long"],
+            finished=[("one", "length")],
+            allocated={"one": [0], "long": [1]},
+        ),
+        _step(
+            1,
+            1.0,
+            1.5,
+            [("long", "prefill", 4, 2, 1, False)],
+            [("long", 21)],
+            {"long": [1, 2]},
+            allocated={"long": [2]},
+        ),
+        _step(
+            2,
+            1.5,
+            2.0,
+            [("long", "decode", 1, 6, 1, False), ("pre", "prefill", 2, 0, 0, False)],
+            [("long", 22), ("pre", 31)],
+            {"long": [1, 2], "pre": [0]},
+            admitted=["pre"],
+            allocated={"pre": [0]},
+        ),
+        _step(
+            3,
+            2.0,
+            2.5,
+            [("long", "decode", 1, 7, 1, False), ("pre", "decode", 1, 2, 0, False)],
+            [("long", 23), ("pre", 32)],
+            {"long": [1, 2], "pre": [0]},
+        ),
+        _step(
+            4,
+            2.5,
+            3.0,
+            [("long", "decode", 1, 8, 1, False)],
+            [("long", 24)],
+            {"long": [1, 2, 0]},
+            finished=[("long", "length")],
+            preempted=["pre"],
+            waiting=["pre"],
+            allocated={"long": [0]},
+        ),
+        _step(
+            5,
+            3.0,
+            4.0,
+            [("pre", "prefill", 4, 0, 0, True)],
+            [("pre", 33)],
+            {"pre": [1]},
+            admitted=["pre"],
+            finished=[("pre", "length")],
+            allocated={"pre": [1]},
+        ),
     ]
-    summary = {"type": "summary", "requests": [
-        _summary("one", [11], "length", 0.0, 0.0, 1.0, 1.0),
-        _summary("long", [21, 22, 23, 24], "length", 0.0, 0.0, 1.5, 3.0),
-        _summary("pre", [31, 32, 33], "length", 1.25, 1.5, 2.0, 4.0, preemptions=1, recomputed=3),
-    ]}
+    summary = {
+        "type": "summary",
+        "requests": [
+            _summary("one", [11], "length", 0.0, 0.0, 1.0, 1.0),
+            _summary("long", [21, 22, 23, 24], "length", 0.0, 0.0, 1.5, 3.0),
+            _summary("pre", [31, 32, 33], "length", 1.25, 1.5, 2.0, 4.0, preemptions=1, recomputed=3),
+        ],
+    }
     records = [header, *steps, summary]
     trace.validate_records(records)  # the hand-written trace is a valid trace
     return records
@@ -94,8 +191,7 @@ def hand_trace():
 def test_per_request_seconds(hand_trace):
     m = {r["request_id"]: r for r in metrics.request_metrics(hand_trace)}
     one, long, pre = m["one"], m["long"], m["pre"]
-    assert (one["queue_time_s"], one["ttft_s"], one["e2e_s"], one["tpot_s"], one["itl_s"]) == (0.0, 1.0, 1.0,
-                                                                                                 None, [])
+    assert (one["queue_time_s"], one["ttft_s"], one["e2e_s"], one["tpot_s"], one["itl_s"]) == (0.0, 1.0, 1.0, None, [])
     assert (long["queue_time_s"], long["ttft_s"], long["e2e_s"]) == (0.0, 1.5, 3.0)  # first token: chunked prefill
     assert long["tpot_s"] == pytest.approx(0.5) and long["itl_s"] == pytest.approx([0.5, 0.5, 0.5])
     assert (pre["queue_time_s"], pre["ttft_s"], pre["e2e_s"]) == pytest.approx((0.25, 0.75, 2.75))
@@ -107,10 +203,22 @@ def test_per_request_seconds(hand_trace):
 
 def test_per_request_steps(hand_trace):
     m = {r["request_id"]: r for r in metrics.request_metrics(hand_trace)}
-    got = {rid: (r["arrival_step"], r["queue_time_steps"], r["ttft_steps"], r["e2e_steps"], r["tpot_steps"],
-                 r["itl_steps"]) for rid, r in m.items()}
-    assert got == {"one": (0, 0, 1, 1, None, []), "long": (0, 0, 2, 5, 1.0, [1, 1, 1]),
-                   "pre": (2, 0, 1, 4, 1.5, [1, 2])}
+    got = {
+        rid: (
+            r["arrival_step"],
+            r["queue_time_steps"],
+            r["ttft_steps"],
+            r["e2e_steps"],
+            r["tpot_steps"],
+            r["itl_steps"],
+        )
+        for rid, r in m.items()
+    }
+    assert got == {
+        "one": (0, 0, 1, 1, None, []),
+        "long": (0, 0, 2, 5, 1.0, [1, 1, 1]),
+        "pre": (2, 0, 1, 4, 1.5, [1, 2]),
+    }
 
 
 def test_tpot_is_mean_of_itl_for_every_request(hand_trace):
@@ -148,13 +256,13 @@ def test_throughput_and_utilisation(hand_trace):
 
 
 def test_frames(hand_trace):
-    df = metrics.to_dataframe(hand_trace)
+    df = frames.requests_frame(hand_trace)
     assert list(df.index) == ["one", "long", "pre"]
     assert math.isnan(df.loc["one", "tpot_s"]) and df.loc["long", "ttft_s"] == 1.5
     steps = metrics.steps_frame(hand_trace)
     assert list(steps["kv_used_blocks"]) == [2, 2, 3, 3, 3, 1]
     assert list(steps["num_prefill"]) == [2, 1, 1, 0, 0, 1] and list(steps["num_preempted"]) == [0] * 4 + [1, 0]
-    side = metrics.summary_frame({"a": hand_trace, "b": hand_trace})
+    side = frames.summary_frame({"a": hand_trace, "b": hand_trace})
     row = side[(side.metric == "itl_s") & (side.stat == "mean")].iloc[0]
     assert (row["unit"], row["a"], row["b"]) == ("s", pytest.approx(0.7), pytest.approx(0.7))
     assert set(side["unit"]) >= {"s", "steps", "tokens/s", "fraction"}
@@ -168,8 +276,14 @@ def test_inconsistent_trace_is_refused(hand_trace):
 
 def test_padding_slot_steps_on_a_static_run():
     # static, 2 slots: A ends with its first token in step 0; B decodes in steps 1-3 while A's row pads
-    _, _, records = run_fake([make_request("A", 3, 1), make_request("B", 3, 4)], policy="static", max_num_seqs=2,
-                             max_num_batched_tokens=16, block_size=4, num_kv_blocks=8)
+    _, _, records = run_fake(
+        [make_request("A", 3, 1), make_request("B", 3, 4)],
+        policy="static",
+        max_num_seqs=2,
+        max_num_batched_tokens=16,
+        block_size=4,
+        num_kv_blocks=8,
+    )
     s = metrics.summarize(records)
     assert (s["num_steps"], s["padding_slot_steps"]) == (4, 3)
     assert s["slot_utilisation"] == pytest.approx(5 / 8)
@@ -187,8 +301,11 @@ def test_c13_one_token_request_on_the_real_model(smollm):
     from engine.config import EngineConfig
     from engine.llm import generate_trace
 
-    records = generate_trace(smollm, case_workload("c13"), EngineConfig(
-        policy="continuous", max_num_seqs=2, max_num_batched_tokens=128, block_size=4, num_kv_blocks=32))
+    records = generate_trace(
+        smollm,
+        case_workload("c13"),
+        EngineConfig(policy="continuous", max_num_seqs=2, max_num_batched_tokens=128, block_size=4, num_kv_blocks=32),
+    )
     t_end = [st["t_end"] for st in records[1:-1]]
     m = {r["request_id"]: r for r in metrics.request_metrics(records)}
     one, cat = m["one"], m["cat"]
@@ -211,7 +328,7 @@ def test_poisson_arrivals_seconds_and_steps():
     assert a == poisson_arrivals(specs, rate=2.0, seed=1)  # seeded
     assert a != poisson_arrivals(specs, rate=2.0, seed=2)
     times = [s["arrival_time"] for s in a]
-    assert times[0] == 0.0 and all(b >= t for t, b in zip(times, times[1:]))
+    assert times[0] == 0.0 and all(b >= t for t, b in itertools.pairwise(times))
     assert "arrival_step" not in a[0]
     assert times[-1] / (len(times) - 1) == pytest.approx(0.5, rel=0.05)  # mean gap 1 / rate
     steps = [s["arrival_step"] for s in poisson_arrivals(specs, rate=0.25, seed=1, clock="steps")]

@@ -14,8 +14,8 @@ import socket
 
 import pytest
 
-from steplog import trace
 from engine.config import EngineConfig
+from steplog import trace
 
 # Greedy outputs of SmolLM2-135M-Instruct (float32, CPU) for two prompts of the seed-abcd scenario, as recorded
 # in assets/traces/seed-abcd-continuous.jsonl: " Paris.\n\n" and " 10" (first three tokens of " 100").
@@ -125,8 +125,9 @@ def test_default_model_loads_and_runs_without_network(guard, cache, tmp_path, mo
     loaded = load_model(DEFAULT_MODEL, device="cpu")
     if cache == "first-use":
         assert (tmp_path / "cache" / "models" / DEFAULT_MODEL / "config.json").is_file()
-    records = generate_trace(loaded, SPECS, EngineConfig(max_num_seqs=2, max_num_batched_tokens=16, block_size=4,
-                                                         num_kv_blocks=16))
+    records = generate_trace(
+        loaded, SPECS, EngineConfig(max_num_seqs=2, max_num_batched_tokens=16, block_size=4, num_kv_blocks=16)
+    )
     trace.validate_records(records)
     outputs = {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}
     assert outputs == {"B": PARIS, "C": WATER}

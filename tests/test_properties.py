@@ -8,18 +8,19 @@ from the code, and checks the trace and the scheduler's own free list step by st
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
 import pytest
+from conftest import hf_greedy
+from fakes import EOS, FakeRunner, make_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import hf_greedy
 from engine.config import EngineConfig
 from engine.engine import LLMEngine, RequestError
 from engine.request import Request, SamplingParams
-from fakes import EOS, FakeRunner, make_request
 
 POLICIES = ("continuous", "static")
 
@@ -72,17 +73,28 @@ def workloads(draw) -> Workload:
     specs = []
     for i in range(draw(st.sampled_from(range(1, 7)))):  # uniform: crowded workloads are where preemption happens
         max_tokens = draw(st.integers(1, 10))
-        specs.append(Spec(rid=f"r{i}", prompt=draw(st.integers(1, 20)), max_tokens=max_tokens,
-                          arrival=draw(st.just(0) | st.integers(0, 5)),
-                          natural=draw(st.none() | st.integers(1, max_tokens + 2)), ignore_eos=draw(st.booleans())))
+        specs.append(
+            Spec(
+                rid=f"r{i}",
+                prompt=draw(st.integers(1, 20)),
+                max_tokens=max_tokens,
+                arrival=draw(st.just(0) | st.integers(0, 5)),
+                natural=draw(st.none() | st.integers(1, max_tokens + 2)),
+                ignore_eos=draw(st.booleans()),
+            )
+        )
     need = max(math.ceil((s.prompt + s.max_tokens - 1) / block_size) for s in specs)
     budget = draw(st.integers(1, 24))
     if not chunked:
         budget = max(budget, max(s.prompt for s in specs))
-    config = EngineConfig(policy=draw(st.sampled_from(POLICIES)), max_num_seqs=draw(st.sampled_from(range(1, 6))),
-                          max_num_batched_tokens=budget, block_size=block_size,
-                          num_kv_blocks=need + draw(st.integers(0, 1) | st.integers(0, 12)),
-                          enable_chunked_prefill=chunked)
+    config = EngineConfig(
+        policy=draw(st.sampled_from(POLICIES)),
+        max_num_seqs=draw(st.sampled_from(range(1, 6))),
+        max_num_batched_tokens=budget,
+        block_size=block_size,
+        num_kv_blocks=need + draw(st.integers(0, 1) | st.integers(0, 12)),
+        enable_chunked_prefill=chunked,
+    )
     return Workload(tuple(specs), config)
 
 
@@ -133,8 +145,9 @@ def run_workload(w: Workload):
     """Run ``w`` on the checking fake runner; returns (step records, summary by id, runner)."""
     bound = max(finish_bounds(w).values()) + 1
     runner = CheckingRunner({s.rid: s.natural for s in w.specs if s.natural is not None}, max_steps=bound)
-    requests = [make_request(s.rid, s.prompt, s.max_tokens, arrival_step=s.arrival, ignore_eos=s.ignore_eos)
-                for s in w.specs]
+    requests = [
+        make_request(s.rid, s.prompt, s.max_tokens, arrival_step=s.arrival, ignore_eos=s.ignore_eos) for s in w.specs
+    ]
     engine = LLMEngine(runner, w.config, eos_token_ids={EOS})
     runner.engine = engine
     records = engine.run(requests)
@@ -146,7 +159,6 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
     cfg = w.config
     spec = {s.rid: s for s in w.specs}
     order = w.fcfs()
-    rank = {rid: k for k, rid in enumerate(order)}
     bs, nb, budget, max_seqs = cfg.block_size, cfg.num_kv_blocks, cfg.max_num_batched_tokens, cfg.max_num_seqs
     static = cfg.policy == "static"
 
@@ -196,7 +208,7 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
             prev_tables.pop(rid, None)
         # admissions take a prefix of the queue: nobody overtakes the head (strict FCFS)
         assert adm == queue[: len(adm)], f"step {s}: admitted {adm} but the queue was {queue}"
-        queue = list(reversed(pre)) + queue[len(adm):]  # preempted requests go back to the front
+        queue = list(reversed(pre)) + queue[len(adm) :]  # preempted requests go back to the front
         assert rec["waiting"] == queue, (s, rec["waiting"], queue)
         for rid in adm:
             if not admitted_at[rid]:
@@ -213,7 +225,7 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
         ids = [x["request_id"] for x in sched]
         assert set(ids) <= set(running)
         if not static:
-            assert ids[len(ids) - len(adm):] == adm, "admitted requests are scheduled at once, after the running ones"
+            assert ids[len(ids) - len(adm) :] == adm, "admitted requests are scheduled at once, after the running ones"
         if running:
             assert ids and ids[0] == running[0], "the head of the running list computes every step"
         used = 0
@@ -253,7 +265,7 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
             assert len(table) == math.ceil(computed[rid] / bs), (s, rid, table, computed[rid])
             before = prev_tables.get(rid, [])
             assert table[: len(before)] == before, "a running request's blocks moved"
-            assert kv["allocated"].get(rid, []) == table[len(before):]
+            assert kv["allocated"].get(rid, []) == table[len(before) :]
         prev_tables = {rid: list(t) for rid, t in tables.items()}
 
         # -- sampling, finishing, padding ------------------------------------------------------------------
@@ -297,7 +309,7 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
     # first scheduled steps respect arrival order; the one documented exception is a static batch without
     # chunking, where a member whose whole prompt does not fit the budget left waits while later members of the
     # same (already admitted) batch prefill
-    for a, b in zip(order, order[1:]):
+    for a, b in itertools.pairwise(order):
         if first_scheduled[a] > first_scheduled[b]:
             assert static and not cfg.enable_chunked_prefill and admitted_at[a][0] == admitted_at[b][0], (a, b)
 
@@ -317,15 +329,28 @@ def test_scheduler_invariants_on_random_workloads(w: Workload):
 
 
 @settings(max_examples=500, deadline=None)
-@given(prompt=st.integers(0, 30), max_tokens=st.integers(1, 12), block_size=st.integers(1, 8),
-       num_kv_blocks=st.integers(1, 12), budget=st.integers(1, 30), chunked=st.booleans(),
-       policy=st.sampled_from(POLICIES))
-def test_request_error_iff_request_could_never_run(prompt, max_tokens, block_size, num_kv_blocks, budget, chunked,
-                                                   policy):
+@given(
+    prompt=st.integers(0, 30),
+    max_tokens=st.integers(1, 12),
+    block_size=st.integers(1, 8),
+    num_kv_blocks=st.integers(1, 12),
+    budget=st.integers(1, 30),
+    chunked=st.booleans(),
+    policy=st.sampled_from(POLICIES),
+)
+def test_request_error_iff_request_could_never_run(
+    prompt, max_tokens, block_size, num_kv_blocks, budget, chunked, policy
+):
     """A request is rejected up front exactly when it could never run: empty prompt, K/V that would not fit the
     whole pool even alone, or (chunked prefill off) a prompt over the budget; a valid one runs to max_tokens."""
-    config = EngineConfig(policy=policy, max_num_seqs=2, max_num_batched_tokens=budget, block_size=block_size,
-                          num_kv_blocks=num_kv_blocks, enable_chunked_prefill=chunked)
+    config = EngineConfig(
+        policy=policy,
+        max_num_seqs=2,
+        max_num_batched_tokens=budget,
+        block_size=block_size,
+        num_kv_blocks=num_kv_blocks,
+        enable_chunked_prefill=chunked,
+    )
     valid = prompt >= 1 and fits_alone(prompt, max_tokens, block_size, num_kv_blocks) and (chunked or prompt <= budget)
     runner = FakeRunner()
     engine = LLMEngine(runner, config, eos_token_ids={EOS})
@@ -363,8 +388,10 @@ def test_one_bad_request_rejects_the_whole_run_before_any_step(w: Workload, data
 
 def test_checker_rejects_a_wrong_trace():
     """The replay model is not vacuous: a trace with one admission swapped out of FCFS order fails it."""
-    w = Workload((Spec("a", 4, 2, 0, None, False), Spec("b", 4, 2, 0, None, False)),
-                 EngineConfig(max_num_seqs=1, max_num_batched_tokens=8, block_size=4, num_kv_blocks=4))
+    w = Workload(
+        (Spec("a", 4, 2, 0, None, False), Spec("b", 4, 2, 0, None, False)),
+        EngineConfig(max_num_seqs=1, max_num_batched_tokens=8, block_size=4, num_kv_blocks=4),
+    )
     steps, summary, runner = run_workload(w)
     check_run(w, steps, summary, runner.free_lists)
     # by hand: one slot, so a prefills (step 0) and decodes (step 1), then b does the same
@@ -403,7 +430,11 @@ def test_step_clock_arrival_does_not_wait_behind_a_later_wall_clock_one(monkeypa
     records = LLMEngine(FakeRunner(), EngineConfig(block_size=4, num_kv_blocks=8), eos_token_ids={EOS}).run([a, b])
     steps, summary = records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}
     assert [(st["step"], st["t_start"], st["admitted"]) for st in steps] == [
-        (0, 0.0, ["B"]), (1, 0.0, []), (2, 5.0, ["A"]), (3, 5.0, [])]
+        (0, 0.0, ["B"]),
+        (1, 0.0, []),
+        (2, 5.0, ["A"]),
+        (3, 5.0, []),
+    ]
     assert (summary["B"]["arrival_time"], summary["B"]["finish_time"]) == (0.0, 0.0)
     assert summary["A"]["first_scheduled_time"] == 5.0
 
@@ -427,10 +458,14 @@ def tiny_workloads(draw):
     budget = draw(st.integers(1, 8) | st.integers(16, 64))  # small: chunked prefills next to decodes
     if not chunked:
         budget = max(budget, max(len(p) for _, p, _, _ in reqs))
-    config = EngineConfig(policy=draw(st.sampled_from(POLICIES)), max_num_seqs=draw(st.sampled_from(range(1, 5))),
-                          max_num_batched_tokens=budget, block_size=block_size,
-                          num_kv_blocks=need + draw(st.integers(0, 1) | st.integers(4, 24)),  # tight: preemption
-                          enable_chunked_prefill=chunked)
+    config = EngineConfig(
+        policy=draw(st.sampled_from(POLICIES)),
+        max_num_seqs=draw(st.sampled_from(range(1, 5))),
+        max_num_batched_tokens=budget,
+        block_size=block_size,
+        num_kv_blocks=need + draw(st.integers(0, 1) | st.integers(4, 24)),  # tight: preemption
+        enable_chunked_prefill=chunked,
+    )
     return reqs, config
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from conftest import case_workload, hf_greedy
-from steplog import trace
+
 from engine.config import EngineConfig
 from engine.llm import generate_trace
 from engine.workload import render_prompt
+from steplog import trace
 
 pytestmark = pytest.mark.real_model
 
@@ -39,8 +39,15 @@ def finish_step(steps, rid):
 
 
 def test_c01_preemption_thrash_is_bounded_and_exact(smollm):
-    steps, summary = run(smollm, case_workload("c01"), policy="continuous", block_size=4, num_kv_blocks=14,
-                         max_num_batched_tokens=16, max_num_seqs=2)
+    steps, summary = run(
+        smollm,
+        case_workload("c01"),
+        policy="continuous",
+        block_size=4,
+        num_kv_blocks=14,
+        max_num_batched_tokens=16,
+        max_num_seqs=2,
+    )
     assert outputs(summary) == {"A": MOON[:8], "B": COMPILER[:8]}
     assert len(steps) == 20
     assert [st["step"] for st in steps if st["preempted"]] == [3, 5]
@@ -49,10 +56,24 @@ def test_c01_preemption_thrash_is_bounded_and_exact(smollm):
 
 
 def test_c02_control_prompt_fits_budget_exactly(smollm):
-    steps, summary = run(smollm, case_workload("c02"), policy="continuous", max_num_batched_tokens=37,
-                         enable_chunked_prefill=False, block_size=4, num_kv_blocks=32, max_num_seqs=2)
-    assert steps[0]["scheduled"][0] == {"request_id": "A", "kind": "prefill", "num_tokens": 37,
-                                        "num_computed_tokens": 0, "slot": 0, "recompute": False}
+    steps, summary = run(
+        smollm,
+        case_workload("c02"),
+        policy="continuous",
+        max_num_batched_tokens=37,
+        enable_chunked_prefill=False,
+        block_size=4,
+        num_kv_blocks=32,
+        max_num_seqs=2,
+    )
+    assert steps[0]["scheduled"][0] == {
+        "request_id": "A",
+        "kind": "prefill",
+        "num_tokens": 37,
+        "num_computed_tokens": 0,
+        "slot": 0,
+        "recompute": False,
+    }
     assert summary["A"]["output_token_ids"] == MOON[:8]
     assert summary["B"]["output_token_ids"] == [282, 260, 970, 260, 1205, 3323, 41993, 357]
 
@@ -60,8 +81,9 @@ def test_c02_control_prompt_fits_budget_exactly(smollm):
 @pytest.mark.parametrize("policy", ["continuous", "static"])
 def test_c07_identical_prompts_get_identical_outputs_and_own_blocks(smollm, policy):
     specs = [dict(s, arrival_time=0.0, arrival_step=i) for i, s in enumerate(case_workload("c07"))]  # Z: later
-    steps, summary = run(smollm, specs, policy=policy, block_size=4, num_kv_blocks=32,
-                         max_num_batched_tokens=128, max_num_seqs=3)
+    steps, summary = run(
+        smollm, specs, policy=policy, block_size=4, num_kv_blocks=32, max_num_batched_tokens=128, max_num_seqs=3
+    )
     assert outputs(summary) == {"X": HAIKU, "Y": HAIKU, "Z": HAIKU}
     for st in steps:
         owned = [b for t in st["kv"]["block_tables"].values() for b in t]
@@ -93,8 +115,12 @@ def test_c08_greedy_output_independent_of_batching_and_chunking(smollm, c08_refe
     assert outputs(summary) == c08_reference
     assert c08_reference["cat"] == CAT and c08_reference["moon"][:12] == MOON
     assert c08_reference["compiler"][:16] == COMPILER and len(c08_reference["rain"]) == 15
-    assert {r: summary[r]["finish_reason"] for r in summary} == {"moon": "length", "compiler": "length",
-                                                                 "cat": "stop", "rain": "stop"}
+    assert {r: summary[r]["finish_reason"] for r in summary} == {
+        "moon": "length",
+        "compiler": "length",
+        "cat": "stop",
+        "rain": "stop",
+    }
     if name == "c-chunked-8":
         assert all(s["num_tokens"] <= 8 for st in steps for s in st["scheduled"])
 
@@ -102,8 +128,9 @@ def test_c08_greedy_output_independent_of_batching_and_chunking(smollm, c08_refe
 def test_c09_prefill_next_to_decode_in_one_forward(smollm):
     specs = case_workload("c09")
     specs[1] = dict(specs[1], arrival_step=6)
-    steps, summary = run(smollm, specs, policy="continuous", max_num_batched_tokens=16, block_size=4,
-                         num_kv_blocks=32, max_num_seqs=2)
+    steps, summary = run(
+        smollm, specs, policy="continuous", max_num_batched_tokens=16, block_size=4, num_kv_blocks=32, max_num_seqs=2
+    )
     mixed = [[(s["request_id"], s["kind"], s["num_tokens"]) for s in st["scheduled"]] for st in steps[6:9]]
     assert mixed == [[("A", "decode", 1), ("B", "prefill", n)] for n in (15, 15, 7)]
     assert finish_step(steps, "B") == 19 and finish_step(steps, "A") == 25
@@ -112,8 +139,15 @@ def test_c09_prefill_next_to_decode_in_one_forward(smollm):
 
 
 def test_c10_fcfs_long_request_is_not_overtaken(smollm):
-    steps, summary = run(smollm, case_workload("c10"), policy="continuous", block_size=4, num_kv_blocks=16,
-                         max_num_batched_tokens=64, max_num_seqs=4)
+    steps, summary = run(
+        smollm,
+        case_workload("c10"),
+        policy="continuous",
+        block_size=4,
+        num_kv_blocks=16,
+        max_num_batched_tokens=64,
+        max_num_seqs=4,
+    )
     assert steps[4]["admitted"] == ["L", "S1", "S2", "S3"]
     assert summary["R0"]["output_token_ids"] == CAT and summary["L"]["output_token_ids"] == MOON
     assert summary["L"]["num_preemptions"] == 0
@@ -139,8 +173,15 @@ def test_c12_per_request_sampling_in_one_batch(smollm):
 
 
 def test_c13_one_token_request_and_token_times(smollm):
-    steps, summary = run(smollm, case_workload("c13"), policy="continuous", max_num_seqs=2,
-                         max_num_batched_tokens=128, block_size=4, num_kv_blocks=32)
+    steps, summary = run(
+        smollm,
+        case_workload("c13"),
+        policy="continuous",
+        max_num_seqs=2,
+        max_num_batched_tokens=128,
+        block_size=4,
+        num_kv_blocks=32,
+    )
     one, cat = summary["one"], summary["cat"]
     assert len(one["output_token_ids"]) == 1 and finish_step(steps, "one") == 0
     assert one["first_token_time"] == one["finish_time"] == steps[0]["t_end"]
@@ -154,7 +195,6 @@ def test_seed_abcd_story_on_the_real_model(smollm):
     sc = load_scenario("seed-abcd")
     steps, _ = run(smollm, sc["requests"], **sc["config"])
     x = finish_step(steps, "C")
-    assert {s["request_id"]: s["kind"] for s in steps[x]["scheduled"]} == {"A": "prefill", "B": "decode",
-                                                                           "C": "decode"}
+    assert {s["request_id"]: s["kind"] for s in steps[x]["scheduled"]} == {"A": "prefill", "B": "decode", "C": "decode"}
     assert steps[x + 1]["admitted"] == ["D"]
     assert {s["request_id"] for s in steps[x + 2]["scheduled"]} == {"A", "D"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import hf_greedy
+
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.model_runner import ModelRunner
@@ -21,8 +21,10 @@ def prompts():
 
 
 def run(model, config: EngineConfig, runner_cls=ModelRunner, **runner_kw):
-    reqs = [Request(f"r{i}", p, SamplingParams(max_tokens=m, ignore_eos=True))
-            for i, (p, m) in enumerate(zip(prompts(), MAX_TOKENS))]
+    reqs = [
+        Request(f"r{i}", p, SamplingParams(max_tokens=m, ignore_eos=True))
+        for i, (p, m) in enumerate(zip(prompts(), MAX_TOKENS))
+    ]
     records = LLMEngine(runner_cls(model, config, **runner_kw), config).run(reqs)
     return records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}
 
@@ -45,8 +47,12 @@ def test_greedy_matches_generate(tiny_model, references, name):
     steps, summary = run(tiny_model, CONFIGS[name])
     assert [summary[f"r{i}"]["output_token_ids"] for i in range(len(references))] == references
     if name == "continuous-tiny-budget":
-        assert any(s["kind"] == "prefill" and s["num_tokens"] < n for st in steps for s in st["scheduled"]
-                   for n in [PROMPT_LENGTHS[int(s["request_id"][1:])]])  # chunked
+        assert any(
+            s["kind"] == "prefill" and s["num_tokens"] < n
+            for st in steps
+            for s in st["scheduled"]
+            for n in [PROMPT_LENGTHS[int(s["request_id"][1:])]]
+        )  # chunked
         assert any({s["kind"] for s in st["scheduled"]} == {"prefill", "decode"} for st in steps)  # mixed steps
     if name == "preemption":
         assert sum(r["num_preemptions"] for r in summary.values()) > 0

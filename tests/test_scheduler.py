@@ -7,7 +7,6 @@ so the expected schedules are the cases' "vLLM-V1 rules" values, computed by han
 from __future__ import annotations
 
 import pytest
-
 from fakes import make_request, run_fake, table
 
 
@@ -46,9 +45,11 @@ def test_c09_mixed_step_prefill_next_to_decode():
 def test_c10_strict_fcfs_no_skip_ahead():
     # SmolLM2 token counts: R0 = cat (37), L = Moon (37), S1..S3 plain prompts (5, 5, 6)
     reqs = [make_request("R0", 37, 8), make_request("L", 37, 12)] + [
-        make_request(f"S{i}", n, 8) for i, n in ((1, 5), (2, 5), (3, 6))]
-    steps, summary, _ = run_fake(reqs, {"R0": 4}, block_size=4, num_kv_blocks=16, max_num_batched_tokens=64,
-                                 max_num_seqs=4)
+        make_request(f"S{i}", n, 8) for i, n in ((1, 5), (2, 5), (3, 6))
+    ]
+    steps, summary, _ = run_fake(
+        reqs, {"R0": 4}, block_size=4, num_kv_blocks=16, max_num_batched_tokens=64, max_num_seqs=4
+    )
     assert all(st["scheduled"] and {s["request_id"] for s in st["scheduled"]} == {"R0"} for st in steps[:4])
     assert steps[4]["admitted"] == ["L", "S1", "S2", "S3"]
     assert step_of(steps, "S3", "preempted")[0] == 7 and step_of(steps, "S2", "preempted")[0] == 8
@@ -62,8 +63,10 @@ def test_seed_abcd_story():
 
     sc = load_scenario("seed-abcd")
     lengths = {"B": 5, "C": 3, "A": 71, "D": 7}  # SmolLM2 token counts of the scenario's prompts
-    reqs = [make_request(s["request_id"], lengths[s["request_id"]], s["max_tokens"], ignore_eos=True)
-            for s in sc["requests"]]
+    reqs = [
+        make_request(s["request_id"], lengths[s["request_id"]], s["max_tokens"], ignore_eos=True)
+        for s in sc["requests"]
+    ]
     steps, _, _ = run_fake(reqs, **sc["config"])
     x = next(st["step"] for st in steps if any(f["request_id"] == "C" for f in st["finished"]))
     kinds = {s["request_id"]: s["kind"] for s in steps[x]["scheduled"]}
@@ -77,30 +80,51 @@ def test_seed_abcd_story():
 def test_static_batch_waits_for_slowest_and_logs_padding():
     # 4 requests, 2 slots: batch {a, b} then {c, d}; a stops after 2 tokens, b runs 6.
     reqs = [make_request(r, 4, 6) for r in "abcd"]
-    steps, summary, _ = run_fake(reqs, {"a": 2, "c": 3}, policy="static", max_num_seqs=2,
-                                 max_num_batched_tokens=64, block_size=4, num_kv_blocks=16)
+    steps, _summary, _ = run_fake(
+        reqs,
+        {"a": 2, "c": 3},
+        policy="static",
+        max_num_seqs=2,
+        max_num_batched_tokens=64,
+        block_size=4,
+        num_kv_blocks=16,
+    )
     # batch 1: steps 0-5 (b's 6 tokens); a finishes at step 1 and pads steps 2..5; batch 2 starts at step 6
     assert step_of(steps, "a", "finished") == [1] and step_of(steps, "b", "finished") == [5]
-    assert [st["step"] for st in steps if st["padding_slots"] and st["padding_slots"][0]["request_id"] == "a"] == [2, 3, 4, 5]
+    assert [st["step"] for st in steps if st["padding_slots"] and st["padding_slots"][0]["request_id"] == "a"] == [
+        2,
+        3,
+        4,
+        5,
+    ]
     assert steps[6]["admitted"] == ["c", "d"]
     assert len(steps) == 12
     # continuous on the same workload: c is admitted the step after a finishes
-    steps_c, _, _ = run_fake([make_request(r, 4, 6) for r in "abcd"], {"a": 2, "c": 3}, max_num_seqs=2,
-                             max_num_batched_tokens=64, block_size=4, num_kv_blocks=16)
+    steps_c, _, _ = run_fake(
+        [make_request(r, 4, 6) for r in "abcd"],
+        {"a": 2, "c": 3},
+        max_num_seqs=2,
+        max_num_batched_tokens=64,
+        block_size=4,
+        num_kv_blocks=16,
+    )
     assert steps_c[2]["admitted"] == ["c"] and len(steps_c) < len(steps)
     assert all(not st["padding_slots"] for st in steps_c)
 
 
 def test_chunking_off_waits_for_room_instead_of_splitting():
     reqs = [make_request("a", 10, 3), make_request("b", 10, 3)]
-    steps, _, _ = run_fake(reqs, max_num_batched_tokens=12, enable_chunked_prefill=False, max_num_seqs=2,
-                           block_size=4, num_kv_blocks=16)
+    steps, _, _ = run_fake(
+        reqs, max_num_batched_tokens=12, enable_chunked_prefill=False, max_num_seqs=2, block_size=4, num_kv_blocks=16
+    )
     assert table(steps)[0] == [("a", "prefill", 10)]
     assert table(steps)[1] == [("a", "decode", 1), ("b", "prefill", 10)]
 
 
-@pytest.mark.parametrize("field,value", [("num_kv_blocks", 0), ("max_num_batched_tokens", 0), ("block_size", 0),
-                                         ("max_num_seqs", 0), ("policy", "fifo")])
+@pytest.mark.parametrize(
+    "field,value",
+    [("num_kv_blocks", 0), ("max_num_batched_tokens", 0), ("block_size", 0), ("max_num_seqs", 0), ("policy", "fifo")],
+)
 def test_bad_config_names_field_and_range(field, value):
     from engine.config import EngineConfig
 

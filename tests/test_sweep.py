@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 
 import pytest
 import torch
 
 from bench import sweep
-from engine.workload import output_lengths
 from engine.models import LoadedModel
+from engine.workload import output_lengths
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 7])
@@ -19,7 +20,7 @@ def test_lengths_keep_the_mean_and_raise_the_spread(n, mean, seed):
     assert all(len(lv) == n and sum(lv) == n * mean for lv in levels)  # the same total work at every level
     assert levels[0] == [mean] * n  # no spread: all equal
     stds = [statistics.pstdev(lv) for lv in levels]
-    assert all(a < b for a, b in zip(stds, stds[1:])), stds
+    assert all(a < b for a, b in itertools.pairwise(stds)), stds
     assert all(1 <= x <= 8 * mean for lv in levels for x in lv)
     assert max(levels[-1]) >= 3 * mean  # very uneven: a few long answers ...
     assert sorted(levels[-1])[n // 2] < mean  # ... and a short majority (median below the mean)
@@ -47,8 +48,18 @@ def test_workloads_ignore_eos_and_use_the_drawn_lengths():
 def test_tiny_sweep_ratio_is_one_without_spread_and_rises_with_it(tiny_model):
     loaded = LoadedModel("tiny-llama", tiny_model, None, torch.device("cpu"), torch.float64)
     prompts = [{"prompt_token_ids": [5 + i, 9, 11 + i]} for i in range(4)]
-    result = sweep.run_sweep(loaded, prompts, n=8, mean=6, sigmas=(0.0, 1.5), max_num_seqs=4,
-                             max_num_batched_tokens=32, block_size=4, seed=0, rounds=2)
+    result = sweep.run_sweep(
+        loaded,
+        prompts,
+        n=8,
+        mean=6,
+        sigmas=(0.0, 1.5),
+        max_num_seqs=4,
+        max_num_batched_tokens=32,
+        block_size=4,
+        seed=0,
+        rounds=2,
+    )
     flat, spread = result["levels"]
     assert len(flat["static_seconds_per_round"]) == len(spread["continuous_seconds_per_round"]) == 2
     assert flat["static"]["seconds"] == min(flat["static_seconds_per_round"])

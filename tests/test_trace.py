@@ -34,13 +34,16 @@ def good_text():
     return TRACES[0].read_text()
 
 
-@pytest.mark.parametrize("mutate,needle", [
-    (lambda t: "", "empty"),
-    (lambda t: "\n".join(t.splitlines()[:-1]), "summary"),  # truncated
-    (lambda t: t.replace('"schema_version":1', '"schema_version":99', 1), "schema_version"),
-    (lambda t: t.replace('{"type":"step"', '{"type":"step"', 1).replace("\n", "\nnot json\n", 1), "line 2"),
-    (lambda t: t.replace('"kind":"prefill"', '"kind":"warmup"', 1), "kind"),
-])
+@pytest.mark.parametrize(
+    "mutate,needle",
+    [
+        (lambda t: "", "empty"),
+        (lambda t: "\n".join(t.splitlines()[:-1]), "summary"),  # truncated
+        (lambda t: t.replace('"schema_version":1', '"schema_version":99', 1), "schema_version"),
+        (lambda t: t.replace('{"type":"step"', '{"type":"step"', 1).replace("\n", "\nnot json\n", 1), "line 2"),
+        (lambda t: t.replace('"kind":"prefill"', '"kind":"warmup"', 1), "kind"),
+    ],
+)
 def test_bad_traces_are_rejected_clearly(mutate, needle):
     with pytest.raises(trace.TraceError, match=needle):
         trace.loads(mutate(good_text()))

@@ -7,15 +7,17 @@ from pathlib import Path
 import pytest
 
 from steplog import trace
+from steplog.view import PADDING_COLOR, TraceView
 from visuals.kv import block_map, block_map_cells, kv_usage
 from visuals.slots import slot_occupancy
 from visuals.timeline import request_phases, timeline
-from steplog.view import PADDING_COLOR, TraceView
 
 TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
 
 
-@pytest.fixture(scope="module", params=[f"{s}-{p}" for s in ("seed-abcd", "preemption") for p in ("continuous", "static")])
+@pytest.fixture(
+    scope="module", params=[f"{s}-{p}" for s in ("seed-abcd", "preemption") for p in ("continuous", "static")]
+)
 def seed(request):
     return TraceView(trace.read(TRACES / f"{request.param}.jsonl"))
 
@@ -30,8 +32,11 @@ def test_slot_bars_cover_exactly_the_scheduled_and_padding_cells(seed):
             slot = int(y.split()[1])
             for k in range(x):
                 covered.add((int(base + 0.5) + k, slot, cd[0], cd[1]))
-    expected = {(st["step"], s["slot"], s["request_id"], "recompute" if s.get("recompute") else s["kind"])
-                for st in seed.steps for s in st["scheduled"]}
+    expected = {
+        (st["step"], s["slot"], s["request_id"], "recompute" if s.get("recompute") else s["kind"])
+        for st in seed.steps
+        for s in st["scheduled"]
+    }
     expected |= {(st["step"], p["slot"], p["request_id"], "padding") for st in seed.steps for p in st["padding_slots"]}
     assert covered == expected
     padding_bars = [b for b in fig.data if b.marker.color == PADDING_COLOR]

@@ -43,10 +43,12 @@ def badge(view: TraceView) -> None:
     label = {"recorded": "Recorded trace", "live": "Live run", "imported": "Imported file"}.get(source, source)
     name = getattr(view, "filename", "")
     c = view.header["config"]
-    st.caption(f":material/verified: **{label}**{' ' + name if name else ''} · {view.policy} · {view.provenance()} · "
-               f"{c['max_num_seqs']} slots (max_num_seqs), token budget {c['max_num_batched_tokens']} "
-               f"(max_num_batched_tokens), KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens, "
-               f"chunked prefill {'on' if c['enable_chunked_prefill'] else 'off'}")
+    st.caption(
+        f":material/verified: **{label}**{' ' + name if name else ''} · {view.policy} · {view.provenance()} · "
+        f"{c['max_num_seqs']} slots (max_num_seqs), token budget {c['max_num_batched_tokens']} "
+        f"(max_num_batched_tokens), KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens, "
+        f"chunked prefill {'on' if c['enable_chunked_prefill'] else 'off'}"
+    )
 
 
 def _text_color(hex_color: str) -> str:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from steplog.view import TraceView
 from ui.common import badge
 from ui.panels import narration, step_panel
 from ui.player import player
 from visuals.stepinfo import event_steps
 from visuals.timeline import timeline
-from steplog.view import TraceView
 
 
 def counters(views: dict[str, TraceView], step: int) -> None:
@@ -23,10 +23,18 @@ def counters(views: dict[str, TraceView], step: int) -> None:
     if saved >= 0:
         m[2].metric("steps saved by continuous", saved, f"{saved / s.num_steps:.0%} fewer" if s.num_steps else None)
     else:
-        m[2].metric("extra steps for continuous", -saved, f"{-saved / s.num_steps:.0%} more", delta_color="inverse",
-                    help="here the KV pool, not the slots, limits concurrency, and preemption costs recompute")
-    m[3].metric("padding slot-steps wasted (static)", f"{pad_now} / {pad_total}",
-                help="finished rows of a static batch that still run in the forward pass, up to this step / total")
+        m[2].metric(
+            "extra steps for continuous",
+            -saved,
+            f"{-saved / s.num_steps:.0%} more",
+            delta_color="inverse",
+            help="here the KV pool, not the slots, limits concurrency, and preemption costs recompute",
+        )
+    m[3].metric(
+        "padding slot-steps wasted (static)",
+        f"{pad_now} / {pad_total}",
+        help="finished rows of a static batch that still run in the forward pass, up to this step / total",
+    )
 
 
 def compare(views: dict[str, TraceView], key: str, initial: int = 0) -> None:
@@ -45,7 +53,10 @@ def compare(views: dict[str, TraceView], key: str, initial: int = 0) -> None:
                 st.subheader(f"{policy.capitalize()} · step {min(step, view.num_steps - 1)}")
                 narration(view, min(step, view.num_steps - 1), beats=False)
                 step_panel(view, step, key=f"{key}:{policy}", window=8, compact=True)
-                st.plotly_chart(timeline(view, min(step, view.num_steps - 1), num_steps),
-                                key=f"{key}:{policy}:timeline", width="stretch")
+                st.plotly_chart(
+                    timeline(view, min(step, view.num_steps - 1), num_steps),
+                    key=f"{key}:{policy}:timeline",
+                    width="stretch",
+                )
 
     player(key, num_steps, events, render, initial=initial)

@@ -21,8 +21,7 @@ def page() -> None:
     st.markdown(INTRO)
     names = list(list_scenarios())
     wanted = st.query_params.get("scenario", "sixteen")
-    scenario = st.selectbox("Scenario", names, index=names.index(wanted) if wanted in names else 0,
-                            key="lock:scenario")
+    scenario = st.selectbox("Scenario", names, index=names.index(wanted) if wanted in names else 0, key="lock:scenario")
     st.query_params["scenario"] = scenario
     views = {p: recorded_view(scenario, p) for p in POLICIES}
     num_steps = max(v.num_steps for v in views.values())

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from steplog.metrics import LATENCY_METRICS, summarize, summary_frame
 from engine.workload import list_scenarios
-from ui.common import POLICIES, recorded_records
-from visuals.metrics import REQUEST_METRICS, kv_utilisation, latency_cdf, request_latency, sweep_ratio, \
-    sweep_throughput
+from steplog.frames import summary_frame
+from steplog.metrics import LATENCY_METRICS, summarize
 from steplog.view import TraceView
+from ui.common import POLICIES, recorded_records
+from visuals.metrics import REQUEST_METRICS, kv_utilisation, latency_cdf, request_latency, sweep_ratio, sweep_throughput
 
 SWEEP = Path(__file__).resolve().parent.parent / "assets" / "sweep.json"
 
@@ -25,12 +25,17 @@ def _fmt(value) -> str:
 
 def headline(runs: dict[str, list[dict]]) -> None:
     sums = {p: summarize(r) for p, r in runs.items()}
-    rows = [("output throughput", "output_throughput_tok_s", "tokens/s"),
-            ("output throughput (step clock)", "output_throughput_tok_step", "tokens/step"),
-            ("mean TTFT", ("ttft_s", "mean"), "s"), ("mean TPOT", ("tpot_s", "mean"), "s"),
-            ("p90 E2E latency", ("e2e_s", "p90"), "s"), ("p90 E2E (step clock)", ("e2e_steps", "p90"), "steps"),
-            ("slot utilisation", "slot_utilisation", "0-1"), ("padding slot-steps", "padding_slot_steps", ""),
-            ("preemptions", "num_preemptions", "")]
+    rows = [
+        ("output throughput", "output_throughput_tok_s", "tokens/s"),
+        ("output throughput (step clock)", "output_throughput_tok_step", "tokens/step"),
+        ("mean TTFT", ("ttft_s", "mean"), "s"),
+        ("mean TPOT", ("tpot_s", "mean"), "s"),
+        ("p90 E2E latency", ("e2e_s", "p90"), "s"),
+        ("p90 E2E (step clock)", ("e2e_steps", "p90"), "steps"),
+        ("slot utilisation", "slot_utilisation", "0-1"),
+        ("padding slot-steps", "padding_slot_steps", ""),
+        ("preemptions", "num_preemptions", ""),
+    ]
     for policy, col in zip(runs, st.columns(len(runs))):
         with col:
             st.subheader(policy.capitalize())
@@ -42,16 +47,19 @@ def headline(runs: dict[str, list[dict]]) -> None:
 
 def page() -> None:
     st.title("Metrics")
-    st.markdown("Latency and throughput of the same requests under both policies, computed from the traces with "
-                "vLLM's definitions: **TTFT** = first token − arrival, **TPOT** = (E2E − TTFT) / (tokens − 1), "
-                "**ITL** = every gap between tokens, **E2E** = last token − arrival. Figures in **s** are wall clock "
-                "on the recording machine; figures in **steps** count engine steps and are reproducible.")
+    st.markdown(
+        "Latency and throughput of the same requests under both policies, computed from the traces with "
+        "vLLM's definitions: **TTFT** = first token − arrival, **TPOT** = (E2E − TTFT) / (tokens − 1), "
+        "**ITL** = every gap between tokens, **E2E** = last token − arrival. Figures in **s** are wall clock "
+        "on the recording machine; figures in **steps** count engine steps and are reproducible."
+    )
     names = list(list_scenarios())
     live = st.session_state.get("pg:result") or {}
     options = names + (["last playground run"] if len(live) == 2 else [])
     wanted = st.query_params.get("scenario", "sixteen")
-    choice = st.selectbox("Runs", options, index=options.index(wanted) if wanted in options else 0,
-                          key="metrics:scenario")
+    choice = st.selectbox(
+        "Runs", options, index=options.index(wanted) if wanted in options else 0, key="metrics:scenario"
+    )
     if choice in names:
         st.query_params["scenario"] = choice
         runs = {p: recorded_records(choice, p) for p in POLICIES}
@@ -59,8 +67,13 @@ def page() -> None:
         runs = live
     st.caption(" | ".join(f"{p}: {TraceView(r).provenance()}" for p, r in runs.items()))
     headline(runs)
-    metric = st.selectbox("Per-request figure", REQUEST_METRICS, index=REQUEST_METRICS.index("e2e_steps"),
-                          format_func=lambda m: f"{m}: {LATENCY_METRICS[m][1]}", key="metrics:metric")
+    metric = st.selectbox(
+        "Per-request figure",
+        REQUEST_METRICS,
+        index=REQUEST_METRICS.index("e2e_steps"),
+        format_func=lambda m: f"{m}: {LATENCY_METRICS[m][1]}",
+        key="metrics:metric",
+    )
     left, right = st.columns(2)
     left.plotly_chart(request_latency(runs, metric), key="metrics:per-request", width="stretch")
     right.plotly_chart(latency_cdf(runs, "e2e_steps"), key="metrics:cdf", width="stretch")
@@ -69,10 +82,12 @@ def page() -> None:
         st.dataframe(summary_frame(runs), hide_index=True, width="stretch")
 
     st.header("Variance sweep: when does continuous batching pay?")
-    st.markdown("Same prompts, same mean output length, growing spread (EOS ignored so lengths are exactly what the "
-                "seeded distribution says). With equal lengths static and continuous batching come out about level; "
-                "as the spread grows, a static batch waits for its longest member while its other rows idle. "
-                "Measured on this engine; reproduce with `python -m engine sweep`.")
+    st.markdown(
+        "Same prompts, same mean output length, growing spread (EOS ignored so lengths are exactly what the "
+        "seeded distribution says). With equal lengths static and continuous batching come out about level; "
+        "as the spread grows, a static batch waits for its longest member while its other rows idle. "
+        "Measured on this engine; reproduce with `python -m engine sweep`."
+    )
     if not SWEEP.exists():
         st.info("No sweep result yet: run `python -m engine sweep`.")
         return

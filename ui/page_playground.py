@@ -3,33 +3,47 @@
 from __future__ import annotations
 
 import json
-import re
 
 import streamlit as st
 
-from engine.config import LIMITS, EngineConfig
+from engine.config import LIMITS, ConfigError, EngineConfig
 from engine.engine import RequestError, validate_request
-from engine.workload import poisson_arrivals
-from engine.workload import output_lengths
-from engine.workload import to_requests
+from engine.workload import output_lengths, poisson_arrivals, to_requests
+from steplog.view import TraceView
 from ui.common import model_and_lock
 from ui.compare import compare
 from ui.panels import narration, step_panel
 from ui.player import player
 from visuals.stepinfo import event_steps
-from steplog.view import TraceView
 
 PROMPT_SETS = {
-    "chat questions": ["What is the capital of France?", "Give two facts about the Moon.", "What does a compiler do?",
-                       "Suggest a name for a cat.", "Explain rain to a child in one sentence.", "How do vaccines work?",
-                       "Write a poem about the ocean.", "What is 2+2?", "Describe the water cycle in detail.",
-                       "Give me a synonym for happy.", "Explain photosynthesis to a high school student.",
-                       "Name a primary color."],
-    "short completions": ["The capital of France is", "Water boils at", "Once upon a time", "The best way to learn is",
-                          "In 1969, astronauts", "My favourite fruit is"],
+    "chat questions": [
+        "What is the capital of France?",
+        "Give two facts about the Moon.",
+        "What does a compiler do?",
+        "Suggest a name for a cat.",
+        "Explain rain to a child in one sentence.",
+        "How do vaccines work?",
+        "Write a poem about the ocean.",
+        "What is 2+2?",
+        "Describe the water cycle in detail.",
+        "Give me a synonym for happy.",
+        "Explain photosynthesis to a high school student.",
+        "Name a primary color.",
+    ],
+    "short completions": [
+        "The capital of France is",
+        "Water boils at",
+        "Once upon a time",
+        "The best way to learn is",
+        "In 1969, astronauts",
+        "My favourite fruit is",
+    ],
     "long documents (chunked prefill)": [
-        "Summarize in one sentence: " + " ".join(["The printing press spread books and ideas across Europe "
-                                                  "faster than ever before."] * k) for k in (4, 8, 12, 16)],
+        "Summarize in one sentence: "
+        + " ".join(["The printing press spread books and ideas across Europe faster than ever before."] * k)
+        for k in (4, 8, 12, 16)
+    ],
 }
 LENGTHS = ("natural (EOS, capped)", "forced, equal", "forced, variable")
 ARRIVALS = ("all at once", "Poisson, in steps (reproducible)", "Poisson, in seconds")
@@ -45,11 +59,19 @@ def build_specs(s: dict) -> list[dict]:
     specs = []
     for i in range(n):
         text = prompts[i % len(prompts)]
-        spec = {"request_id": f"R{i + 1:02d}", "max_tokens": lens[i], "ignore_eos": not natural,
-                "temperature": s["temperature"], "top_p": s["top_p"], "top_k": s["top_k"],
-                "seed": s["seed"] + i, "arrival_time": 0.0}
+        spec = {
+            "request_id": f"R{i + 1:02d}",
+            "max_tokens": lens[i],
+            "ignore_eos": not natural,
+            "temperature": s["temperature"],
+            "top_p": s["top_p"],
+            "top_k": s["top_k"],
+            "seed": s["seed"] + i,
+            "arrival_time": 0.0,
+        }
         spec["messages" if s["prompt_set"] == "chat questions" else "prompt"] = (
-            [{"role": "user", "content": text}] if s["prompt_set"] == "chat questions" else text)
+            [{"role": "user", "content": text}] if s["prompt_set"] == "chat questions" else text
+        )
         specs.append(spec)
     if s["arrivals"] == ARRIVALS[0]:
         return specs
@@ -63,7 +85,7 @@ def run_cache() -> dict:
     return {}
 
 
-def knobs() -> tuple[dict, dict[str, list[str]]]:
+def knobs() -> tuple[dict, dict]:
     """Draw the knobs; returns the settings and, per knob, the messages to show next to it."""
     slots: dict[str, st.delta_generator.DeltaGenerator] = {}
     s: dict = {}
@@ -73,22 +95,41 @@ def knobs() -> tuple[dict, dict[str, list[str]]]:
         s["prompt_set"] = st.selectbox("Prompt set", list(PROMPT_SETS), key="pg:prompts")
         s["num_requests"] = st.slider("Number of requests", 1, 32, 6, key="pg:n")
         s["lengths"] = st.selectbox("Output lengths", LENGTHS, index=2, key="pg:lengths")
-        s["max_tokens"] = st.slider("Max / mean output tokens", 1, 400, 24, key="pg:maxtok",
-                                    help="natural: the cap (max_tokens); forced: the mean of the forced lengths")
-        s["spread"] = st.slider("Length spread (0 = equal, 1 = very uneven)", 0.0, 1.0, 0.7, key="pg:spread",
-                                disabled=s["lengths"] != LENGTHS[2],
-                                help="forced, variable: lengths drawn (seeded) around the mean, up to 4x it")
+        s["max_tokens"] = st.slider(
+            "Max / mean output tokens",
+            1,
+            400,
+            24,
+            key="pg:maxtok",
+            help="natural: the cap (max_tokens); forced: the mean of the forced lengths",
+        )
+        s["spread"] = st.slider(
+            "Length spread (0 = equal, 1 = very uneven)",
+            0.0,
+            1.0,
+            0.7,
+            key="pg:spread",
+            disabled=s["lengths"] != LENGTHS[2],
+            help="forced, variable: lengths drawn (seeded) around the mean, up to 4x it",
+        )
         slots["max_tokens"] = st.empty()
         s["arrivals"] = st.selectbox("Arrivals", ARRIVALS, key="pg:arrivals")
-        s["rate"] = st.slider("Arrival rate (per step or per second)", 0.05, 4.0, 0.5, key="pg:rate",
-                              disabled=s["arrivals"] == ARRIVALS[0])
+        s["rate"] = st.slider(
+            "Arrival rate (per step or per second)",
+            0.05,
+            4.0,
+            0.5,
+            key="pg:rate",
+            disabled=s["arrivals"] == ARRIVALS[0],
+        )
     with c[1]:
         st.markdown("**Scheduler and KV cache**")
         s["policy"] = st.selectbox("Policy", ["both (side by side)", "continuous", "static"], key="pg:policy")
         s["max_num_seqs"] = st.slider("max_num_seqs (slots)", 1, 16, 4, key="pg:seqs")
         slots["max_num_seqs"] = st.empty()
-        s["max_num_batched_tokens"] = st.number_input("max_num_batched_tokens (token budget)", 1, 4096, 64,
-                                                      key="pg:budget")
+        s["max_num_batched_tokens"] = st.number_input(
+            "max_num_batched_tokens (token budget)", 1, 4096, 64, key="pg:budget"
+        )
         s["enable_chunked_prefill"] = st.toggle("Chunked prefill", True, key="pg:chunked")
         slots["max_num_batched_tokens"] = st.empty()
         s["num_kv_blocks"] = st.number_input("num_kv_blocks", 1, 4096, 64, key="pg:blocks")
@@ -104,8 +145,13 @@ def knobs() -> tuple[dict, dict[str, list[str]]]:
 
 
 def engine_config(s: dict, policy: str = "continuous") -> EngineConfig:
-    return EngineConfig(policy=policy, **{k: s[k] for k in ("max_num_seqs", "max_num_batched_tokens", "block_size",
-                                                            "num_kv_blocks", "enable_chunked_prefill")})
+    return EngineConfig(
+        policy=policy,
+        **{
+            k: s[k]
+            for k in ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_kv_blocks", "enable_chunked_prefill")
+        },
+    )
 
 
 def validate(s: dict, tokenizer, max_model_len: int | None) -> tuple[dict[str, list[str]], list[dict]]:
@@ -115,22 +161,19 @@ def validate(s: dict, tokenizer, max_model_len: int | None) -> tuple[dict[str, l
     for name in LIMITS:
         try:
             EngineConfig(**{name: getattr(cfg, name)}).validate()
-        except ValueError as exc:
-            msgs.setdefault(name, []).append(str(exc))
+        except ConfigError as exc:
+            msgs.setdefault(exc.field, []).append(str(exc))
     specs = build_specs(s)
-    bad: dict[str, list[str]] = {}
+    bad: dict[str, list[RequestError]] = {}
     for req in to_requests(specs, tokenizer):
         try:
             validate_request(req, cfg, max_model_len)
         except RequestError as exc:
-            text = str(exc)
-            field = "num_kv_blocks" if "num_kv_blocks" in text else "max_num_batched_tokens" \
-                if "max_num_batched_tokens" in text else "max_tokens"
-            bad.setdefault(field, []).append(text)
-    for field, texts in bad.items():  # one message per knob: the worst request, and how many are affected
-        worst = max(texts, key=lambda t: [int(x) for x in re.findall(r">= (\d+)", t)] or [0])
-        more = f" ({len(texts)} of {len(specs)} requests are affected.)" if len(texts) > 1 else ""
-        msgs.setdefault(field, []).append(worst + more)
+            bad.setdefault(exc.field or "max_tokens", []).append(exc)
+    for field, errors in bad.items():  # one message per knob: the worst request, and how many are affected
+        worst = max(errors, key=lambda e: e.minimum or 0)
+        more = f" ({len(errors)} of {len(specs)} requests are affected.)" if len(errors) > 1 else ""
+        msgs.setdefault(field, []).append(str(worst) + more)
     return msgs, specs
 
 
@@ -144,8 +187,10 @@ def run_live(s: dict, specs: list[dict]) -> dict[str, list[dict]]:
     loaded, lock = model_and_lock()
     policies = ["static", "continuous"] if s["policy"].startswith("both") else [s["policy"]]
     if lock.locked():
-        st.info("Queued: another user's live run is in progress on this machine; yours starts when it ends.",
-                icon=":material/hourglass_top:")
+        st.info(
+            "Queued: another user's live run is in progress on this machine; yours starts when it ends.",
+            icon=":material/hourglass_top:",
+        )
     out = {}
     with lock:
         for i, policy in enumerate(policies, start=1):
@@ -156,11 +201,15 @@ def run_live(s: dict, specs: list[dict]) -> dict[str, list[dict]]:
             def on_step(rec, bar=bar, run=run):
                 nonlocal done
                 done += len(rec["finished"])
-                bar.progress(done / len(specs), text=f"{run}: step {rec['step']}, {rec['num_batched_tokens']} "
-                                                     f"tokens this step, {done}/{len(specs)} requests finished")
+                bar.progress(
+                    done / len(specs),
+                    text=f"{run}: step {rec['step']}, {rec['num_batched_tokens']} "
+                    f"tokens this step, {done}/{len(specs)} requests finished",
+                )
 
-            out[policy] = generate_trace(loaded, specs, engine_config(s, policy), scenario="playground",
-                                         on_step=on_step)
+            out[policy] = generate_trace(
+                loaded, specs, engine_config(s, policy), scenario="playground", on_step=on_step
+            )
             bar.empty()
     cache[key] = out
     return out
@@ -169,9 +218,11 @@ def run_live(s: dict, specs: list[dict]) -> dict[str, list[dict]]:
 def page() -> None:
     st.title("Playground")
     loaded, _ = model_and_lock()
-    st.markdown(f"Pick a workload and the scheduler's limits, then run it live on **{loaded.name}** on this "
-                "machine. Knobs keep their values; a setting that cannot run is explained next to its knob before "
-                "anything runs. Runs are cached by their settings.")
+    st.markdown(
+        f"Pick a workload and the scheduler's limits, then run it live on **{loaded.name}** on this "
+        "machine. Knobs keep their values; a setting that cannot run is explained next to its knob before "
+        "anything runs. Runs are cached by their settings."
+    )
     s, slots = knobs()
     msgs, specs = validate(s, loaded.tokenizer, getattr(loaded.model.config, "max_position_embeddings", None))
     for field, box in slots.items():
@@ -188,8 +239,11 @@ def page() -> None:
     if not result:
         return
     if st.session_state.get("pg:result-settings") != settings_key:
-        st.info("The knobs changed since the last run: press **Run live** to see these settings. (The last run "
-                "stays available on the Trace and Metrics pages.)", icon=":material/info:")
+        st.info(
+            "The knobs changed since the last run: press **Run live** to see these settings. (The last run "
+            "stays available on the Trace and Metrics pages.)",
+            icon=":material/info:",
+        )
         return
     views = {}
     for policy, records in result.items():

@@ -5,22 +5,33 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from steplog import trace
 from engine.workload import list_scenarios
+from steplog import trace
+from steplog.view import TraceView
 from ui.common import badge, recorded_records
 from ui.panels import narration, step_panel
 from ui.player import player
 from visuals.stepinfo import event_steps
-from steplog.view import TraceView
 
 
 def steps_table(records: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame([{
-        "step": s["step"], "t_end (s)": round(s["t_end"], 4), "batched tokens": s["num_batched_tokens"],
-        "scheduled": ", ".join(f"{x['request_id']}:{x['kind'][0]}{x['num_tokens']}" for x in s["scheduled"]),
-        "admitted": ", ".join(s["admitted"]), "finished": ", ".join(f["request_id"] for f in s["finished"]),
-        "preempted": ", ".join(s["preempted"]), "waiting": len(s["waiting"]), "padding rows": len(s["padding_slots"]),
-        "KV blocks used": s["kv"]["num_used_blocks"]} for s in records[1:-1]])
+    return pd.DataFrame(
+        [
+            {
+                "step": s["step"],
+                "t_end (s)": round(s["t_end"], 4),
+                "batched tokens": s["num_batched_tokens"],
+                "scheduled": ", ".join(f"{x['request_id']}:{x['kind'][0]}{x['num_tokens']}" for x in s["scheduled"]),
+                "admitted": ", ".join(s["admitted"]),
+                "finished": ", ".join(f["request_id"] for f in s["finished"]),
+                "preempted": ", ".join(s["preempted"]),
+                "waiting": len(s["waiting"]),
+                "padding rows": len(s["padding_slots"]),
+                "KV blocks used": s["kv"]["num_used_blocks"],
+            }
+            for s in records[1:-1]
+        ]
+    )
 
 
 def choose_trace() -> tuple[list[dict], str, str]:
@@ -36,8 +47,11 @@ def choose_trace() -> tuple[list[dict], str, str]:
         return recorded_records(sc, p), "recorded", f"{sc}-{p}.jsonl"
     if choice.startswith("live"):
         return live[choice.split(": ", 1)[1]], "live", ""
-    up = st.file_uploader(f"Batchscope trace (.jsonl, at most {trace.MAX_TRACE_BYTES // 2**20} MB)",
-                          type=["jsonl", "json"], key="trace:upload")
+    up = st.file_uploader(
+        f"Batchscope trace (.jsonl, at most {trace.MAX_TRACE_BYTES // 2**20} MB)",
+        type=["jsonl", "json"],
+        key="trace:upload",
+    )
     if up is None:
         st.stop()
     if up.size > trace.MAX_TRACE_BYTES:
@@ -53,14 +67,21 @@ def choose_trace() -> tuple[list[dict], str, str]:
 
 def page() -> None:
     st.title("Trace")
-    st.markdown("The step log behind every picture: JSON Lines, one header, one line per step, one summary "
-                "(documented in `docs/trace-format.md`, schema in `steplog/trace.schema.json`).")
+    st.markdown(
+        "The step log behind every picture: JSON Lines, one header, one line per step, one summary "
+        "(documented in `docs/trace-format.md`, schema in `steplog/trace.schema.json`)."
+    )
     records, source, name = choose_trace()
     view = TraceView(records)
     view.source, view.filename = source, name
     badge(view)
-    st.download_button("Export this trace (.jsonl)", trace.dumps(records), file_name=name or "trace.jsonl",
-                       mime="application/jsonl", key="trace:export")
+    st.download_button(
+        "Export this trace (.jsonl)",
+        trace.dumps(records),
+        file_name=name or "trace.jsonl",
+        mime="application/jsonl",
+        key="trace:export",
+    )
     with st.expander("Header", expanded=False):
         st.json(records[0])
     st.dataframe(steps_table(records), hide_index=True, width="stretch", height=260)

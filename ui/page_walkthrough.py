@@ -26,8 +26,13 @@ log of a real run.
 def page() -> None:
     st.title("Walkthrough: one scheduling loop, step by step")
     st.markdown(INTRO)
-    policy = st.segmented_control("Policy", ["continuous", "static"], default=st.query_params.get("policy",
-                                  "continuous"), key="walk:policy", help="the same requests under either policy")
+    policy = st.segmented_control(
+        "Policy",
+        ["continuous", "static"],
+        default=st.query_params.get("policy", "continuous"),
+        key="walk:policy",
+        help="the same requests under either policy",
+    )
     policy = policy or "continuous"
     st.query_params["policy"] = policy
     view = recorded_view("seed-abcd", policy)
@@ -41,11 +46,12 @@ def page() -> None:
             st.plotly_chart(budget_bar(view, step), key="walk:budget", width="stretch")
         with right:
             st.plotly_chart(block_map(view, step, columns=8), key="walk:blocks", width="stretch")
-            st.caption("Outlined = allocated this step; ✕ = released at the end of this step; grey = free. "
-                       "Each block holds block_size tokens; the number is its fill.")
+            st.caption(
+                "Outlined = allocated this step; ✕ = released at the end of this step; grey = free. "
+                "Each block holds block_size tokens; the number is its fill."
+            )
             queue_panel(view, step)
         text_panel(view, step)
         st.plotly_chart(timeline(view, step), key="walk:timeline", width="stretch")
 
-    player("walk", view.num_steps, event_steps(view), render,
-           initial=query_int("step", 0, 0, view.num_steps - 1))
+    player("walk", view.num_steps, event_steps(view), render, initial=query_int("step", 0, 0, view.num_steps - 1))

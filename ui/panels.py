@@ -5,13 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from steplog.view import TraceView
 from ui.common import chips
 from visuals.budget import budget_bar
 from visuals.kv import block_map
 from visuals.narration import BEAT_TEXT, narrate, story_beats
 from visuals.slots import slot_grid
 from visuals.stepinfo import queues, text_so_far
-from steplog.view import TraceView
 
 
 def narration(view: TraceView, step: int, beats: bool = True) -> None:
@@ -23,20 +23,32 @@ def narration(view: TraceView, step: int, beats: bool = True) -> None:
 
 def queue_panel(view: TraceView, step: int) -> None:
     q = queues(view, step)
-    rows = [("Waiting", q["waiting"]), ("Running", q["running"]), ("Preempted now", q["preempted"]),
-            ("Finished (by the end of this step)", q["finished"])]
-    html = "".join(f"<div style='margin:2px 0'><b>{name}:</b> {chips(view, ids)}</div>" for name, ids in rows
-                   if ids or name != "Preempted now")
+    rows = [
+        ("Waiting", q["waiting"]),
+        ("Running", q["running"]),
+        ("Preempted now", q["preempted"]),
+        ("Finished (by the end of this step)", q["finished"]),
+    ]
+    html = "".join(
+        f"<div style='margin:2px 0'><b>{name}:</b> {chips(view, ids)}</div>"
+        for name, ids in rows
+        if ids or name != "Preempted now"
+    )
     st.markdown(html, unsafe_allow_html=True)
 
 
 def text_panel(view: TraceView, step: int) -> None:
     texts = text_so_far(view, step)
     q = queues(view, step)
-    status = {**{r: "not arrived" for r in q["not_arrived"]}, **{r: "waiting" for r in q["waiting"]},
-              **{r: "running" for r in q["running"]}, **{r: "finished" for r in q["finished"]}}
-    df = pd.DataFrame({"request": list(texts), "status": [status.get(r, "") for r in texts],
-                       "generated so far": list(texts.values())})
+    status = {
+        **{r: "not arrived" for r in q["not_arrived"]},
+        **{r: "waiting" for r in q["waiting"]},
+        **{r: "running" for r in q["running"]},
+        **{r: "finished" for r in q["finished"]},
+    }
+    df = pd.DataFrame(
+        {"request": list(texts), "status": [status.get(r, "") for r in texts], "generated so far": list(texts.values())}
+    )
     st.dataframe(df, hide_index=True, width="stretch", height=min(38 + 35 * len(df), 400))
 
 
@@ -48,8 +60,10 @@ def step_panel(view: TraceView, step: int, key: str, window: int | None = 12, co
     st.plotly_chart(slot_grid(view, shown, window), key=f"{key}:slots", width="stretch")
     st.plotly_chart(budget_bar(view, shown), key=f"{key}:budget", width="stretch")
     st.plotly_chart(block_map(view, shown), key=f"{key}:blocks", width="stretch")
-    st.caption("KV blocks: outlined = allocated this step; ✕ = released at the end of this step (owner "
-               "finished); ⟲ = freed by a preemption in this step; grey = free.")
+    st.caption(
+        "KV blocks: outlined = allocated this step; ✕ = released at the end of this step (owner "
+        "finished); ⟲ = freed by a preemption in this step; grey = free."
+    )
     queue_panel(view, shown)
     if not compact:
         text_panel(view, shown)

@@ -51,27 +51,75 @@ def player(key: str, num_steps: int, events: list[int], render: Callable[[int], 
         nxt = next((e for e in events if e > step), None)
         prv = next((e for e in reversed(events) if e < step), None)
         c = st.columns([1, 1, 1.4, 1, 1, 1.6])
-        c[0].button("event", icon=":material/skip_previous:", key=f"{key}:prev-event", on_click=seek, args=(prv if prv is not None else 0,),
-                    disabled=prv is None, help="previous admission, finish or preemption", width="stretch")
-        c[1].button("step", icon=":material/chevron_left:", key=f"{key}:back", on_click=seek, args=(step - 1,), disabled=step == 0,
-                    width="stretch")
-        if c[2].button("Pause" if ss[play_key] else "Play", key=f"{key}:play", type="primary", width="stretch",
-                        icon=":material/pause:" if ss[play_key] else ":material/play_arrow:"):
+        c[0].button(
+            "event",
+            icon=":material/skip_previous:",
+            key=f"{key}:prev-event",
+            on_click=seek,
+            args=(prv if prv is not None else 0,),
+            disabled=prv is None,
+            help="previous admission, finish or preemption",
+            width="stretch",
+        )
+        c[1].button(
+            "step",
+            icon=":material/chevron_left:",
+            key=f"{key}:back",
+            on_click=seek,
+            args=(step - 1,),
+            disabled=step == 0,
+            width="stretch",
+        )
+        if c[2].button(
+            "Pause" if ss[play_key] else "Play",
+            key=f"{key}:play",
+            type="primary",
+            width="stretch",
+            icon=":material/pause:" if ss[play_key] else ":material/play_arrow:",
+        ):
             ss[play_key] = not ss[play_key]
             if ss[play_key] and step >= num_steps - 1:
                 ss[step_key] = 0
             ss[manual_key] = True
             st.rerun()
-        c[3].button("step", icon=":material/chevron_right:", key=f"{key}:fwd", on_click=seek, args=(step + 1,), disabled=step >= num_steps - 1,
-                    width="stretch")
-        c[4].button("event", icon=":material/skip_next:", key=f"{key}:next-event", on_click=seek, args=(nxt if nxt is not None else step,),
-                    disabled=nxt is None, help="next admission, finish or preemption", width="stretch")
-        c[5].selectbox("speed", SPEEDS, key=speed_key, label_visibility="collapsed",
-                       format_func=lambda v: f"{v} steps/s", help="playback speed")
+        c[3].button(
+            "step",
+            icon=":material/chevron_right:",
+            key=f"{key}:fwd",
+            on_click=seek,
+            args=(step + 1,),
+            disabled=step >= num_steps - 1,
+            width="stretch",
+        )
+        c[4].button(
+            "event",
+            icon=":material/skip_next:",
+            key=f"{key}:next-event",
+            on_click=seek,
+            args=(nxt if nxt is not None else step,),
+            disabled=nxt is None,
+            help="next admission, finish or preemption",
+            width="stretch",
+        )
+        c[5].selectbox(
+            "speed",
+            SPEEDS,
+            key=speed_key,
+            label_visibility="collapsed",
+            format_func=lambda v: f"{v} steps/s",
+            help="playback speed",
+        )
         if ss[speed_key] != speed and ss[play_key]:
             st.rerun()  # a new timer interval needs a full rerun
-        st.slider("step", 0, max(num_steps - 1, 1), key=step_key, on_change=mark_manual,
-                  label_visibility="collapsed", disabled=num_steps <= 1)
+        st.slider(
+            "step",
+            0,
+            max(num_steps - 1, 1),
+            key=step_key,
+            on_change=mark_manual,
+            label_visibility="collapsed",
+            disabled=num_steps <= 1,
+        )
         st.query_params["step"] = str(ss[step_key])
         render(ss[step_key])
 

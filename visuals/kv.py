@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from visuals.stepinfo import freed_blocks
 from steplog.view import FREE_COLOR, TraceView
+from visuals.stepinfo import freed_blocks
 
 
 def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
@@ -16,16 +16,32 @@ def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = N
         y = [len(st["kv"]["block_tables"].get(rid, ())) for st in view.steps]
         if not any(y):
             continue
-        fig.add_scatter(x=x, y=y, name=rid, stackgroup="kv", mode="lines", line=dict(width=0.5, shape="hv"),
-                        fillcolor=view.colors[rid], marker=dict(color=view.colors[rid]),
-                        hovertemplate=f"{rid}: %{{y}} blocks at step %{{x}}<extra></extra>")
+        fig.add_scatter(
+            x=x,
+            y=y,
+            name=rid,
+            stackgroup="kv",
+            mode="lines",
+            line=dict(width=0.5, shape="hv"),
+            fillcolor=view.colors[rid],
+            marker=dict(color=view.colors[rid]),
+            hovertemplate=f"{rid}: %{{y}} blocks at step %{{x}}<extra></extra>",
+        )
     total = view.header["config"]["num_kv_blocks"]
-    fig.add_hline(y=total, line=dict(color="#333", dash="dash"), annotation_text=f"pool: {total} blocks",
-                  annotation_position="top left")
-    fig.update_layout(title=f"{view.policy}: KV blocks used per request", height=300,
-                      margin=dict(l=10, r=10, t=40, b=30), showlegend=False,
-                      xaxis=dict(title="step", range=[-0.5, (num_steps or view.num_steps) - 0.5]),
-                      yaxis=dict(title="blocks", range=[0, total * 1.08]))
+    fig.add_hline(
+        y=total,
+        line=dict(color="#333", dash="dash"),
+        annotation_text=f"pool: {total} blocks",
+        annotation_position="top left",
+    )
+    fig.update_layout(
+        title=f"{view.policy}: KV blocks used per request",
+        height=300,
+        margin=dict(l=10, r=10, t=40, b=30),
+        showlegend=False,
+        xaxis=dict(title="step", range=[-0.5, (num_steps or view.num_steps) - 0.5]),
+        yaxis=dict(title="blocks", range=[0, total * 1.08]),
+    )
     if step is not None:
         fig.add_vline(x=step, line=dict(color="#D00", width=2, dash="dot"))
     return fig
@@ -41,8 +57,10 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
     freed = freed_blocks(view, step)
     releasing = {b for blocks in freed["finished"].values() for b in blocks}
     preempted = {b: rid for rid, blocks in freed["preempted"].items() for b in blocks}
-    cells = [{"block": b, "owner": None, "fill": 0, "new": False, "releasing": False, "preempted_from": None}
-             for b in range(kv["num_blocks"])]
+    cells: list[dict] = [
+        {"block": b, "owner": None, "fill": 0, "new": False, "releasing": False, "preempted_from": None}
+        for b in range(kv["num_blocks"])
+    ]
     for rid, table in kv["block_tables"].items():
         n = cached.get(rid, len(table) * bs)
         for i, b in enumerate(table):
@@ -74,8 +92,10 @@ def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
         mark = " ✕" if c["releasing"] else ""
         if owner:
             texts.append(f"{owner}{mark}<br>{c['fill']}/{bs}")
-            hovers.append(f"block {c['block']}: {owner}, {c['fill']}/{bs} slots"
-                          + (" (released at the end of this step)" if mark else ""))
+            hovers.append(
+                f"block {c['block']}: {owner}, {c['fill']}/{bs} slots"
+                + (" (released at the end of this step)" if mark else "")
+            )
         elif c["preempted_from"]:
             texts.append(f"⟲{c['preempted_from']}")
             hovers.append(f"block {c['block']}: free (taken from {c['preempted_from']} by preemption)")
@@ -83,15 +103,28 @@ def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
             texts.append("")
             hovers.append(f"block {c['block']}: free")
         widths.append(3 if c["new"] else 0.5)
-    fig.add_scatter(x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text",
-                    textfont=dict(size=9, color="#111"),
-                    marker=dict(symbol="square", size=34, color=colors,
-                                line=dict(width=widths, color=["#D55E00" if w > 1 else "#888" for w in widths])))
+    fig.add_scatter(
+        x=xs,
+        y=ys,
+        mode="markers+text",
+        text=texts,
+        hovertext=hovers,
+        hoverinfo="text",
+        textfont=dict(size=9, color="#111"),
+        marker=dict(
+            symbol="square",
+            size=34,
+            color=colors,
+            line=dict(width=widths, color=["#D55E00" if w > 1 else "#888" for w in widths]),
+        ),
+    )
     kv = view.steps[step]["kv"]
     reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
     fig.update_layout(
         title=f"{view.policy}: KV blocks at step {step}: {kv['num_used_blocks']}/{len(cells)} used{reserved}",
-        height=90 + 40 * rows, margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
+        height=90 + 40 * rows,
+        margin=dict(l=10, r=10, t=40, b=10),
+        showlegend=False,
         xaxis=dict(visible=False, range=[-0.6, columns - 0.4]),
         yaxis=dict(visible=False, autorange="reversed", range=[rows - 0.4, -0.6]),
     )

@@ -45,12 +45,21 @@ def request_latency(runs: dict[str, list[dict]], metric: str = "ttft_s") -> go.F
     fig = go.Figure()
     for i, (label, records) in enumerate(runs.items()):
         reqs = request_metrics(records)
-        fig.add_bar(x=[r["request_id"] for r in reqs], y=[r[metric] for r in reqs], name=label,
-                    marker_color=OKABE_ITO[i % len(OKABE_ITO)],
-                    hovertemplate=f"%{{x}} ({label}): %{{y:.3g}} {_unit(metric)}<extra></extra>")
-    fig.update_layout(barmode="group", title=f"{_label(metric)} per request", xaxis=dict(type="category",
-                      title="request"), yaxis=dict(title=_label(metric)), margin=dict(l=10, r=10, t=40, b=30),
-                      legend=dict(orientation="h", y=-0.2))
+        fig.add_bar(
+            x=[r["request_id"] for r in reqs],
+            y=[r[metric] for r in reqs],
+            name=label,
+            marker_color=OKABE_ITO[i % len(OKABE_ITO)],
+            hovertemplate=f"%{{x}} ({label}): %{{y:.3g}} {_unit(metric)}<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="group",
+        title=f"{_label(metric)} per request",
+        xaxis=dict(type="category", title="request"),
+        yaxis=dict(title=_label(metric)),
+        margin=dict(l=10, r=10, t=40, b=30),
+        legend=dict(orientation="h", y=-0.2),
+    )
     return fig
 
 
@@ -71,11 +80,21 @@ def latency_cdf(runs: dict[str, list[dict]], metric: str = "e2e_s") -> go.Figure
         else:
             values = sorted(r[metric] for r in reqs if r[metric] is not None)
         share = (np.arange(1, len(values) + 1) / len(values)).tolist() if values else []
-        fig.add_scatter(x=values, y=share, mode="lines", line_shape="hv", name=label,
-                        line=dict(color=OKABE_ITO[i % len(OKABE_ITO)], width=2))
-    fig.update_layout(title=f"{_label(metric)}: distribution", xaxis=dict(title=_label(metric)),
-                      yaxis=dict(title="fraction at or below", range=[0, 1.02]), margin=dict(l=10, r=10, t=40, b=30),
-                      legend=dict(orientation="h", y=-0.2))
+        fig.add_scatter(
+            x=values,
+            y=share,
+            mode="lines",
+            line_shape="hv",
+            name=label,
+            line=dict(color=OKABE_ITO[i % len(OKABE_ITO)], width=2),
+        )
+    fig.update_layout(
+        title=f"{_label(metric)}: distribution",
+        xaxis=dict(title=_label(metric)),
+        yaxis=dict(title="fraction at or below", range=[0, 1.02]),
+        margin=dict(l=10, r=10, t=40, b=30),
+        legend=dict(orientation="h", y=-0.2),
+    )
     return fig
 
 
@@ -92,11 +111,21 @@ def kv_utilisation(runs: dict[str, list[dict]], clock: str = "steps") -> go.Figu
     fig = go.Figure()
     for i, (label, records) in enumerate(runs.items()):
         frame = steps_frame(records)
-        fig.add_scatter(x=frame["step"] if clock == "steps" else frame["t_end_s"], y=frame["kv_utilisation"],
-                        mode="lines", line_shape="hv", name=label, line=dict(color=OKABE_ITO[i % len(OKABE_ITO)]))
-    fig.update_layout(title="KV-cache utilisation", xaxis=dict(title="step" if clock == "steps" else "time (s)"),
-                      yaxis=dict(title="used blocks / pool", range=[0, 1.05], tickformat=".0%"),
-                      margin=dict(l=10, r=10, t=40, b=30), legend=dict(orientation="h", y=-0.2))
+        fig.add_scatter(
+            x=frame["step"] if clock == "steps" else frame["t_end_s"],
+            y=frame["kv_utilisation"],
+            mode="lines",
+            line_shape="hv",
+            name=label,
+            line=dict(color=OKABE_ITO[i % len(OKABE_ITO)]),
+        )
+    fig.update_layout(
+        title="KV-cache utilisation",
+        xaxis=dict(title="step" if clock == "steps" else "time (s)"),
+        yaxis=dict(title="used blocks / pool", range=[0, 1.05], tickformat=".0%"),
+        margin=dict(l=10, r=10, t=40, b=30),
+        legend=dict(orientation="h", y=-0.2),
+    )
     return fig
 
 
@@ -117,30 +146,57 @@ def sweep_ratio(result: dict) -> go.Figure:
     cv = [lv["spread"]["cv"] for lv in levels]
     text = [f"sigma {lv['sigma']:g}, max {lv['spread']['max']} tokens" for lv in levels]
     fig = go.Figure()
-    fig.add_scatter(x=cv, y=[lv["ratio_s"] for lv in levels], mode="lines+markers", name="tokens/s (wall clock)",
-                    text=text, line=dict(color=OKABE_ITO[4], width=3),
-                    hovertemplate="CV %{x:.2f} (%{text}): %{y:.2f}x<extra>seconds</extra>")
-    fig.add_scatter(x=cv, y=[lv["ratio_steps"] for lv in levels], mode="lines+markers", name="tokens/step",
-                    text=text, line=dict(color=OKABE_ITO[0], width=2, dash="dash"),
-                    hovertemplate="CV %{x:.2f} (%{text}): %{y:.2f}x<extra>steps</extra>")
+    fig.add_scatter(
+        x=cv,
+        y=[lv["ratio_s"] for lv in levels],
+        mode="lines+markers",
+        name="tokens/s (wall clock)",
+        text=text,
+        line=dict(color=OKABE_ITO[4], width=3),
+        hovertemplate="CV %{x:.2f} (%{text}): %{y:.2f}x<extra>seconds</extra>",
+    )
+    fig.add_scatter(
+        x=cv,
+        y=[lv["ratio_steps"] for lv in levels],
+        mode="lines+markers",
+        name="tokens/step",
+        text=text,
+        line=dict(color=OKABE_ITO[0], width=2, dash="dash"),
+        hovertemplate="CV %{x:.2f} (%{text}): %{y:.2f}x<extra>steps</extra>",
+    )
     fig.add_hline(y=1, line=dict(color="#777", width=1))
-    ref = result.get("anyscale", {})
-    for key, label in (("continuous_batching_alone_max_ratio", "Anyscale: continuous batching alone, up to"),
-                       ("vllm_vs_naive_hf_ratio", "Anyscale: vLLM vs naive HF")):
-        if key in ref:  # on a log axis an annotation's y is log10 of the value
-            fig.add_hline(y=ref[key], line=dict(color="#999", width=1, dash="dot"))
-            fig.add_annotation(x=0, xref="paper", y=float(np.log10(ref[key])), yref="y", showarrow=False,
-                               xanchor="left", yanchor="bottom", text=f"{label} {ref[key]:g}x (OPT-13B, A100)",
-                               font=dict(color="#666", size=11))
+    _anyscale_lines(fig, result.get("anyscale", {}))
     cfg, prov = result.get("config", {}), result.get("provenance", {})
     fig.update_layout(
         title=f"continuous / static throughput vs output-length spread ({prov.get('model', '?')}, "
-              f"{prov.get('device', '?')}, max_num_seqs {cfg.get('max_num_seqs', '?')})",
+        f"{prov.get('device', '?')}, max_num_seqs {cfg.get('max_num_seqs', '?')})",
         xaxis=dict(title="spread of output lengths (coefficient of variation, same mean)"),
         yaxis=dict(title="throughput ratio continuous / static", type="log", range=[np.log10(0.8), np.log10(30)]),
-        margin=dict(l=10, r=10, t=50, b=30), legend=dict(orientation="h", y=-0.25),
+        margin=dict(l=10, r=10, t=50, b=30),
+        legend=dict(orientation="h", y=-0.25),
     )
     return fig
+
+
+def _anyscale_lines(fig: go.Figure, ref: dict) -> None:
+    """Anyscale's published ratios as dotted reference lines, labelled on the log axis."""
+    for key, label in (
+        ("continuous_batching_alone_max_ratio", "Anyscale: continuous batching alone, up to"),
+        ("vllm_vs_naive_hf_ratio", "Anyscale: vLLM vs naive HF"),
+    ):
+        if key in ref:  # on a log axis an annotation's y is log10 of the value
+            fig.add_hline(y=ref[key], line=dict(color="#999", width=1, dash="dot"))
+            fig.add_annotation(
+                x=0,
+                xref="paper",
+                y=float(np.log10(ref[key])),
+                yref="y",
+                showarrow=False,
+                xanchor="left",
+                yanchor="bottom",
+                text=f"{label} {ref[key]:g}x (OPT-13B, A100)",
+                font=dict(color="#666", size=11),
+            )
 
 
 def sweep_throughput(result: dict, clock: str = "s") -> go.Figure:
@@ -157,10 +213,13 @@ def sweep_throughput(result: dict, clock: str = "s") -> go.Figure:
     x = [f"CV {lv['spread']['cv']:.2f}" for lv in result["levels"]]
     fig = go.Figure()
     for i, policy in enumerate(("static", "continuous")):
-        fig.add_bar(x=x, y=[lv[policy][key] for lv in result["levels"]], name=policy,
-                    marker_color=OKABE_ITO[[5, 4][i]])
-    fig.update_layout(barmode="group", title="output throughput per spread level",
-                      yaxis=dict(title="output tokens / s" if clock == "s" else "output tokens / step"),
-                      xaxis=dict(title="spread of output lengths", type="category"),
-                      margin=dict(l=10, r=10, t=40, b=30), legend=dict(orientation="h", y=-0.2))
+        fig.add_bar(x=x, y=[lv[policy][key] for lv in result["levels"]], name=policy, marker_color=OKABE_ITO[[5, 4][i]])
+    fig.update_layout(
+        barmode="group",
+        title="output throughput per spread level",
+        yaxis=dict(title="output tokens / s" if clock == "s" else "output tokens / step"),
+        xaxis=dict(title="spread of output lengths", type="category"),
+        margin=dict(l=10, r=10, t=40, b=30),
+        legend=dict(orientation="h", y=-0.2),
+    )
     return fig

@@ -11,8 +11,8 @@ a finished row), ``drain`` (the batch shrinks because nobody is waiting).
 
 from __future__ import annotations
 
-from visuals.stepinfo import freed_blocks
 from steplog.view import TraceView
+from visuals.stepinfo import freed_blocks
 
 REASONS = {"stop": "emitted EOS", "length": "hit max_tokens"}
 
@@ -31,14 +31,31 @@ def narrate(view: TraceView, step: int) -> str:
     """The narration of ``step`` (plain text, a few sentences)."""
     st = view.steps[step]
     cfg = view.header["config"]
+    parts = _work(view, step)
+    sentences = [f"Step {step}: " + ("; ".join(parts) if parts else "nothing is scheduled") + "."]
+    sentences += _events(view, step)
+    if st["waiting"]:
+        sentences.append(f"Waiting: {_join(st['waiting'])} ({_why_waiting(view, step)}).")
+    sentences.append(
+        f"{st['num_batched_tokens']} of {cfg['max_num_batched_tokens']} budget tokens used; "
+        f"{st['kv']['num_used_blocks']}/{st['kv']['num_blocks']} KV blocks in use."
+    )
+    return " ".join(sentences)
+
+
+def _work(view: TraceView, step: int) -> list[str]:
+    """One phrase per kind of work in ``step``: the decodes together, then each prefill chunk or recompute."""
+    st = view.steps[step]
+    cfg = view.header["config"]
     prompt_len = {r["request_id"]: r["num_prompt_tokens"] for r in view.header["requests"]}
     admitted = set(st["admitted"])
     sampled = {s["request_id"] for s in st["sampled"]}
     parts = []
     decodes = [s["request_id"] for s in st["scheduled"] if s["kind"] == "decode"]
     if decodes:
-        parts.append(f"{_join(decodes)} decode{'s' if len(decodes) == 1 else ''} 1 token"
-                     + (" each" if len(decodes) > 1 else ""))
+        parts.append(
+            f"{_join(decodes)} decode{'s' if len(decodes) == 1 else ''} 1 token" + (" each" if len(decodes) > 1 else "")
+        )
     budget = cfg["max_num_batched_tokens"]
     for i, s in enumerate(st["scheduled"]):
         if s["kind"] != "prefill":
@@ -46,38 +63,52 @@ def narrate(view: TraceView, step: int) -> str:
         rid, n, c = s["request_id"], s["num_tokens"], s["num_computed_tokens"]
         plen = prompt_len.get(rid, c + n)
         is_last = i == len(st["scheduled"]) - 1
-        all_left = "all the budget left" if is_last and st["num_batched_tokens"] == budget and rid not in sampled \
-            else ""
+        all_left = (
+            "all the budget left" if is_last and st["num_batched_tokens"] == budget and rid not in sampled else ""
+        )
         if s.get("recompute"):
             what = f"{n} tokens" if rid in sampled and c == 0 else f"a {n}-token chunk"
             nxt = " and samples its next token" if rid in sampled else ""
-            lead = f"{rid} resumes after its preemption: it recomputes {what} whose K/V were dropped" + \
-                (f" ({all_left})" if all_left else "") + nxt
+            lead = (
+                f"{rid} resumes after its preemption: it recomputes {what} whose K/V were dropped"
+                + (f" ({all_left})" if all_left else "")
+                + nxt
+            )
             parts.append(lead if rid not in admitted else lead.replace(f"{rid} resumes", f"{rid} is admitted again"))
             continue
-        span = f"a {n}-token chunk ({c}→{c + n} of {plen} prompt tokens{': ' + all_left if all_left else ''})" \
-            if c or c + n < plen else f"{n} tokens"
+        span = (
+            f"a {n}-token chunk ({c}→{c + n} of {plen} prompt tokens{': ' + all_left if all_left else ''})"
+            if c or c + n < plen
+            else f"{n} tokens"
+        )
         first = " and samples its first token" if rid in sampled else ""
         lead = f"{rid} is admitted and prefills" if rid in admitted else f"{rid} prefills"
         parts.append(f"{lead} {span}{first}")
-    sentences = [f"Step {step}: " + ("; ".join(parts) if parts else "nothing is scheduled") + "."]
+    return parts
+
+
+def _events(view: TraceView, step: int) -> list[str]:
+    """Sentences for the step's preemptions, finishes and padding rows."""
+    st = view.steps[step]
+    sentences = []
     freed = freed_blocks(view, step)
     for rid, blocks in freed["preempted"].items():
-        sentences.append(f"{rid} was preempted: its {_plural(len(blocks), 'KV block')} were freed and it went back "
-                         f"to the head of the waiting queue (its tokens will be recomputed).")
+        sentences.append(
+            f"{rid} was preempted: its {_plural(len(blocks), 'KV block')} were freed and it went back "
+            f"to the head of the waiting queue (its tokens will be recomputed)."
+        )
     for f in st["finished"]:
         blocks = freed["finished"].get(f["request_id"], [])
-        sentences.append(f"{f['request_id']} {REASONS[f['reason']]} and finished, releasing "
-                         f"{_plural(len(blocks), 'KV block')}.")
+        sentences.append(
+            f"{f['request_id']} {REASONS[f['reason']]} and finished, releasing {_plural(len(blocks), 'KV block')}."
+        )
     if st["padding_slots"]:
         pads = [p["request_id"] for p in st["padding_slots"]]
-        sentences.append(f"Static batch: {_join(pads)} {'is' if len(pads) == 1 else 'are'} done but still "
-                         f"{'occupies a row' if len(pads) == 1 else 'occupy rows'} as padding.")
-    if st["waiting"]:
-        sentences.append(f"Waiting: {_join(st['waiting'])} ({_why_waiting(view, step)}).")
-    sentences.append(f"{st['num_batched_tokens']} of {cfg['max_num_batched_tokens']} budget tokens used; "
-                     f"{st['kv']['num_used_blocks']}/{st['kv']['num_blocks']} KV blocks in use.")
-    return " ".join(sentences)
+        sentences.append(
+            f"Static batch: {_join(pads)} {'is' if len(pads) == 1 else 'are'} done but still "
+            f"{'occupies a row' if len(pads) == 1 else 'occupy rows'} as padding."
+        )
+    return sentences
 
 
 def _why_waiting(view: TraceView, step: int) -> str:
@@ -88,8 +119,10 @@ def _why_waiting(view: TraceView, step: int) -> str:
     if view.policy == "static":
         kv = st["kv"]
         if st["admitted"] and len(st["running"]) < cfg["max_num_seqs"] and "num_reserved_blocks" in kv:
-            return (f"the new static batch took {len(st['running'])} of {cfg['max_num_seqs']} slots: each member "
-                    f"reserves its worst-case KV blocks, {kv['num_reserved_blocks']} of {kv['num_blocks']} reserved")
+            return (
+                f"the new static batch took {len(st['running'])} of {cfg['max_num_seqs']} slots: each member "
+                f"reserves its worst-case KV blocks, {kv['num_reserved_blocks']} of {kv['num_blocks']} reserved"
+            )
         return "a static batch takes new requests only when the whole batch has finished"
     if st["preempted"]:
         return "no admissions in a step that preempted"
@@ -121,26 +154,35 @@ def story_beats(view: TraceView) -> dict[int, list[str]]:
         if st["padding_slots"] and not view.steps[i - 1]["padding_slots"] if i else False:
             beats.setdefault(i, []).append("padding")
         if i + 1 < len(view.steps) and st["finished"] and view.steps[i + 1]["admitted"]:
-            freed_slots = {s["slot"] for s in st["scheduled"] if s["request_id"] in
-                           {f["request_id"] for f in st["finished"]}}
-            new_slots = {s["slot"] for s in view.steps[i + 1]["scheduled"] if s["request_id"] in
-                         set(view.steps[i + 1]["admitted"])}
+            freed_slots = {
+                s["slot"] for s in st["scheduled"] if s["request_id"] in {f["request_id"] for f in st["finished"]}
+            }
+            new_slots = {
+                s["slot"]
+                for s in view.steps[i + 1]["scheduled"]
+                if s["request_id"] in set(view.steps[i + 1]["admitted"])
+            }
             if freed_slots & new_slots:
                 beats.setdefault(i, []).append("handoff")
-        if i and len(st["running"]) < len(view.steps[i - 1]["running"]) and not st["waiting"] \
-                and not view.steps[i - 1]["waiting"] and not st["padding_slots"]:
+        if (
+            i
+            and len(st["running"]) < len(view.steps[i - 1]["running"])
+            and not st["waiting"]
+            and not view.steps[i - 1]["waiting"]
+            and not st["padding_slots"]
+        ):
             beats.setdefault(i, []).append("drain")
     return beats
 
 
 BEAT_TEXT = {
     "mixed": "Prefill and decode share one forward pass: a prompt chunk and other requests' next tokens are "
-             "computed together, within one token budget.",
+    "computed together, within one token budget.",
     "handoff": "A request finishes at the end of this step; at the very next step a waiting request takes its slot "
-               "and its KV blocks. That iteration-level replacement is continuous batching.",
+    "and its KV blocks. That iteration-level replacement is continuous batching.",
     "preemption": "The KV pool ran out: the most recently admitted request gave back all its blocks and will "
-                  "recompute its tokens later (preemption by recompute, as vLLM V1 does; no swapping to CPU).",
+    "recompute its tokens later (preemption by recompute, as vLLM V1 does; no swapping to CPU).",
     "padding": "Static batching: a finished request keeps its row until the slowest member of the batch ends; "
-               "the row is padding, yet the weights are still read for it every step.",
+    "the row is padding, yet the weights are still read for it every step.",
     "drain": "Nobody is waiting, so the batch shrinks: fewer rows share each read of the weights.",
 }

@@ -42,8 +42,14 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
         groups.setdefault((run[0].request_id, run[0].kind), []).append(run)
     for rid in view.request_ids:
         if any(k[0] == rid for k in groups):  # legend entry: a plain swatch of the request's colour
-            fig.add_scatter(x=[None], y=[None], mode="markers", name=rid, legendgroup=rid,
-                            marker=dict(color=view.colors[rid], symbol="square", size=12))
+            fig.add_scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=rid,
+                legendgroup=rid,
+                marker=dict(color=view.colors[rid], symbol="square", size=12),
+            )
         for kind in PATTERN:
             runs = groups.get((rid, kind))
             if not runs:
@@ -54,19 +60,21 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
                 y=[f"slot {r[0].slot}" for r in runs],
                 x=[len(r) for r in runs],
                 base=[r[0].step - 0.5 for r in runs],
-                marker=dict(color=color, pattern=hatch(kind),
-                            line=dict(width=0.5, color="white")),
+                marker=dict(color=color, pattern=hatch(kind), line=dict(width=0.5, color="white")),
                 name=rid,
                 legendgroup=rid,
                 showlegend=False,
                 customdata=[[rid, kind, r[0].step, r[-1].step, sum(c.num_tokens for c in r)] for r in runs],
                 hovertemplate="%{customdata[0]} · %{customdata[1]}<br>steps %{customdata[2]}–%{customdata[3]}"
-                              "<br>%{customdata[4]} tokens<extra></extra>",
+                "<br>%{customdata[4]} tokens<extra></extra>",
             )
     slots = [f"slot {i}" for i in range(view.header["config"]["max_num_seqs"])]
     last = (num_steps or view.num_steps) - 0.5
     fig.update_layout(
-        barmode="overlay", bargap=0.15, height=150 + 34 * len(slots), margin=dict(l=10, r=10, t=40, b=30),
+        barmode="overlay",
+        bargap=0.15,
+        height=150 + 34 * len(slots),
+        margin=dict(l=10, r=10, t=40, b=30),
         title=f"{view.policy}: slot occupancy (/ = prefill, + = recompute, solid = decode, grey x = padding)",
         xaxis=dict(title="step", range=[-0.5, last]),
         yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1], range=[-0.5, len(slots) - 0.5]),
@@ -91,21 +99,34 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
         if not group:
             continue
         fig.add_bar(
-            x=[1] * len(group), base=[c.step - 0.5 for c in group], y=[f"slot {c.slot}" for c in group],
-            orientation="h", name=kind, text=[c.request_id for c in group], textposition="inside",
-            insidetextanchor="middle", textfont=dict(size=10), textangle=0,
-            marker=dict(color=[PADDING_COLOR if kind == "padding" else view.colors[c.request_id] for c in group],
-                        pattern=hatch(kind),
-                        line=dict(width=1, color="white")),
+            x=[1] * len(group),
+            base=[c.step - 0.5 for c in group],
+            y=[f"slot {c.slot}" for c in group],
+            orientation="h",
+            name=kind,
+            text=[c.request_id for c in group],
+            textposition="inside",
+            insidetextanchor="middle",
+            textfont=dict(size=10),
+            textangle=0,
+            marker=dict(
+                color=[PADDING_COLOR if kind == "padding" else view.colors[c.request_id] for c in group],
+                pattern=hatch(kind),
+                line=dict(width=1, color="white"),
+            ),
             customdata=[[c.request_id, c.step, c.num_tokens, c.token_text] for c in group],
-            hovertemplate="step %{customdata[1]} · %{customdata[0]} " + kind +
-                          (" (padding row)" if kind == "padding" else ", %{customdata[2]} tokens") +
-                          "<br>sampled: %{customdata[3]}<extra></extra>",
+            hovertemplate="step %{customdata[1]} · %{customdata[0]} "
+            + kind
+            + (" (padding row)" if kind == "padding" else ", %{customdata[2]} tokens")
+            + "<br>sampled: %{customdata[3]}<extra></extra>",
         )
     slots = [f"slot {i}" for i in range(view.header["config"]["max_num_seqs"])]
     fig.add_vrect(x0=step - 0.5, x1=step + 0.5, fillcolor="rgba(213,94,0,0.15)", line=dict(color="#D55E00", width=2))
     fig.update_layout(
-        barmode="overlay", bargap=0.1, height=110 + 34 * len(slots), margin=dict(l=10, r=10, t=40, b=30),
+        barmode="overlay",
+        bargap=0.1,
+        height=110 + 34 * len(slots),
+        margin=dict(l=10, r=10, t=40, b=30),
         title=f"{view.policy}: slots at step {step} (/ prefill, + recompute, solid decode, x padding)",
         xaxis=dict(title="step", range=[lo - 0.5, hi + 0.5], dtick=1 if hi - lo <= 16 else 5, tickangle=0),
         yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1], range=[-0.5, len(slots) - 0.5]),

@@ -6,8 +6,13 @@ import plotly.graph_objects as go
 
 from steplog.view import TraceView
 
-PHASE_COLORS = {"waiting": "#D9D9D9", "prefill": "#E69F00", "recompute": "#D55E00", "decode": "#0072B2",
-                "reserved": "#F5E6B8"}
+PHASE_COLORS = {
+    "waiting": "#D9D9D9",
+    "prefill": "#E69F00",
+    "recompute": "#D55E00",
+    "decode": "#0072B2",
+    "reserved": "#F5E6B8",
+}
 PHASE_PATTERN = {"waiting": ".", "prefill": "/", "recompute": "+", "decode": "", "reserved": ""}
 
 
@@ -36,24 +41,43 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
         ys, xs, bases = [], [], []
         for rid, row in phases.items():
             start = None
-            for i, p in enumerate(row + [None]):
+            for i, p in enumerate([*row, None]):
                 if p == phase and start is None:
                     start = i
                 elif p != phase and start is not None:
-                    ys.append(rid), xs.append(i - start), bases.append(start - 0.5)
+                    ys.append(rid)
+                    xs.append(i - start)
+                    bases.append(start - 0.5)
                     start = None
         if ys:
-            fig.add_bar(orientation="h", y=ys, x=xs, base=bases, name=phase,
-                        marker=dict(color=PHASE_COLORS[phase], pattern=dict(shape=PHASE_PATTERN[phase], size=5, fillmode="overlay", fgcolor="rgba(0,0,0,0.4)")),
-                        hovertemplate=f"%{{y}} {phase}: %{{x}} steps from %{{base}}<extra></extra>")
-    ends = [(rid, view.finish_step(rid)) for rid in view.request_ids]
-    ends = [(rid, s) for rid, s in ends if s is not None]
-    fig.add_scatter(x=[s + 0.5 for _, s in ends], y=[rid for rid, _ in ends], mode="markers", name="finished",
-                    marker=dict(symbol="line-ns", size=14, line=dict(width=3, color="#000")),
-                    customdata=[s for _, s in ends], hovertemplate="%{y} finished at the end of step %{customdata}<extra></extra>")
+            fig.add_bar(
+                orientation="h",
+                y=ys,
+                x=xs,
+                base=bases,
+                name=phase,
+                marker=dict(
+                    color=PHASE_COLORS[phase],
+                    pattern=dict(shape=PHASE_PATTERN[phase], size=5, fillmode="overlay", fgcolor="rgba(0,0,0,0.4)"),
+                ),
+                hovertemplate=f"%{{y}} {phase}: %{{x}} steps from %{{base}}<extra></extra>",
+            )
+    ends = [(rid, s) for rid in view.request_ids if (s := view.finish_step(rid)) is not None]
+    fig.add_scatter(
+        x=[s + 0.5 for _, s in ends],
+        y=[rid for rid, _ in ends],
+        mode="markers",
+        name="finished",
+        marker=dict(symbol="line-ns", size=14, line=dict(width=3, color="#000")),
+        customdata=[s for _, s in ends],
+        hovertemplate="%{y} finished at the end of step %{customdata}<extra></extra>",
+    )
     fig.update_layout(
-        barmode="overlay", bargap=0.25, height=150 + 22 * len(view.request_ids),
-        margin=dict(l=10, r=10, t=40, b=30), title=f"{view.policy}: request timeline",
+        barmode="overlay",
+        bargap=0.25,
+        height=150 + 22 * len(view.request_ids),
+        margin=dict(l=10, r=10, t=40, b=30),
+        title=f"{view.policy}: request timeline",
         xaxis=dict(title="step", range=[-0.5, (num_steps or view.num_steps) - 0.5]),
         yaxis=dict(type="category", categoryorder="array", categoryarray=view.request_ids[::-1]),
         legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right", font=dict(size=10)),
