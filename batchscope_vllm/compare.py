@@ -154,8 +154,9 @@ def compare(bs_steps: list[dict[str, Any]], vllm_steps: list[dict[str, Any]]) ->
     diffs = [f"step {i}: {d}" for i, (b, v) in enumerate(zip(bs, vl)) for d in _step_differences(b, v)]
     if len(bs) != len(vl):
         longer = "Batchscope" if len(bs) > len(vl) else "vLLM"
-        diffs.append(f"step {min(len(bs), len(vl))}: only {longer} runs steps {min(len(bs), len(vl))}.."
-                     f"{max(len(bs), len(vl)) - 1} (Batchscope ran {len(bs)} steps, vLLM {len(vl)})")
+        first, last = min(len(bs), len(vl)), max(len(bs), len(vl)) - 1
+        span = f"step {first}" if first == last else f"steps {first}..{last}"
+        diffs.append(f"step {first}: only {longer} runs {span} (Batchscope ran {len(bs)} steps, vLLM {len(vl)})")
     return diffs
 
 
