@@ -38,7 +38,9 @@ def workload_from_trace(records: list[dict[str, Any]]) -> dict[str, Any]:
 
     - ``config``: the header's ``config``; fields old traces lack default to ``CONFIG_DEFAULTS`` (no prefix
       caching, the first-chunk admission rule, FCFS). ``max_model_len``: the header's (top level or in
-      ``config``) if recorded, else the largest prompt + ``max_tokens`` of the workload (never binding).
+      ``config``) if recorded, else the largest of every prompt + ``max_tokens`` and the token budget: it never
+      binds (vLLM clamps a chunk to ``max_model_len - 1`` and stops at it), and it keeps vLLM from warning
+      that the budget exceeds ``max_num_seqs * max_model_len``.
     - ``eos_token_ids``: the header's ``eos_token_ids`` if recorded; else inferred from the summary as the last
       output token of every request that finished with reason ``stop`` (sorted; empty if none did).
     - ``requests``: one per header request, sorted into arrival order. A request's ``arrival_step`` is the first
@@ -75,7 +77,8 @@ def workload_from_trace(records: list[dict[str, Any]]) -> dict[str, Any]:
         }))
     requests = [spec for _, spec in sorted(specs, key=lambda item: item[0])]
     config.setdefault("max_model_len", header.get("max_model_len")
-                      or max((len(s["prompt_token_ids"]) + s["max_tokens"] for s in requests), default=1))
+                      or max([len(s["prompt_token_ids"]) + s["max_tokens"] for s in requests]
+                             + [config["max_num_batched_tokens"]]))
     eos = header.get("eos_token_ids")
     if eos is None:
         eos = sorted({o["output_token_ids"][-1] for o in outputs.values()
@@ -95,13 +98,16 @@ def _view(step: dict[str, Any]) -> dict[str, Any]:
     tokens per admitted request) is read only at the top level: Batchscope's ``kv.num_cached_tokens`` means
     something else (tokens holding K/V after the step) and is not compared.
     """
-    tables = step.get("block_tables", step.get("kv", {}).get("block_tables", {}))
+    kv = step.get("kv", {})
+    tables = step.get("block_tables", kv.get("block_tables", {}))
     return {
         "scheduled": {s["request_id"]: (s["num_tokens"], s["num_computed_tokens"]) for s in step.get("scheduled", [])},
+        "order": [s["request_id"] for s in step.get("scheduled", [])],
         "admitted": set(step.get("admitted", [])),
         "preempted": list(step.get("preempted", [])),
         "finished": {(f["request_id"], f["reason"]) for f in step.get("finished", [])},
         "blocks": {rid: len(t) for rid, t in tables.items()},
+        "num_used_blocks": step.get("num_used_blocks", kv.get("num_used_blocks")),
         "num_cached_tokens": step.get("num_cached_tokens"),
     }
 
@@ -128,6 +134,8 @@ def _step_differences(bs: dict[str, Any], vl: dict[str, Any]) -> list[str]:
     b, v = _view(bs), _view(vl)
     out = [
         _dict_diff("scheduled", b["scheduled"], v["scheduled"], _fmt_sched),
+        None if b["scheduled"] != v["scheduled"] or b["order"] == v["order"] else
+        f"batch order differs: Batchscope {b['order']}, vLLM {v['order']}",
         None if b["admitted"] == v["admitted"] else
         f"admitted differs: Batchscope {sorted(b['admitted'])}, vLLM {sorted(v['admitted'])}",
         None if b["preempted"] == v["preempted"] else
@@ -135,6 +143,8 @@ def _step_differences(bs: dict[str, Any], vl: dict[str, Any]) -> list[str]:
         None if b["finished"] == v["finished"] else
         f"finished differs: Batchscope {sorted(b['finished'])}, vLLM {sorted(v['finished'])}",
         _dict_diff("blocks per request", b["blocks"], v["blocks"], str),
+        None if None in (b["num_used_blocks"], v["num_used_blocks"]) or b["num_used_blocks"] == v["num_used_blocks"]
+        else f"num_used_blocks differs: Batchscope {b['num_used_blocks']}, vLLM {v['num_used_blocks']}",
     ]
     if b["num_cached_tokens"] is not None and v["num_cached_tokens"] is not None:
         out.append(_dict_diff("num_cached_tokens", b["num_cached_tokens"], v["num_cached_tokens"], str))
@@ -146,9 +156,11 @@ def compare(bs_steps: list[dict[str, Any]], vllm_steps: list[dict[str, Any]]) ->
 
     ``bs_steps``: Batchscope step records (a whole trace is fine: header and summary are skipped).
     ``vllm_steps``: ``run_vllm``'s records. Steps are matched by position. Per step: scheduled (request ->
-    tokens and computed tokens before the step), admitted (as a set), preempted (in order), finished (request and
-    reason), blocks per request, and ``num_cached_tokens`` when both records have it. Differing step counts are
-    reported last. An empty list means the runs agree on every step.
+    tokens and computed tokens before the step; and, when those agree, the batch order), admitted (as a set),
+    preempted (in order), finished (request and reason), blocks per request, ``num_used_blocks``, and
+    ``num_cached_tokens`` when both records have it. Block ids themselves are not compared: vLLM reuses freed
+    blocks LIFO, Batchscope lowest id first. Differing step counts are reported last. An empty list means the
+    runs agree on every step.
     """
     bs, vl = _steps(bs_steps), _steps(vllm_steps)
     diffs = [f"step {i}: {d}" for i, (b, v) in enumerate(zip(bs, vl)) for d in _step_differences(b, v)]

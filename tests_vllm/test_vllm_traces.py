@@ -103,10 +103,14 @@ def test_compare_reports_the_first_differing_step():
     steps = run_vllm(workload_from_trace(records))
     changed = copy.deepcopy(records)
     changed[3]["scheduled"][0]["num_tokens"] += 1  # step 2
+    changed[4]["scheduled"].reverse()  # step 3
     changed[5]["kv"]["block_tables"]["A"].append(99)  # step 4
+    changed[6]["kv"]["num_used_blocks"] += 1  # step 5
     diffs = compare(changed, steps)
     assert diffs[0].startswith("step 2: scheduled differs: B: Batchscope 2 tokens from 6, vLLM 1 tokens from 6")
-    assert diffs[1] == "step 4: blocks per request differs: A: Batchscope 11, vLLM 10"
+    assert diffs[1].startswith("step 3: batch order differs: Batchscope ['D', ")
+    assert diffs[2] == "step 4: blocks per request differs: A: Batchscope 11, vLLM 10"
+    assert diffs[3].startswith("step 5: num_used_blocks differs")
     assert first_difference(records, steps[:-1]).startswith("step 13: only Batchscope runs step 13")
 
 
