@@ -178,7 +178,10 @@ def run_vllm(workload: dict[str, Any]) -> list[dict[str, Any]]:
     step, limit = 0, _max_steps(workload)
     while pending or any(not r.is_finished() for r in requests.values()):
         if step >= limit:
-            raise RuntimeError(f"vLLM did not finish the workload within {limit} steps")
+            stuck = [(r.request_id, r.status.name, r.num_computed_tokens, r.num_tokens) for r in requests.values()
+                     if not r.is_finished()]
+            raise RuntimeError(f"vLLM did not finish the workload within {limit} steps; unfinished (id, status, "
+                               f"computed tokens, known tokens): {stuck}")
         for spec in [s for s in pending if int(s.get("arrival_step", 0)) <= step]:
             pending.remove(spec)
             req = _make_request(spec, eos, float(len(requests)), hasher)

@@ -124,3 +124,24 @@ def test_cli_prints_json_lines(tmp_path):
                          capture_output=True, text=True).stdout
     lines = [json.loads(line) for line in out.splitlines()]
     assert [line["finished"] for line in lines] == [[{"request_id": "A", "reason": "length"}]]
+
+
+def test_prefix_cache_hit_counts_full_blocks_and_shared_blocks_count_once():
+    prompt = list(range(10, 19))  # 9 tokens = 2 full blocks of 4 + 1
+    reqs = [{"request_id": "A", "prompt_token_ids": prompt, "max_tokens": 3, "ignore_eos": True, "arrival_step": 0},
+            {"request_id": "B", "prompt_token_ids": prompt, "max_tokens": 2, "ignore_eos": True, "arrival_step": 1}]
+    steps = run_vllm({"config": config(max_num_batched_tokens=16, enable_prefix_caching=True), "eos_token_ids": [],
+                      "requests": reqs, "sampled": {"A": [7] * 3, "B": [7] * 2}})
+    assert steps[1]["num_cached_tokens"] == {"B": 8}
+    assert steps[1]["scheduled"][-1] == {"request_id": "B", "num_tokens": 1, "num_computed_tokens": 8}
+    tables = steps[1]["block_tables"]
+    assert tables["A"][:2] == tables["B"][:2] and tables["A"][2] != tables["B"][2]
+    assert steps[1]["num_used_blocks"] == 4
+
+
+def test_priority_policy_admits_the_lowest_priority_value_first():
+    reqs = [{"request_id": r, "prompt_token_ids": [5], "max_tokens": 1, "ignore_eos": True, "arrival_step": 0,
+             "priority": p} for r, p in [("A", 2), ("B", 0), ("C", 1)]]
+    steps = run_vllm({"config": config(max_num_seqs=1, scheduling_policy="priority"), "eos_token_ids": [],
+                      "requests": reqs, "sampled": {r: [7] for r in "ABC"}})
+    assert [st["admitted"] for st in steps] == [["B"], ["C"], ["A"]]
