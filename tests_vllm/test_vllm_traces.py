@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from batchscope_vllm.compare import SYNTHETIC_TOKEN_BASE, compare, first_difference, workload_from_trace
-from batchscope_vllm.driver import run_vllm
+from batchscope_vllm.driver import main, run_vllm
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = sorted((ROOT / "assets" / "traces").glob("*-continuous.jsonl"))
@@ -114,16 +112,18 @@ def test_compare_reports_the_first_differing_step():
     assert first_difference(records, steps[:-1]).startswith("step 13: only Batchscope runs step 13")
 
 
-def test_cli_prints_json_lines(tmp_path):
+def test_cli_prints_json_lines(tmp_path, capsys):
+    """``python -m batchscope_vllm.driver w.json`` runs ``main`` (called in-process: a new process would spend
+    ~10 s importing vLLM again)."""
     workload = {"config": config(), "eos_token_ids": [2],
                 "requests": [{"request_id": "A", "prompt_token_ids": [5, 6], "max_tokens": 1, "ignore_eos": False,
                               "arrival_step": 0}], "sampled": {"A": [7]}}
     path = tmp_path / "w.json"
     path.write_text(json.dumps(workload))
-    out = subprocess.run([sys.executable, "-m", "batchscope_vllm.driver", str(path)], cwd=ROOT, check=True,
-                         capture_output=True, text=True).stdout
-    lines = [json.loads(line) for line in out.splitlines()]
+    assert main([str(path)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["finished"] for line in lines] == [[{"request_id": "A", "reason": "length"}]]
+    assert main([]) == 2
 
 
 def test_prefix_cache_hit_counts_full_blocks_and_shared_blocks_count_once():
