@@ -50,18 +50,20 @@ _LLAMA_CONFIG = {
 
 
 @functools.lru_cache(maxsize=1)
-def _model_dir() -> str:
-    """A temporary folder holding only the generated ``config.json`` (removed when the process exits)."""
+def _model_dir() -> tempfile.TemporaryDirectory:
+    """A temporary folder holding only the generated ``config.json`` (cached, so it lives until the process
+    exits and is removed then)."""
     tmp = tempfile.TemporaryDirectory(prefix="batchscope-vllm-model-")
-    _model_dir.tmp = tmp  # type: ignore[attr-defined]  # keep it alive for the whole process
     with open(os.path.join(tmp.name, "config.json"), "w") as f:
         json.dump(_LLAMA_CONFIG, f)
-    return tmp.name
+    return tmp
 
 
 @functools.lru_cache(maxsize=16)
 def _model_config(max_model_len: int) -> ModelConfig:
-    return ModelConfig(model=_model_dir(), skip_tokenizer_init=True, max_model_len=max_model_len, dtype="float32")
+    """vLLM's ``ModelConfig`` on the generated folder (~0.01 s once vLLM is imported; cached per length)."""
+    return ModelConfig(model=_model_dir().name, skip_tokenizer_init=True, max_model_len=max_model_len,
+                       dtype="float32")
 
 
 def make_scheduler(config: dict[str, Any]) -> Scheduler:
@@ -134,6 +136,26 @@ def _max_steps(workload: dict[str, Any]) -> int:
     return 1000 + max((int(r.get("arrival_step", 0)) for r in reqs), default=0) + 20 * work * max(1, len(reqs))
 
 
+def _sampled_tokens(scheduled_ids, requests: dict[str, Request],
+                    sampled: dict[str, list[int]]) -> tuple[list[list[int]], list[str]]:
+    """The fake forward pass: per scheduled request (in order), ``[next sampled token]`` if it samples this step
+    (its computed tokens reach its known tokens once ``schedule()`` has advanced them), else ``[]``; plus the
+    requests that sample but whose ``sampled`` list is used up (to be aborted)."""
+    tokens: list[list[int]] = []
+    exhausted: list[str] = []
+    for rid in scheduled_ids:
+        req = requests[rid]
+        todo, k = sampled.get(rid, []), len(req.output_token_ids)
+        if req.num_computed_tokens < req.num_tokens:
+            tokens.append([])  # a prefill chunk that stops short of the known tokens samples nothing
+        elif k < len(todo):
+            tokens.append([int(todo[k])])
+        else:
+            tokens.append([])
+            exhausted.append(rid)
+    return tokens, exhausted
+
+
 def run_vllm(workload: dict[str, Any]) -> list[dict[str, Any]]:
     """Run ``workload`` through vLLM's scheduler; one record per step, until every request has finished.
 
@@ -200,20 +222,7 @@ def run_vllm(workload: dict[str, Any]) -> list[dict[str, Any]]:
                         for r in sched.running}
         num_used = num_kv_blocks - sched.kv_cache_manager.block_pool.get_num_free_blocks()
 
-        tokens: list[list[int]] = []
-        aborted: list[str] = []
-        for rid in out.num_scheduled_tokens:
-            req = requests[rid]
-            if req.num_computed_tokens < req.num_tokens:
-                tokens.append([])  # a prefill chunk that stops short of the known tokens samples nothing
-                continue
-            todo = sampled.get(rid, [])
-            k = len(req.output_token_ids)
-            if k < len(todo):
-                tokens.append([int(todo[k])])
-            else:
-                tokens.append([])
-                aborted.append(rid)
+        tokens, aborted = _sampled_tokens(out.num_scheduled_tokens, requests, sampled)
         if aborted:
             sched.finish_requests(aborted, RequestStatus.FINISHED_ABORTED)
         ids = list(out.num_scheduled_tokens)
