@@ -1,0 +1,262 @@
+"""Run vLLM 0.33.0's real V1 scheduler on a workload, without a model, and log every step like Batchscope.
+
+The loop is the one vLLM's ``EngineCore.step`` runs, minus the model:
+
+    add arrived requests --> Scheduler.schedule() --> (fake forward: the token Batchscope sampled)
+                         --> ModelRunnerOutput --> Scheduler.update_from_output() --> step record
+
+``Scheduler.schedule()`` (vllm/v1/core/sched/scheduler.py) advances each scheduled request's
+``num_computed_tokens`` before the step runs, so a request samples in a step when, after ``schedule()``, its
+computed tokens reach its known tokens (prompt + outputs so far). vLLM then appends the token and decides
+finishes itself (``check_stop`` in vllm/v1/core/sched/utils.py: EOS first, then ``max_tokens`` /
+``max_model_len``); that decision is part of what is compared.
+
+The KV cache is one full-attention group. vLLM's ``BlockPool`` keeps block 0 as a *null block* that no request
+owns, so the pool here has ``num_kv_blocks + 1`` blocks and every block id in the output is vLLM's id minus 1
+(ids start at 0, as in Batchscope). Units: tokens and blocks; a "step" is one ``schedule()`` call.
+
+Usage: ``python -m batchscope_vllm.driver workload.json`` prints one JSON object per step (JSON Lines).
+Only the standard library and vLLM are imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # read when vllm is first imported
+
+from vllm import SamplingParams
+from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig
+from vllm.utils.hashing import get_hash_fn_by_name
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from vllm.v1.outputs import ModelRunnerOutput
+from vllm.v1.request import Request, RequestStatus
+from vllm.v1.structured_output import StructuredOutputManager
+
+# A generated Llama config.json is all ModelConfig reads (skip_tokenizer_init=True): no weights, no tokenizer.
+_MAX_POSITIONS = 1 << 20
+_LLAMA_CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+    "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 1, "vocab_size": 32000,
+    "max_position_embeddings": _MAX_POSITIONS, "torch_dtype": "float32",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _model_dir() -> tempfile.TemporaryDirectory:
+    """A temporary folder holding only the generated ``config.json`` (cached, so it lives until the process
+    exits and is removed then)."""
+    tmp = tempfile.TemporaryDirectory(prefix="batchscope-vllm-model-")
+    with open(os.path.join(tmp.name, "config.json"), "w") as f:
+        json.dump(_LLAMA_CONFIG, f)
+    return tmp
+
+
+@functools.lru_cache(maxsize=16)
+def _model_config(max_model_len: int) -> ModelConfig:
+    """vLLM's ``ModelConfig`` on the generated folder (~0.01 s once vLLM is imported; cached per length)."""
+    return ModelConfig(model=_model_dir().name, skip_tokenizer_init=True, max_model_len=max_model_len,
+                       dtype="float32")
+
+
+def make_scheduler(config: dict[str, Any]) -> Scheduler:
+    """Build vLLM's ``Scheduler`` (``Scheduler.__init__``) for a workload ``config`` (see ``run_vllm``).
+
+    vLLM's ``SchedulerConfig.verify_max_model_len`` refuses ``max_num_batched_tokens < max_model_len`` with
+    chunked prefill off (the real engine then raises the budget to the context length); Batchscope allows a small
+    budget and rejects longer prompts up front instead. So the config is built with chunking on and the flag is
+    set afterwards: ``Scheduler.schedule()`` reads ``scheduler_config.enable_chunked_prefill`` at every step.
+    vLLM also refuses ``max_num_batched_tokens < max_num_seqs`` (ValueError), whatever the chunking.
+    """
+    block_size = int(config["block_size"])
+    max_model_len = int(config["max_model_len"])
+    sched_cfg = SchedulerConfig(
+        max_num_seqs=int(config["max_num_seqs"]),
+        max_num_batched_tokens=int(config["max_num_batched_tokens"]),
+        max_model_len=max_model_len,
+        is_encoder_decoder=False,
+        enable_chunked_prefill=True,
+        scheduler_reserve_full_isl=bool(config.get("reserve_full_prompt", False)),
+        policy=config.get("scheduling_policy", "fcfs"),
+    )
+    sched_cfg.enable_chunked_prefill = bool(config["enable_chunked_prefill"])
+    cache_cfg = CacheConfig(block_size=block_size, enable_prefix_caching=bool(config.get("enable_prefix_caching")))
+    model_cfg = _model_config(max_model_len)
+    vllm_cfg = VllmConfig(model_config=model_cfg, cache_config=cache_cfg, scheduler_config=sched_cfg,
+                          device_config=DeviceConfig(device="cpu"))
+    num_blocks = int(config["num_kv_blocks"]) + 1  # + vLLM's null block 0
+    vllm_cfg.cache_config.num_gpu_blocks = num_blocks
+    spec = FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=model_cfg.dtype)
+    kv_cfg = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
+                           kv_cache_groups=[KVCacheGroupSpec(["model.layers.0.self_attn.attn"], spec)])
+    sched = Scheduler(vllm_config=vllm_cfg, kv_cache_config=kv_cfg,
+                      structured_output_manager=StructuredOutputManager(vllm_cfg), block_size=block_size)
+    got = (sched.max_num_running_reqs, sched.max_num_scheduled_tokens, sched.cache_config.enable_prefix_caching,
+           sched.scheduler_config.enable_chunked_prefill, sched.scheduler_reserve_full_isl, sched.policy.value)
+    want = (sched_cfg.max_num_seqs, sched_cfg.max_num_batched_tokens, cache_cfg.enable_prefix_caching,
+            sched_cfg.enable_chunked_prefill, sched_cfg.scheduler_reserve_full_isl, sched_cfg.policy)
+    if got != want:
+        raise RuntimeError(f"vLLM changed the scheduler settings: asked {want}, got {got}")
+    return sched
+
+
+def _block_hasher(config: dict[str, Any]):
+    """vLLM's per-request block hasher (as ``EngineCore.__init__`` builds it), or None without prefix caching."""
+    if not config.get("enable_prefix_caching"):
+        return None
+    hash_fn = get_hash_fn_by_name("sha256")
+    init_none_hash(hash_fn)
+    return get_request_block_hasher(int(config["block_size"]), hash_fn)
+
+
+def _make_request(spec: dict[str, Any], eos_token_ids: list[int], arrival_time: float, hasher) -> Request:
+    """A vLLM ``Request``; EOS ids go through ``SamplingParams.update_from_generation_config`` as in vLLM's
+    input processor (first id = the tokenizer's EOS, the rest = generation-config stop ids; all off with
+    ``ignore_eos``)."""
+    params = SamplingParams(max_tokens=int(spec["max_tokens"]), ignore_eos=bool(spec.get("ignore_eos", False)),
+                            temperature=0.0)
+    if eos_token_ids:
+        params.update_from_generation_config({"eos_token_id": list(eos_token_ids)}, eos_token_ids[0])
+    return Request(request_id=str(spec["request_id"]), prompt_token_ids=list(spec["prompt_token_ids"]),
+                   sampling_params=params, pooling_params=None, arrival_time=arrival_time,
+                   priority=int(spec.get("priority", 0)), block_hasher=hasher)
+
+
+def _max_steps(workload: dict[str, Any]) -> int:
+    """A generous bound on the steps of a run, so a livelock raises instead of hanging."""
+    reqs = workload["requests"]
+    work = sum(len(r["prompt_token_ids"]) + int(r["max_tokens"]) for r in reqs)
+    return 1000 + max((int(r.get("arrival_step", 0)) for r in reqs), default=0) + 20 * work * max(1, len(reqs))
+
+
+def _sampled_tokens(scheduled_ids, requests: dict[str, Request],
+                    sampled: dict[str, list[int]]) -> tuple[list[list[int]], list[str]]:
+    """The fake forward pass: per scheduled request (in order), ``[next sampled token]`` if it samples this step
+    (its computed tokens reach its known tokens once ``schedule()`` has advanced them), else ``[]``; plus the
+    requests that sample but whose ``sampled`` list is used up (to be aborted)."""
+    tokens: list[list[int]] = []
+    exhausted: list[str] = []
+    for rid in scheduled_ids:
+        req = requests[rid]
+        todo, k = sampled.get(rid, []), len(req.output_token_ids)
+        if req.num_computed_tokens < req.num_tokens:
+            tokens.append([])  # a prefill chunk that stops short of the known tokens samples nothing
+        elif k < len(todo):
+            tokens.append([int(todo[k])])
+        else:
+            tokens.append([])
+            exhausted.append(rid)
+    return tokens, exhausted
+
+
+def run_vllm(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run ``workload`` through vLLM's scheduler; one record per step, until every request has finished.
+
+    ``workload``: ``{"config": {max_num_seqs, max_num_batched_tokens, block_size, num_kv_blocks (Batchscope's
+    count, without vLLM's null block), enable_chunked_prefill, enable_prefix_caching, reserve_full_prompt (->
+    ``SchedulerConfig.scheduler_reserve_full_isl``), scheduling_policy ("fcfs" | "priority"), max_model_len},
+    "eos_token_ids": [...], "requests": [{request_id, prompt_token_ids, max_tokens, ignore_eos, arrival_step,
+    priority}], "sampled": {request_id: [output token ids, in order]}}``.
+
+    Requests are added (``Scheduler.add_request``) just before step k once ``arrival_step <= k``, in list order;
+    ``arrival_time`` is the position in that list (the priority policy's tie-break). Steps run while anything is
+    pending or unfinished; an empty step (nothing arrived yet) is still a step. A request that samples gets the
+    next token of its ``sampled`` list; if that list is used up (vLLM wants more tokens than Batchscope made) the
+    request is aborted (``Scheduler.finish_requests``) and logged with reason ``"abort"``.
+
+    Returns per step: ``step``; ``scheduled`` (vLLM's batch order: ``request_id``, ``num_tokens``,
+    ``num_computed_tokens`` before the step); ``admitted`` (newly scheduled from waiting, resumed included);
+    ``preempted`` (in preemption order); ``finished`` (``request_id``, ``reason`` "stop" | "length" | "abort");
+    ``num_cached_tokens`` (prefix-cache hit tokens of each request admitted this step); ``block_tables``
+    (every block-holding request after ``schedule()``, block ids minus 1); ``num_used_blocks`` (blocks referenced
+    by some request; cached-but-free blocks count as free).
+    """
+    config = workload["config"]
+    sched = make_scheduler(config)
+    hasher = _block_hasher(config)
+    eos = [int(t) for t in workload.get("eos_token_ids", [])]
+    sampled = {str(k): list(v) for k, v in workload.get("sampled", {}).items()}
+    pending = list(workload["requests"])
+    requests: dict[str, Request] = {}
+    num_kv_blocks = int(config["num_kv_blocks"])
+
+    preempted: list[str] = []
+    original_preempt = sched._preempt_request
+
+    def record_preemption(request: Request, *args: Any, **kwargs: Any) -> None:
+        preempted.append(request.request_id)  # vLLM reports a set (SchedulerOutput.preempted_req_ids): keep order
+        original_preempt(request, *args, **kwargs)
+
+    sched._preempt_request = record_preemption  # type: ignore[method-assign]
+
+    records: list[dict[str, Any]] = []
+    step, limit = 0, _max_steps(workload)
+    while pending or any(not r.is_finished() for r in requests.values()):
+        if step >= limit:
+            stuck = [(r.request_id, r.status.name, r.num_computed_tokens, r.num_tokens) for r in requests.values()
+                     if not r.is_finished()]
+            raise RuntimeError(f"vLLM did not finish the workload within {limit} steps; unfinished (id, status, "
+                               f"computed tokens, known tokens): {stuck}")
+        for spec in [s for s in pending if int(s.get("arrival_step", 0)) <= step]:
+            pending.remove(spec)
+            req = _make_request(spec, eos, float(len(requests)), hasher)
+            requests[req.request_id] = req
+            sched.add_request(req)
+        was_waiting = {rid for rid, r in requests.items()
+                       if r.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)}
+        preempted.clear()
+
+        out = sched.schedule()
+
+        scheduled = [{"request_id": rid, "num_tokens": n, "num_computed_tokens": requests[rid].num_computed_tokens - n}
+                     for rid, n in out.num_scheduled_tokens.items()]
+        admitted = [s["request_id"] for s in scheduled if s["request_id"] in was_waiting]
+        block_tables = {r.request_id: [b - 1 for b in sched.kv_cache_manager.get_block_ids(r.request_id)[0]]
+                        for r in sched.running}
+        num_used = num_kv_blocks - sched.kv_cache_manager.block_pool.get_num_free_blocks()
+
+        tokens, aborted = _sampled_tokens(out.num_scheduled_tokens, requests, sampled)
+        if aborted:
+            sched.finish_requests(aborted, RequestStatus.FINISHED_ABORTED)
+        ids = list(out.num_scheduled_tokens)
+        sched.update_from_output(out, ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+                                                        sampled_token_ids=tokens))
+        finished = [{"request_id": rid, "reason": str(requests[rid].get_finished_reason())}
+                    for rid in ids if requests[rid].is_finished()]
+        records.append({
+            "step": step,
+            "scheduled": scheduled,
+            "admitted": admitted,
+            "preempted": list(preempted),
+            "finished": finished,
+            "num_cached_tokens": {s["request_id"]: s["num_computed_tokens"] for s in scheduled
+                                  if s["request_id"] in admitted},
+            "block_tables": block_tables,
+            "num_used_blocks": num_used,
+        })
+        step += 1
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: ``python -m batchscope_vllm.driver workload.json`` prints the step records as JSON Lines."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m batchscope_vllm.driver workload.json", file=sys.stderr)
+        return 2
+    with open(args[0]) as f:
+        workload = json.load(f)
+    for record in run_vllm(workload):
+        print(json.dumps(record))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
