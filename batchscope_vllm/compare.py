@@ -70,19 +70,34 @@ def workload_from_trace(records: list[dict[str, Any]]) -> dict[str, Any]:
             next_token += r["num_prompt_tokens"]
         arrival = first_seen.get(rid, r.get("arrival_step") if r.get("arrival_step") is not None else 0)
         clock_key = -1 if r.get("arrival_step") is None else r["arrival_step"]  # Batchscope's pending-list order
-        specs.append(((arrival, clock_key, r.get("arrival_time") or 0.0, index), {
-            "request_id": rid, "prompt_token_ids": list(prompt), "max_tokens": r["max_tokens"],
-            "ignore_eos": bool(r.get("ignore_eos", False)), "arrival_step": arrival,
-            "priority": int(r.get("priority", 0)),
-        }))
+        specs.append(
+            (
+                (arrival, clock_key, r.get("arrival_time") or 0.0, index),
+                {
+                    "request_id": rid,
+                    "prompt_token_ids": list(prompt),
+                    "max_tokens": r["max_tokens"],
+                    "ignore_eos": bool(r.get("ignore_eos", False)),
+                    "arrival_step": arrival,
+                    "priority": int(r.get("priority", 0)),
+                },
+            )
+        )
     requests = [spec for _, spec in sorted(specs, key=lambda item: item[0])]
-    config.setdefault("max_model_len", header.get("max_model_len")
-                      or max([len(s["prompt_token_ids"]) + s["max_tokens"] for s in requests]
-                             + [config["max_num_batched_tokens"]]))
+    config.setdefault(
+        "max_model_len",
+        header.get("max_model_len")
+        or max([len(s["prompt_token_ids"]) + s["max_tokens"] for s in requests] + [config["max_num_batched_tokens"]]),
+    )
     eos = header.get("eos_token_ids")
     if eos is None:
-        eos = sorted({o["output_token_ids"][-1] for o in outputs.values()
-                      if o.get("finish_reason") == "stop" and o.get("output_token_ids")})
+        eos = sorted(
+            {
+                o["output_token_ids"][-1]
+                for o in outputs.values()
+                if o.get("finish_reason") == "stop" and o.get("output_token_ids")
+            }
+        )
     return {
         "config": config,
         "eos_token_ids": list(eos),
@@ -134,16 +149,21 @@ def _step_differences(bs: dict[str, Any], vl: dict[str, Any]) -> list[str]:
     b, v = _view(bs), _view(vl)
     out = [
         _dict_diff("scheduled", b["scheduled"], v["scheduled"], _fmt_sched),
-        None if b["scheduled"] != v["scheduled"] or b["order"] == v["order"] else
-        f"batch order differs: Batchscope {b['order']}, vLLM {v['order']}",
-        None if b["admitted"] == v["admitted"] else
-        f"admitted differs: Batchscope {sorted(b['admitted'])}, vLLM {sorted(v['admitted'])}",
-        None if b["preempted"] == v["preempted"] else
-        f"preempted differs: Batchscope {b['preempted']}, vLLM {v['preempted']}",
-        None if b["finished"] == v["finished"] else
-        f"finished differs: Batchscope {sorted(b['finished'])}, vLLM {sorted(v['finished'])}",
+        None
+        if b["scheduled"] != v["scheduled"] or b["order"] == v["order"]
+        else f"batch order differs: Batchscope {b['order']}, vLLM {v['order']}",
+        None
+        if b["admitted"] == v["admitted"]
+        else f"admitted differs: Batchscope {sorted(b['admitted'])}, vLLM {sorted(v['admitted'])}",
+        None
+        if b["preempted"] == v["preempted"]
+        else f"preempted differs: Batchscope {b['preempted']}, vLLM {v['preempted']}",
+        None
+        if b["finished"] == v["finished"]
+        else f"finished differs: Batchscope {sorted(b['finished'])}, vLLM {sorted(v['finished'])}",
         _dict_diff("blocks per request", b["blocks"], v["blocks"], str),
-        None if None in (b["num_used_blocks"], v["num_used_blocks"]) or b["num_used_blocks"] == v["num_used_blocks"]
+        None
+        if None in (b["num_used_blocks"], v["num_used_blocks"]) or b["num_used_blocks"] == v["num_used_blocks"]
         else f"num_used_blocks differs: Batchscope {b['num_used_blocks']}, vLLM {v['num_used_blocks']}",
     ]
     if b["num_cached_tokens"] is not None and v["num_cached_tokens"] is not None:

@@ -43,9 +43,16 @@ from vllm.v1.structured_output import StructuredOutputManager
 # A generated Llama config.json is all ModelConfig reads (skip_tokenizer_init=True): no weights, no tokenizer.
 _MAX_POSITIONS = 1 << 20
 _LLAMA_CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
-    "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 1, "vocab_size": 32000,
-    "max_position_embeddings": _MAX_POSITIONS, "torch_dtype": "float32",
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 1,
+    "vocab_size": 32000,
+    "max_position_embeddings": _MAX_POSITIONS,
+    "torch_dtype": "float32",
 }
 
 
@@ -62,8 +69,7 @@ def _model_dir() -> tempfile.TemporaryDirectory:
 @functools.lru_cache(maxsize=16)
 def _model_config(max_model_len: int) -> ModelConfig:
     """vLLM's ``ModelConfig`` on the generated folder (~0.01 s once vLLM is imported; cached per length)."""
-    return ModelConfig(model=_model_dir().name, skip_tokenizer_init=True, max_model_len=max_model_len,
-                       dtype="float32")
+    return ModelConfig(model=_model_dir().name, skip_tokenizer_init=True, max_model_len=max_model_len, dtype="float32")
 
 
 def make_scheduler(config: dict[str, Any]) -> Scheduler:
@@ -89,19 +95,42 @@ def make_scheduler(config: dict[str, Any]) -> Scheduler:
     sched_cfg.enable_chunked_prefill = bool(config["enable_chunked_prefill"])
     cache_cfg = CacheConfig(block_size=block_size, enable_prefix_caching=bool(config.get("enable_prefix_caching")))
     model_cfg = _model_config(max_model_len)
-    vllm_cfg = VllmConfig(model_config=model_cfg, cache_config=cache_cfg, scheduler_config=sched_cfg,
-                          device_config=DeviceConfig(device="cpu"))
+    vllm_cfg = VllmConfig(
+        model_config=model_cfg,
+        cache_config=cache_cfg,
+        scheduler_config=sched_cfg,
+        device_config=DeviceConfig(device="cpu"),
+    )
     num_blocks = int(config["num_kv_blocks"]) + 1  # + vLLM's null block 0
     vllm_cfg.cache_config.num_gpu_blocks = num_blocks
     spec = FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=model_cfg.dtype)
-    kv_cfg = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
-                           kv_cache_groups=[KVCacheGroupSpec(["model.layers.0.self_attn.attn"], spec)])
-    sched = Scheduler(vllm_config=vllm_cfg, kv_cache_config=kv_cfg,
-                      structured_output_manager=StructuredOutputManager(vllm_cfg), block_size=block_size)
-    got = (sched.max_num_running_reqs, sched.max_num_scheduled_tokens, sched.cache_config.enable_prefix_caching,
-           sched.scheduler_config.enable_chunked_prefill, sched.scheduler_reserve_full_isl, sched.policy.value)
-    want = (sched_cfg.max_num_seqs, sched_cfg.max_num_batched_tokens, cache_cfg.enable_prefix_caching,
-            sched_cfg.enable_chunked_prefill, sched_cfg.scheduler_reserve_full_isl, sched_cfg.policy)
+    kv_cfg = KVCacheConfig(
+        num_blocks=num_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[KVCacheGroupSpec(["model.layers.0.self_attn.attn"], spec)],
+    )
+    sched = Scheduler(
+        vllm_config=vllm_cfg,
+        kv_cache_config=kv_cfg,
+        structured_output_manager=StructuredOutputManager(vllm_cfg),
+        block_size=block_size,
+    )
+    got = (
+        sched.max_num_running_reqs,
+        sched.max_num_scheduled_tokens,
+        sched.cache_config.enable_prefix_caching,
+        sched.scheduler_config.enable_chunked_prefill,
+        sched.scheduler_reserve_full_isl,
+        sched.policy.value,
+    )
+    want = (
+        sched_cfg.max_num_seqs,
+        sched_cfg.max_num_batched_tokens,
+        cache_cfg.enable_prefix_caching,
+        sched_cfg.enable_chunked_prefill,
+        sched_cfg.scheduler_reserve_full_isl,
+        sched_cfg.policy,
+    )
     if got != want:
         raise RuntimeError(f"vLLM changed the scheduler settings: asked {want}, got {got}")
     return sched
@@ -120,13 +149,20 @@ def _make_request(spec: dict[str, Any], eos_token_ids: list[int], arrival_time: 
     """A vLLM ``Request``; EOS ids go through ``SamplingParams.update_from_generation_config`` as in vLLM's
     input processor (first id = the tokenizer's EOS, the rest = generation-config stop ids; all off with
     ``ignore_eos``)."""
-    params = SamplingParams(max_tokens=int(spec["max_tokens"]), ignore_eos=bool(spec.get("ignore_eos", False)),
-                            temperature=0.0)
+    params = SamplingParams(
+        max_tokens=int(spec["max_tokens"]), ignore_eos=bool(spec.get("ignore_eos", False)), temperature=0.0
+    )
     if eos_token_ids:
         params.update_from_generation_config({"eos_token_id": list(eos_token_ids)}, eos_token_ids[0])
-    return Request(request_id=str(spec["request_id"]), prompt_token_ids=list(spec["prompt_token_ids"]),
-                   sampling_params=params, pooling_params=None, arrival_time=arrival_time,
-                   priority=int(spec.get("priority", 0)), block_hasher=hasher)
+    return Request(
+        request_id=str(spec["request_id"]),
+        prompt_token_ids=list(spec["prompt_token_ids"]),
+        sampling_params=params,
+        pooling_params=None,
+        arrival_time=arrival_time,
+        priority=int(spec.get("priority", 0)),
+        block_hasher=hasher,
+    )
 
 
 def _max_steps(workload: dict[str, Any]) -> int:
@@ -136,8 +172,9 @@ def _max_steps(workload: dict[str, Any]) -> int:
     return 1000 + max((int(r.get("arrival_step", 0)) for r in reqs), default=0) + 20 * work * max(1, len(reqs))
 
 
-def _sampled_tokens(scheduled_ids, requests: dict[str, Request],
-                    sampled: dict[str, list[int]]) -> tuple[list[list[int]], list[str]]:
+def _sampled_tokens(
+    scheduled_ids, requests: dict[str, Request], sampled: dict[str, list[int]]
+) -> tuple[list[list[int]], list[str]]:
     """The fake forward pass: per scheduled request (in order), ``[next sampled token]`` if it samples this step
     (its computed tokens reach its known tokens once ``schedule()`` has advanced them), else ``[]``; plus the
     requests that sample but whose ``sampled`` list is used up (to be aborted)."""
@@ -200,47 +237,64 @@ def run_vllm(workload: dict[str, Any]) -> list[dict[str, Any]]:
     step, limit = 0, _max_steps(workload)
     while pending or any(not r.is_finished() for r in requests.values()):
         if step >= limit:
-            stuck = [(r.request_id, r.status.name, r.num_computed_tokens, r.num_tokens) for r in requests.values()
-                     if not r.is_finished()]
-            raise RuntimeError(f"vLLM did not finish the workload within {limit} steps; unfinished (id, status, "
-                               f"computed tokens, known tokens): {stuck}")
+            stuck = [
+                (r.request_id, r.status.name, r.num_computed_tokens, r.num_tokens)
+                for r in requests.values()
+                if not r.is_finished()
+            ]
+            raise RuntimeError(
+                f"vLLM did not finish the workload within {limit} steps; unfinished (id, status, "
+                f"computed tokens, known tokens): {stuck}"
+            )
         for spec in [s for s in pending if int(s.get("arrival_step", 0)) <= step]:
             pending.remove(spec)
             req = _make_request(spec, eos, float(len(requests)), hasher)
             requests[req.request_id] = req
             sched.add_request(req)
-        was_waiting = {rid for rid, r in requests.items()
-                       if r.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)}
+        was_waiting = {
+            rid for rid, r in requests.items() if r.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
+        }
         preempted.clear()
 
         out = sched.schedule()
 
-        scheduled = [{"request_id": rid, "num_tokens": n, "num_computed_tokens": requests[rid].num_computed_tokens - n}
-                     for rid, n in out.num_scheduled_tokens.items()]
+        scheduled = [
+            {"request_id": rid, "num_tokens": n, "num_computed_tokens": requests[rid].num_computed_tokens - n}
+            for rid, n in out.num_scheduled_tokens.items()
+        ]
         admitted = [s["request_id"] for s in scheduled if s["request_id"] in was_waiting]
-        block_tables = {r.request_id: [b - 1 for b in sched.kv_cache_manager.get_block_ids(r.request_id)[0]]
-                        for r in sched.running}
+        block_tables = {
+            r.request_id: [b - 1 for b in sched.kv_cache_manager.get_block_ids(r.request_id)[0]] for r in sched.running
+        }
         num_used = num_kv_blocks - sched.kv_cache_manager.block_pool.get_num_free_blocks()
 
         tokens, aborted = _sampled_tokens(out.num_scheduled_tokens, requests, sampled)
         if aborted:
             sched.finish_requests(aborted, RequestStatus.FINISHED_ABORTED)
         ids = list(out.num_scheduled_tokens)
-        sched.update_from_output(out, ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
-                                                        sampled_token_ids=tokens))
-        finished = [{"request_id": rid, "reason": str(requests[rid].get_finished_reason())}
-                    for rid in ids if requests[rid].is_finished()]
-        records.append({
-            "step": step,
-            "scheduled": scheduled,
-            "admitted": admitted,
-            "preempted": list(preempted),
-            "finished": finished,
-            "num_cached_tokens": {s["request_id"]: s["num_computed_tokens"] for s in scheduled
-                                  if s["request_id"] in admitted},
-            "block_tables": block_tables,
-            "num_used_blocks": num_used,
-        })
+        sched.update_from_output(
+            out,
+            ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=tokens),
+        )
+        finished = [
+            {"request_id": rid, "reason": str(requests[rid].get_finished_reason())}
+            for rid in ids
+            if requests[rid].is_finished()
+        ]
+        records.append(
+            {
+                "step": step,
+                "scheduled": scheduled,
+                "admitted": admitted,
+                "preempted": list(preempted),
+                "finished": finished,
+                "num_cached_tokens": {
+                    s["request_id"]: s["num_computed_tokens"] for s in scheduled if s["request_id"] in admitted
+                },
+                "block_tables": block_tables,
+                "num_used_blocks": num_used,
+            }
+        )
         step += 1
     return records
 

@@ -134,7 +134,7 @@ def run_sweep(
         level["ratio_s"] = level["continuous"]["tok_per_s"] / level["static"]["tok_per_s"]
         level["ratio_steps"] = level["continuous"]["tok_per_step"] / level["static"]["tok_per_step"]
         levels.append(level)
-    config = {
+    settings = {
         "num_requests": n,
         "mean_output_tokens": mean,
         "sigmas": list(sigmas),

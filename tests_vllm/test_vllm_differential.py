@@ -62,12 +62,25 @@ def cases(draw: st.DrawFn) -> Case:
         eos_at = draw(st.none() | st.integers(1, max_tokens))
         if eos_at is not None:
             natural[rid] = eos_at
-        requests.append({"request_id": rid, "prompt_token_ids": prompt, "max_tokens": max_tokens,
-                         "ignore_eos": draw(st.booleans()), "arrival_step": draw(st.integers(0, 10))})
+        requests.append(
+            {
+                "request_id": rid,
+                "prompt_token_ids": prompt,
+                "max_tokens": max_tokens,
+                "ignore_eos": draw(st.booleans()),
+                "arrival_step": draw(st.integers(0, 10)),
+            }
+        )
     needs = [blocks_for(len(r["prompt_token_ids"]) + r["max_tokens"] - 1, block_size) for r in requests]
     num_kv_blocks = draw(st.integers(max(needs), max(max(needs), sum(needs))))
-    config = {"policy": "continuous", "max_num_seqs": max_num_seqs, "max_num_batched_tokens": budget,
-              "block_size": block_size, "num_kv_blocks": num_kv_blocks, "enable_chunked_prefill": True}
+    config = {
+        "policy": "continuous",
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": budget,
+        "block_size": block_size,
+        "num_kv_blocks": num_kv_blocks,
+        "enable_chunked_prefill": True,
+    }
     return Case(config, requests, natural)
 
 
@@ -75,9 +88,15 @@ def run_both(case: Case, config_overrides: dict[str, Any]) -> tuple[list[dict], 
     """Batchscope's trace records and vLLM's step records for ``case``."""
     fields = {f.name for f in dataclasses.fields(EngineConfig)}
     bs_config = EngineConfig(**case.config, **{k: v for k, v in config_overrides.items() if k in fields})
-    requests = [Request(r["request_id"], list(r["prompt_token_ids"]),
-                        SamplingParams(max_tokens=r["max_tokens"], ignore_eos=r["ignore_eos"]),
-                        arrival_step=r["arrival_step"]) for r in case.requests]
+    requests = [
+        Request(
+            r["request_id"],
+            list(r["prompt_token_ids"]),
+            SamplingParams(max_tokens=r["max_tokens"], ignore_eos=r["ignore_eos"]),
+            arrival_step=r["arrival_step"],
+        )
+        for r in case.requests
+    ]
     records = LLMEngine(FakeRunner(case.natural_lengths), bs_config, eos_token_ids={EOS}).run(requests)
     workload = workload_from_trace(records)
     prompts = {r["request_id"]: r["prompt_token_ids"] for r in case.requests}
@@ -88,8 +107,9 @@ def run_both(case: Case, config_overrides: dict[str, Any]) -> tuple[list[dict], 
     return records, run_vllm(workload)
 
 
-def differential(config_overrides: dict[str, Any], max_examples: int = 500,
-                 collect: bool = False) -> list[tuple[Case, str]]:
+def differential(
+    config_overrides: dict[str, Any], max_examples: int = 500, collect: bool = False
+) -> list[tuple[Case, str]]:
     """Run ``max_examples`` random cases under ``config_overrides`` (see the module docstring).
 
     ``collect=False``: fail (hypothesis shrinks to a minimal case) on the first disagreement.
@@ -97,8 +117,12 @@ def differential(config_overrides: dict[str, Any], max_examples: int = 500,
     """
     differing: list[tuple[Case, str]] = []
 
-    @settings(max_examples=max_examples, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-              database=None if collect else settings.default.database)
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+        database=None if collect else settings.default.database,
+    )
     @given(case=cases())
     def check(case: Case) -> None:
         records, steps = run_both(case, config_overrides)
@@ -108,8 +132,9 @@ def differential(config_overrides: dict[str, Any], max_examples: int = 500,
         if collect:
             differing.append((case, verdict))
         else:
-            raise AssertionError(f"{verdict}\nconfig {case.config}\nrequests {case.requests}\n"
-                                 f"EOS at {case.natural_lengths}")
+            raise AssertionError(
+                f"{verdict}\nconfig {case.config}\nrequests {case.requests}\nEOS at {case.natural_lengths}"
+            )
 
     check()
     return differing

@@ -35,26 +35,48 @@ def test_shipped_trace_agrees_with_vllm(path):
 
 
 def test_there_are_continuous_traces():
-    assert {p.name for p in TRACES} >= {"seed-abcd-continuous.jsonl", "preemption-continuous.jsonl",
-                                        "sixteen-continuous.jsonl"}
+    assert {p.name for p in TRACES} >= {
+        "seed-abcd-continuous.jsonl",
+        "preemption-continuous.jsonl",
+        "sixteen-continuous.jsonl",
+    }
 
 
 def config(**overrides) -> dict:
-    base = {"max_num_seqs": 2, "max_num_batched_tokens": 8, "block_size": 4, "num_kv_blocks": 8,
-            "enable_chunked_prefill": True, "enable_prefix_caching": False, "reserve_full_prompt": False,
-            "scheduling_policy": "fcfs", "max_model_len": 64}
+    base = {
+        "max_num_seqs": 2,
+        "max_num_batched_tokens": 8,
+        "block_size": 4,
+        "num_kv_blocks": 8,
+        "enable_chunked_prefill": True,
+        "enable_prefix_caching": False,
+        "reserve_full_prompt": False,
+        "scheduling_policy": "fcfs",
+        "max_model_len": 64,
+    }
     return {**base, **overrides}
 
 
 def test_empty_steps_before_the_first_arrival_and_hand_computed_schedule():
-    workload = {"config": config(), "eos_token_ids": [2],
-                "requests": [{"request_id": "A", "prompt_token_ids": list(range(10, 20)), "max_tokens": 3,
-                              "ignore_eos": False, "arrival_step": 2}],
-                "sampled": {"A": [7, 2, 7]}}
+    workload = {
+        "config": config(),
+        "eos_token_ids": [2],
+        "requests": [
+            {
+                "request_id": "A",
+                "prompt_token_ids": list(range(10, 20)),
+                "max_tokens": 3,
+                "ignore_eos": False,
+                "arrival_step": 2,
+            }
+        ],
+        "sampled": {"A": [7, 2, 7]},
+    }
     steps = run_vllm(workload)
     # 2 empty steps; 10-token prompt in chunks of 8 + 2 (samples 7); decode samples EOS 2 -> stop.
-    assert [[(s["request_id"], s["num_tokens"], s["num_computed_tokens"]) for s in st["scheduled"]]
-            for st in steps] == [[], [], [("A", 8, 0)], [("A", 2, 8)], [("A", 1, 10)]]
+    assert [
+        [(s["request_id"], s["num_tokens"], s["num_computed_tokens"]) for s in st["scheduled"]] for st in steps
+    ] == [[], [], [("A", 8, 0)], [("A", 2, 8)], [("A", 1, 10)]]
     assert steps[2]["admitted"] == ["A"] and steps[2]["num_cached_tokens"] == {"A": 0}
     assert steps[2]["block_tables"] == {"A": [0, 1]} and steps[2]["num_used_blocks"] == 2
     assert steps[3]["block_tables"] == {"A": [0, 1, 2]}
@@ -63,20 +85,31 @@ def test_empty_steps_before_the_first_arrival_and_hand_computed_schedule():
 
 
 def test_ignore_eos_runs_to_max_tokens_and_exhausted_samples_abort():
-    reqs = [{"request_id": "A", "prompt_token_ids": [5], "max_tokens": 3, "ignore_eos": True, "arrival_step": 0},
-            {"request_id": "B", "prompt_token_ids": [6], "max_tokens": 3, "ignore_eos": False, "arrival_step": 0}]
-    steps = run_vllm({"config": config(), "eos_token_ids": [2], "requests": reqs,
-                      "sampled": {"A": [2, 2, 2], "B": [7]}})
+    reqs = [
+        {"request_id": "A", "prompt_token_ids": [5], "max_tokens": 3, "ignore_eos": True, "arrival_step": 0},
+        {"request_id": "B", "prompt_token_ids": [6], "max_tokens": 3, "ignore_eos": False, "arrival_step": 0},
+    ]
+    steps = run_vllm(
+        {"config": config(), "eos_token_ids": [2], "requests": reqs, "sampled": {"A": [2, 2, 2], "B": [7]}}
+    )
     finished = [(f["request_id"], f["reason"], st["step"]) for st in steps for f in st["finished"]]
     assert finished == [("B", "abort", 1), ("A", "length", 2)]
 
 
 def test_preemption_is_recorded_in_order_and_the_victim_resumes():
     # Two requests on a 3-block pool of 2-token blocks: the newest (B) is preempted when A needs a block.
-    reqs = [{"request_id": r, "prompt_token_ids": [5, 6], "max_tokens": 4, "ignore_eos": True, "arrival_step": 0}
-            for r in "AB"]
-    steps = run_vllm({"config": config(block_size=2, num_kv_blocks=3), "eos_token_ids": [],
-                      "requests": reqs, "sampled": {"A": [7] * 4, "B": [7] * 4}})
+    reqs = [
+        {"request_id": r, "prompt_token_ids": [5, 6], "max_tokens": 4, "ignore_eos": True, "arrival_step": 0}
+        for r in "AB"
+    ]
+    steps = run_vllm(
+        {
+            "config": config(block_size=2, num_kv_blocks=3),
+            "eos_token_ids": [],
+            "requests": reqs,
+            "sampled": {"A": [7] * 4, "B": [7] * 4},
+        }
+    )
     preempted = [(st["step"], st["preempted"]) for st in steps if st["preempted"]]
     assert preempted and preempted[0][1] == ["B"]
     resumed = next(st for st in steps if st["step"] > preempted[0][0] and "B" in st["admitted"])
@@ -115,9 +148,14 @@ def test_compare_reports_the_first_differing_step():
 def test_cli_prints_json_lines(tmp_path, capsys):
     """``python -m batchscope_vllm.driver w.json`` runs ``main`` (called in-process: a new process would spend
     ~10 s importing vLLM again)."""
-    workload = {"config": config(), "eos_token_ids": [2],
-                "requests": [{"request_id": "A", "prompt_token_ids": [5, 6], "max_tokens": 1, "ignore_eos": False,
-                              "arrival_step": 0}], "sampled": {"A": [7]}}
+    workload = {
+        "config": config(),
+        "eos_token_ids": [2],
+        "requests": [
+            {"request_id": "A", "prompt_token_ids": [5, 6], "max_tokens": 1, "ignore_eos": False, "arrival_step": 0}
+        ],
+        "sampled": {"A": [7]},
+    }
     path = tmp_path / "w.json"
     path.write_text(json.dumps(workload))
     assert main([str(path)]) == 0
@@ -128,10 +166,18 @@ def test_cli_prints_json_lines(tmp_path, capsys):
 
 def test_prefix_cache_hit_counts_full_blocks_and_shared_blocks_count_once():
     prompt = list(range(10, 19))  # 9 tokens = 2 full blocks of 4 + 1
-    reqs = [{"request_id": "A", "prompt_token_ids": prompt, "max_tokens": 3, "ignore_eos": True, "arrival_step": 0},
-            {"request_id": "B", "prompt_token_ids": prompt, "max_tokens": 2, "ignore_eos": True, "arrival_step": 1}]
-    steps = run_vllm({"config": config(max_num_batched_tokens=16, enable_prefix_caching=True), "eos_token_ids": [],
-                      "requests": reqs, "sampled": {"A": [7] * 3, "B": [7] * 2}})
+    reqs = [
+        {"request_id": "A", "prompt_token_ids": prompt, "max_tokens": 3, "ignore_eos": True, "arrival_step": 0},
+        {"request_id": "B", "prompt_token_ids": prompt, "max_tokens": 2, "ignore_eos": True, "arrival_step": 1},
+    ]
+    steps = run_vllm(
+        {
+            "config": config(max_num_batched_tokens=16, enable_prefix_caching=True),
+            "eos_token_ids": [],
+            "requests": reqs,
+            "sampled": {"A": [7] * 3, "B": [7] * 2},
+        }
+    )
     assert steps[1]["num_cached_tokens"] == {"B": 8}
     assert steps[1]["scheduled"][-1] == {"request_id": "B", "num_tokens": 1, "num_computed_tokens": 8}
     tables = steps[1]["block_tables"]
@@ -140,8 +186,23 @@ def test_prefix_cache_hit_counts_full_blocks_and_shared_blocks_count_once():
 
 
 def test_priority_policy_admits_the_lowest_priority_value_first():
-    reqs = [{"request_id": r, "prompt_token_ids": [5], "max_tokens": 1, "ignore_eos": True, "arrival_step": 0,
-             "priority": p} for r, p in [("A", 2), ("B", 0), ("C", 1)]]
-    steps = run_vllm({"config": config(max_num_seqs=1, scheduling_policy="priority"), "eos_token_ids": [],
-                      "requests": reqs, "sampled": {r: [7] for r in "ABC"}})
+    reqs = [
+        {
+            "request_id": r,
+            "prompt_token_ids": [5],
+            "max_tokens": 1,
+            "ignore_eos": True,
+            "arrival_step": 0,
+            "priority": p,
+        }
+        for r, p in [("A", 2), ("B", 0), ("C", 1)]
+    ]
+    steps = run_vllm(
+        {
+            "config": config(max_num_seqs=1, scheduling_policy="priority"),
+            "eos_token_ids": [],
+            "requests": reqs,
+            "sampled": {r: [7] for r in "ABC"},
+        }
+    )
     assert [st["admitted"] for st in steps] == [["B"], ["C"], ["A"]]
