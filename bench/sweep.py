@@ -147,7 +147,7 @@ def run_sweep(
     }
     return {
         "provenance": provenance(loaded),
-        "config": _describe(config, prompt_specs),
+        "config": _describe(settings, prompt_specs),
         "anyscale": ANYSCALE,
         "levels": levels,
     }
