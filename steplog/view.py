@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from steplog.blocks import BlockTables, Tables
+
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with the common colour-vision deficiencies.
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
 EXTRA = ["#8C564B", "#7F7F7F", "#BCBD22", "#17BECF", "#9467BD", "#AEC7E8", "#FFBB78", "#98DF8A"]
@@ -28,7 +30,10 @@ class Cell:
 @dataclass
 class TraceView:
     """A trace's records split into header, steps and summary; ``source`` says where it came from (recorded, live,
-    imported) and ``filename`` names an imported file."""
+    imported) and ``filename`` names an imported file; ``engine`` which engine wrote it (the header's ``source``).
+
+    ``header["requests"]`` also lists the requests that a version 2 trace declares in its steps (``arrived``: a
+    server cannot list them up front), so the visuals see every request in arrival order."""
 
     records: list[dict]
     source: str = "recorded"
@@ -39,6 +44,43 @@ class TraceView:
 
     def __post_init__(self):
         self.header, self.steps, self.summary = self.records[0], self.records[1:-1], self.records[-1]
+        arrived = [r for st in self.steps for r in st.get("arrived", ())]
+        if arrived:
+            self.header = {**self.header, "requests": [*self.header["requests"], *arrived]}
+
+    @property
+    def engine(self) -> str:
+        return self.header.get("source", "batchscope")
+
+    @cached_property
+    def _tables(self) -> BlockTables:
+        return BlockTables(self.steps, self.header.get("schema_version", 1))
+
+    def block_tables(self, step: int) -> Tables:
+        """``{request_id: block ids}`` during ``step``'s forward pass (rebuilt from deltas in version 2 traces)."""
+        return self._tables(step)
+
+    @cached_property
+    def block_counts(self) -> dict[str, dict[int, int]]:
+        """``{request_id: {step: blocks held}}`` over the whole trace."""
+        return self._tables.counts()
+
+    @cached_property
+    def labels(self) -> dict[str, str]:
+        """A short display name per request: the id itself if short, else the part after the prefix every id shares
+        (``chatcmpl-``), cut to 8 characters (longer where two would collide)."""
+        ids = self.request_ids
+        if all(len(r) <= 10 for r in ids):
+            return {r: r for r in ids}
+        prefix = _common_prefix(ids) if len(ids) > 1 else ""
+        for width in (8, 12, 16, 64):
+            short = {r: (r[len(prefix) :] or r)[:width] + ("…" if len(r) - len(prefix) > width else "") for r in ids}
+            if len(set(short.values())) == len(ids):
+                return short
+        return {r: r for r in ids}
+
+    def label(self, request_id: str) -> str:
+        return self.labels.get(request_id, request_id)
 
     @property
     def num_steps(self) -> int:
@@ -63,7 +105,7 @@ class TraceView:
         """Every (step, slot) that was not empty."""
         out = []
         for st in self.steps:
-            texts = {s["request_id"]: s["text"] for s in st["sampled"]}
+            texts = {s["request_id"]: s.get("text", "") for s in st["sampled"]}
             busy = set()
             for s in st["scheduled"]:
                 kind = "recompute" if s.get("recompute") else s["kind"]
@@ -76,6 +118,26 @@ class TraceView:
                 busy.add(p["slot"])
         return out
 
+    @cached_property
+    def cells_by_step(self) -> list[list[Cell]]:
+        """``cells`` grouped by step (a window of steps without scanning the whole trace)."""
+        out: list[list[Cell]] = [[] for _ in self.steps]
+        for c in self.cells:
+            out[c.step].append(c)
+        return out
+
+    @cached_property
+    def first_seen(self) -> dict[str, int]:
+        """The first step each request is waiting, running, finished or preempted in (it had arrived by then)."""
+        out: dict[str, int] = {}
+        for k, st in enumerate(self.steps):
+            for key in ("waiting", "running", "preempted"):
+                for rid in st[key]:
+                    out.setdefault(rid, k)
+            for f in st["finished"]:
+                out.setdefault(f["request_id"], k)
+        return out
+
     def finish_step(self, request_id: str) -> int | None:
         for st in self.steps:
             if any(f["request_id"] == request_id for f in st["finished"]):
@@ -85,4 +147,15 @@ class TraceView:
     def provenance(self) -> str:
         h = self.header
         created = (h.get("created") or "")[:10] or "unknown date"
+        if self.engine == "vllm":
+            return f"vLLM {h.get('vllm_version', '?')} server, {h['model']}, {h['device']} · {h['dtype']} · {created}"
         return f"{h['model']} · {h['device']} · {h['dtype']} · {created}"
+
+
+def _common_prefix(ids: list[str]) -> str:
+    """The longest prefix all ``ids`` share, cut back to its last separator (``chatcmpl-``, never ``chatcmpl-3``)."""
+    lo, hi = min(ids), max(ids)
+    n = 0
+    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
+        n += 1
+    return lo[: max(lo.rfind(c, 0, n) for c in "-_:./") + 1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 import threading
 from pathlib import Path
@@ -38,13 +39,21 @@ def model_and_lock():
 
 
 def badge(view: TraceView) -> None:
-    """Where the picture comes from: a live run, a recorded trace (model, device, date) or an imported file."""
+    """Where the picture comes from: a live run, a recorded trace (model, device, date) or an imported file; for a
+    trace written by the vLLM tracer, "vLLM 0.33.0 server, MODEL, DEVICE" first."""
     source = getattr(view, "source", "recorded")
     label = {"recorded": "Recorded trace", "live": "Live run", "imported": "Imported file"}.get(source, source)
     name = getattr(view, "filename", "")
     c = view.header["config"]
+    origin = f"**{label}**{' ' + name if name else ''} · {view.policy} · {view.provenance()}"
+    if view.engine == "vllm":
+        h = view.header
+        origin = (
+            f"**vLLM {h.get('vllm_version', '?')} server, {h['model']}, {h['device']}** · {label}"
+            f"{' ' + name if name else ''} · {h['dtype']} · {(h.get('created') or '')[:10] or 'unknown date'}"
+        )
     st.caption(
-        f":material/verified: **{label}**{' ' + name if name else ''} · {view.policy} · {view.provenance()} · "
+        f":material/verified: {origin} · "
         f"{c['max_num_seqs']} slots (max_num_seqs), token budget {c['max_num_batched_tokens']} "
         f"(max_num_batched_tokens), KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens, "
         f"chunked prefill {'on' if c['enable_chunked_prefill'] else 'off'}"
@@ -56,15 +65,22 @@ def _text_color(hex_color: str) -> str:
     return "#000" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "#fff"
 
 
+MAX_CHIPS = 40  # a server's queues hold hundreds of requests: show the first ones and count the rest
+
+
 def chips(view: TraceView, request_ids: list[str], empty: str = "none") -> str:
-    """HTML chips in each request's colour (its id written on it, so colour is never the only cue)."""
+    """HTML chips in each request's colour (its id, or a short label of a long id, written on it, so colour is never
+    the only cue; the full id on hover)."""
     if not request_ids:
         return f"<span style='opacity:0.6'>{empty}</span>"
+    more = len(request_ids) - MAX_CHIPS
+    shown = request_ids[:MAX_CHIPS] if more > 0 else request_ids
     return " ".join(
-        f"<span style='background:{view.colors[r]};color:{_text_color(view.colors[r])};padding:1px 7px;"
-        f"border-radius:4px;margin-right:3px;font-family:monospace'>{r}</span>"
-        for r in request_ids
-    )
+        f"<span title='{html.escape(r, quote=True)}' style='background:{view.colors[r]};"
+        f"color:{_text_color(view.colors[r])};padding:1px 7px;border-radius:4px;margin-right:3px;"
+        f"font-family:monospace'>{html.escape(view.label(r))}</span>"
+        for r in shown
+    ) + (f" <span style='opacity:0.7'>and {more} more</span>" if more > 0 else "")
 
 
 def query_int(name: str, default: int, lo: int, hi: int) -> int:

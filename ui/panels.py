@@ -39,6 +39,11 @@ def queue_panel(view: TraceView, step: int) -> None:
 
 def text_panel(view: TraceView, step: int) -> None:
     texts = text_so_far(view, step)
+    if view.header.get("record_text") is False:  # a server's trace without text (the tracer's default): counts
+        counts = dict.fromkeys(texts, 0)
+        for s in (t for st_ in view.steps[: step + 1] for t in st_["sampled"]):
+            counts[s["request_id"]] += 1
+        texts = {r: f"{n} tokens (text not recorded)" for r, n in counts.items()}
     q = queues(view, step)
     status = {
         **{r: "not arrived" for r in q["not_arrived"]},
@@ -47,7 +52,11 @@ def text_panel(view: TraceView, step: int) -> None:
         **{r: "finished" for r in q["finished"]},
     }
     df = pd.DataFrame(
-        {"request": list(texts), "status": [status.get(r, "") for r in texts], "generated so far": list(texts.values())}
+        {
+            "request": [view.label(r) for r in texts],
+            "status": [status.get(r, "") for r in texts],
+            "generated so far": list(texts.values()),
+        }
     )
     st.dataframe(df, hide_index=True, width="stretch", height=min(38 + 35 * len(df), 400))
 

@@ -5,15 +5,20 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from steplog.view import FREE_COLOR, TraceView
+from visuals.kv_groups import grouped_block_map
 from visuals.stepinfo import freed_blocks
+
+AGGREGATE_ABOVE = 512  # larger pools are drawn in groups of blocks: 20,000 cells would not render or read
 
 
 def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
     """Stacked areas: KV blocks held by each request at every step, against the pool size."""
     fig = go.Figure()
     x = [st["step"] for st in view.steps]
+    counts = view.block_counts
     for rid in view.request_ids:
-        y = [len(st["kv"]["block_tables"].get(rid, ())) for st in view.steps]
+        held = counts.get(rid, {})
+        y = [held.get(k, 0) for k in range(len(x))]
         if not any(y):
             continue
         fig.add_scatter(
@@ -61,7 +66,7 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
         {"block": b, "owner": None, "fill": 0, "new": False, "releasing": False, "preempted_from": None}
         for b in range(kv["num_blocks"])
     ]
-    for rid, table in kv["block_tables"].items():
+    for rid, table in view.block_tables(step).items():
         n = cached.get(rid, len(table) * bs)
         for i, b in enumerate(table):
             cells[b].update(owner=rid, fill=max(0, min(bs, n - i * bs)), new=b in allocated)
@@ -77,8 +82,10 @@ def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
 
     Blocks allocated in this step have a thick vermillion outline; blocks released at the end of this step (their owner
     finished) are marked ``✕``; blocks a preemption freed in this step show ``⟲`` and the old owner; free blocks
-    are light grey.
+    are light grey. Pools over ``AGGREGATE_ABOVE`` blocks: one cell per group of blocks (``visuals.kv_groups``).
     """
+    if view.steps[step]["kv"]["num_blocks"] > AGGREGATE_ABOVE:
+        return grouped_block_map(view, step, block_map_cells(view, step))
     cells = block_map_cells(view, step)
     bs = view.steps[step]["kv"].get("block_size") or view.header["config"]["block_size"]
     rows = -(-len(cells) // columns)
@@ -91,13 +98,13 @@ def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
         colors.append(view.colors[owner] if owner else FREE_COLOR)
         mark = " ✕" if c["releasing"] else ""
         if owner:
-            texts.append(f"{owner}{mark}<br>{c['fill']}/{bs}")
+            texts.append(f"{view.label(owner)}{mark}<br>{c['fill']}/{bs}")
             hovers.append(
                 f"block {c['block']}: {owner}, {c['fill']}/{bs} slots"
                 + (" (released at the end of this step)" if mark else "")
             )
         elif c["preempted_from"]:
-            texts.append(f"⟲{c['preempted_from']}")
+            texts.append(f"⟲{view.label(c['preempted_from'])}")
             hovers.append(f"block {c['block']}: free (taken from {c['preempted_from']} by preemption)")
         else:
             texts.append("")

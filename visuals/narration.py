@@ -14,10 +14,19 @@ from __future__ import annotations
 from steplog.view import TraceView
 from visuals.stepinfo import freed_blocks
 
-REASONS = {"stop": "emitted EOS", "length": "hit max_tokens"}
+REASONS = {
+    "stop": "emitted EOS",
+    "length": "hit max_tokens",
+    "abort": "was aborted (its client went away)",
+    "error": "failed with an error",
+    "repetition": "was stopped for repetition",
+}
+MAX_NAMED = 8  # longer lists name the first few and count the rest (a server runs hundreds of requests)
 
 
 def _join(items: list[str]) -> str:
+    if len(items) > MAX_NAMED:
+        items = [*items[: MAX_NAMED - 2], f"{len(items) - MAX_NAMED + 2} more"]
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
@@ -40,7 +49,17 @@ def narrate(view: TraceView, step: int) -> str:
         f"{st['num_batched_tokens']} of {cfg['max_num_batched_tokens']} budget tokens used; "
         f"{st['kv']['num_used_blocks']}/{st['kv']['num_blocks']} KV blocks in use."
     )
-    return " ".join(sentences)
+    return _short_ids(view, " ".join(sentences))
+
+
+def _short_ids(view: TraceView, text: str) -> str:
+    """Long request ids (a server's UUIDs) replaced by their display labels."""
+    if all(view.label(r) == r for r in view.request_ids):
+        return text
+    for rid in sorted(view.request_ids, key=len, reverse=True):
+        if rid in text:
+            text = text.replace(rid, view.label(rid))
+    return text
 
 
 def _work(view: TraceView, step: int) -> list[str]:
@@ -100,7 +119,8 @@ def _events(view: TraceView, step: int) -> list[str]:
     for f in st["finished"]:
         blocks = freed["finished"].get(f["request_id"], [])
         sentences.append(
-            f"{f['request_id']} {REASONS[f['reason']]} and finished, releasing {_plural(len(blocks), 'KV block')}."
+            f"{f['request_id']} {REASONS.get(f['reason'], f['reason'])} and finished, releasing "
+            f"{_plural(len(blocks), 'KV block')}."
         )
     if st["padding_slots"]:
         pads = [p["request_id"] for p in st["padding_slots"]]

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from steplog.view import PADDING_COLOR, Cell, TraceView
 
 PATTERN = {"prefill": "/", "recompute": "+", "decode": "", "padding": "x"}
+MAX_GRID_CELLS = 1600  # slots x steps drawn by slot_grid with a window
 
 
 def hatch(kind: str) -> dict:
@@ -89,10 +90,16 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
     """Cell-level slot grid around ``step``: one cell per (slot, step), labelled with its request; hovering a cell
     shows what it computed and the token sampled there. The column of ``step`` is highlighted.
 
-    ``window``: show steps ``step - window .. step + window`` (None: all steps).
+    ``window``: show steps ``step - window .. step + window`` (None: all steps). With many slots (a vLLM server's
+    ``max_num_seqs``) rows get thinner, cells lose their text (hover keeps it) and the window narrows, so the grid
+    stays within ``MAX_GRID_CELLS`` cells.
     """
+    slots = [f"slot {i}" for i in range(view.header["config"]["max_num_seqs"])]
+    if window is not None:
+        window = max(2, min(window, MAX_GRID_CELLS // (2 * len(slots))))
     lo, hi = (0, view.num_steps - 1) if window is None else (max(0, step - window), step + window)
-    cells = [c for c in view.cells if lo <= c.step <= hi]
+    cells = [c for k in range(lo, min(hi, view.num_steps - 1) + 1) for c in view.cells_by_step[k]]
+    row = 34 if len(slots) <= 16 else max(6, 544 // len(slots))
     fig = go.Figure()
     for kind in PATTERN:
         group = [c for c in cells if c.kind == kind]
@@ -104,8 +111,8 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
             y=[f"slot {c.slot}" for c in group],
             orientation="h",
             name=kind,
-            text=[c.request_id for c in group],
-            textposition="inside",
+            text=[view.label(c.request_id) for c in group],
+            textposition="inside" if row >= 20 else "none",
             insidetextanchor="middle",
             textfont=dict(size=10),
             textangle=0,
@@ -120,16 +127,21 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
             + (" (padding row)" if kind == "padding" else ", %{customdata[2]} tokens")
             + "<br>sampled: %{customdata[3]}<extra></extra>",
         )
-    slots = [f"slot {i}" for i in range(view.header["config"]["max_num_seqs"])]
     fig.add_vrect(x0=step - 0.5, x1=step + 0.5, fillcolor="rgba(213,94,0,0.15)", line=dict(color="#D55E00", width=2))
     fig.update_layout(
         barmode="overlay",
         bargap=0.1,
-        height=110 + 34 * len(slots),
+        height=110 + row * len(slots),
         margin=dict(l=10, r=10, t=40, b=30),
         title=f"{view.policy}: slots at step {step} (/ prefill, + recompute, solid decode, x padding)",
         xaxis=dict(title="step", range=[lo - 0.5, hi + 0.5], dtick=1 if hi - lo <= 16 else 5, tickangle=0),
-        yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1], range=[-0.5, len(slots) - 0.5]),
+        yaxis=dict(
+            type="category",
+            categoryorder="array",
+            categoryarray=slots[::-1],
+            range=[-0.5, len(slots) - 0.5],
+            showticklabels=row >= 12,
+        ),
         showlegend=False,
     )
     return fig

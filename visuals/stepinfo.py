@@ -21,12 +21,8 @@ def queues(view: TraceView, step: int) -> dict[str, list[str]]:
         "running": list(st["running"]),
         "finished": finished,
         "preempted": list(st["preempted"]),
-        "not_arrived": [r for r in view.request_ids if r not in seen and not _arrived_before(view, r, step)],
+        "not_arrived": [r for r in view.request_ids if r not in seen and view.first_seen.get(r, step + 1) > step],
     }
-
-
-def _arrived_before(view: TraceView, rid: str, step: int) -> bool:
-    return any(rid in s["waiting"] or rid in s["running"] for s in view.steps[:step])
 
 
 def text_so_far(view: TraceView, step: int) -> dict[str, str]:
@@ -34,7 +30,7 @@ def text_so_far(view: TraceView, step: int) -> dict[str, str]:
     out = {rid: "" for rid in view.request_ids}
     for st in view.steps[: step + 1]:
         for s in st["sampled"]:
-            out[s["request_id"]] += s["text"]
+            out[s["request_id"]] += s.get("text", "")
     return out
 
 
@@ -45,11 +41,11 @@ def freed_blocks(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:
     tables); a preempted request lost its blocks while this step was scheduled (they were in the previous step's).
     """
     st = view.steps[step]
-    tables = st["kv"]["block_tables"]
-    prev = view.steps[step - 1]["kv"]["block_tables"] if step > 0 else {}
+    tables = view.block_tables(step)
+    prev = view.block_tables(step - 1) if step > 0 and st["preempted"] else {}
     return {
-        "finished": {f["request_id"]: tables.get(f["request_id"], []) for f in st["finished"]},
-        "preempted": {rid: prev.get(rid, []) for rid in st["preempted"]},
+        "finished": {f["request_id"]: list(tables.get(f["request_id"], ())) for f in st["finished"]},
+        "preempted": {rid: list(prev.get(rid, ())) for rid in st["preempted"]},
     }
 
 
