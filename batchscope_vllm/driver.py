@@ -91,7 +91,7 @@ def make_scheduler(config: dict[str, Any], scheduler_cls: type[Scheduler] = Sche
         enable_chunked_prefill=True,
         scheduler_reserve_full_isl=bool(config.get("reserve_full_prompt", False)),
         policy=config.get("scheduling_policy", "fcfs"),
-        async_scheduling=False,  # this loop updates each step before scheduling the next
+        async_scheduling=bool(config.get("async_scheduling", False)),  # run_vllm updates a step before the next
     )
     sched_cfg.enable_chunked_prefill = bool(config["enable_chunked_prefill"])
     cache_cfg = CacheConfig(block_size=block_size, enable_prefix_caching=bool(config.get("enable_prefix_caching")))

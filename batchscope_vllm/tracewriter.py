@@ -148,4 +148,3 @@ class TraceWriter:
         if record.get("type") == "summary":
             for r in record["requests"]:
                 r["output_text"] = self.decode(r["output_token_ids"])
-
