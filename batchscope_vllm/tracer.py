@@ -32,6 +32,7 @@ Imports only the standard library and vLLM.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime as _dt
 import multiprocessing
 import os
@@ -165,10 +166,8 @@ class TracingMixin:
         except Exception as exc:  # never into vLLM's loop
             self._book = None
             logger.warning("batchscope: tracing stopped after an error in %s: %r", method, exc)
-            try:
+            with contextlib.suppress(Exception):
                 book.writer.close(None, timeout=5.0)
-            except Exception:
-                pass
 
     def _stop_tracing(self) -> None:
         book, self._book = self._book, None

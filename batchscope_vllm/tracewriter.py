@@ -50,7 +50,10 @@ class TraceWriter:
         self.written = 0  # uncompressed bytes, header included
         self.capped_at: int | None = None  # step of the first record refused by the cap
         self.failed = False
-        self._file: IO[bytes] = gzip.open(path, "wb", compresslevel=4) if path.endswith(".gz") else open(path, "wb")
+        # closed by the writer thread when it stops (``close``), not by a with block
+        self._file: IO[bytes] = (
+            gzip.open(path, "wb", compresslevel=4) if path.endswith(".gz") else open(path, "wb")  # noqa: SIM115
+        )
         self._buffer: list[bytes] = []
         self._buffered = 0
         self._last_flush = time.monotonic()

@@ -7,6 +7,7 @@ the trace's deltas are exactly the ones vLLM's KV cache manager holds.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 
 import pytest
@@ -82,7 +83,7 @@ def test_async_scheduling_gives_a_correct_trace(name, tmp_path, monkeypatch):
     # scheduled at step k + 1 (a decode that yields no token); one that hits max_tokens was not.
     wasted = {
         s["request_id"]
-        for prev, st in zip(trace[1:-2], trace[2:-1])
+        for prev, st in itertools.pairwise(trace[1:-1])
         for s in st["scheduled"]
         if s["request_id"] in {f["request_id"] for f in prev["finished"]}
     }
