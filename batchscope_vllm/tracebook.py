@@ -23,9 +23,9 @@ SUMMARY_BYTES_PER_REQUEST = 320  # room kept for a request's summary line entry,
 
 
 class TraceBook:
-    def __init__(self, sched: Any, writer: Any, header: dict, t0: float | None = None):
-        self.sched, self.writer = sched, writer
-        self.t0 = time.perf_counter() if t0 is None else t0
+    def __init__(self, sched: Any, writer: Any, header: dict, prompt_ids: bool = False):
+        self.sched, self.writer, self.prompt_ids = sched, writer, prompt_ids
+        self.t0 = time.perf_counter()
         self.wall0 = time.time()
         self.num_kv_blocks = int(header["config"]["num_kv_blocks"])
         self.step = 0
@@ -63,8 +63,9 @@ class TraceBook:
             "arrival_time": max(0.0, float(req.arrival_time) - self.wall0),
             "arrival_step": self.step,
             "priority": int(req.priority),
-            "prompt_token_ids": [int(t) for t in (req.prompt_token_ids or ())],
         }
+        if self.prompt_ids:  # BATCHSCOPE_TRACE_PROMPT_IDS=1: lets batchscope_vllm.compare replay prefix caching
+            spec["prompt_token_ids"] = [int(t) for t in (req.prompt_token_ids or ())]
         self.arrived.append(spec)
         self.requests[req.request_id] = {
             "request_id": req.request_id,
@@ -144,10 +145,9 @@ class TraceBook:
 
     def scheduled(self, out: Any, t_start: float) -> None:
         """After ``schedule()``: everything but what the forward pass returns."""
-        entries, reqs = self._scheduled(out, self.now() if t_start is None else t_start - self.t0)
+        entries, reqs = self._scheduled(out, max(0.0, t_start - self.t0))
         admitted = {nr.req_id for nr in out.scheduled_new_reqs} | set(out.scheduled_cached_reqs.resumed_req_ids)
-        kv = self._kv(out)
-        kv["num_cached_tokens"] = {e["request_id"]: e["num_computed_tokens"] + e["num_tokens"] for e in entries}
+        kv = self._kv(out)  # no kv.num_cached_tokens: the reader derives each fill from "scheduled"
         record = {
             "type": "step",
             "step": self.step,

@@ -17,7 +17,9 @@ Environment:
 - ``BATCHSCOPE_TRACE_MAX_MB`` (default 200): cap on the uncompressed text; step records stop there, with one log
   line, and the summary is still written.
 - ``BATCHSCOPE_TRACE_TEXT=1``: also record prompt and output text (decoded off the engine's thread). By default
-  only token ids and counts are recorded.
+  only token ids and counts are recorded (sampled ids, prompt lengths).
+- ``BATCHSCOPE_TRACE_PROMPT_IDS=1``: also record each prompt's token ids (so ``batchscope_vllm.compare`` can replay
+  the trace through Batchscope's scheduler with prefix caching; they can be most of a trace's size).
 
 Asynchronous scheduling (vLLM's default: step k+1 is scheduled before step k's tokens return) needs a scheduler
 derived from vLLM's ``AsyncScheduler``; vLLM runs a plain ``Scheduler`` subclass with async scheduling on by
@@ -153,7 +155,8 @@ class TracingMixin:
         writer = TraceWriter(
             out, int(max_mb * 2**20), logger.warning, _decoder(self.vllm_config) if record_text else None
         )
-        self._book = TraceBook(self, writer, _header(self, record_text))
+        prompt_ids = os.environ.get("BATCHSCOPE_TRACE_PROMPT_IDS", "") not in ("", "0")
+        self._book = TraceBook(self, writer, _header(self, record_text), prompt_ids)
         atexit.register(self._stop_tracing)
         logger.info("batchscope: tracing every scheduler step to %s (cap %s MB)", out, max_mb)
 

@@ -41,6 +41,7 @@ class TraceView:
     header: dict = field(init=False)
     steps: list[dict] = field(init=False)
     summary: dict = field(init=False)
+    _cells: dict[int, list[Cell]] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self):
         self.header, self.steps, self.summary = self.records[0], self.records[1:-1], self.records[-1]
@@ -103,28 +104,28 @@ class TraceView:
     @cached_property
     def cells(self) -> list[Cell]:
         """Every (step, slot) that was not empty."""
-        out = []
-        for st in self.steps:
-            texts = {s["request_id"]: s.get("text", "") for s in st["sampled"]}
-            busy = set()
-            for s in st["scheduled"]:
-                kind = "recompute" if s.get("recompute") else s["kind"]
-                out.append(
-                    Cell(st["step"], s["slot"], s["request_id"], kind, s["num_tokens"], texts.get(s["request_id"], ""))
-                )
-                busy.add(s["slot"])
-            for p in st["padding_slots"]:
-                out.append(Cell(st["step"], p["slot"], p["request_id"], "padding"))
-                busy.add(p["slot"])
-        return out
+        return [c for k in range(len(self.steps)) for c in self.cells_at(k)]
 
-    @cached_property
-    def cells_by_step(self) -> list[list[Cell]]:
-        """``cells`` grouped by step (a window of steps without scanning the whole trace)."""
-        out: list[list[Cell]] = [[] for _ in self.steps]
-        for c in self.cells:
-            out[c.step].append(c)
-        return out
+    def cells_at(self, k: int) -> list[Cell]:
+        """The non-empty (step, slot) cells of step index ``k``, built on first use (a window of a long trace
+        never builds the others)."""
+        if k not in self._cells:
+            st = self.steps[k]
+            texts = {s["request_id"]: s.get("text", "") for s in st["sampled"]}
+            out = [
+                Cell(
+                    st["step"],
+                    s["slot"],
+                    s["request_id"],
+                    "recompute" if s.get("recompute") else s["kind"],
+                    s["num_tokens"],
+                    texts.get(s["request_id"], ""),
+                )
+                for s in st["scheduled"]
+            ]
+            out += [Cell(st["step"], p["slot"], p["request_id"], "padding") for p in st["padding_slots"]]
+            self._cells[k] = out
+        return self._cells[k]
 
     @cached_property
     def first_seen(self) -> dict[str, int]:

@@ -57,7 +57,9 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
     st = view.steps[step]
     kv = st["kv"]
     bs = kv.get("block_size") or view.header["config"]["block_size"]
-    cached = kv.get("num_cached_tokens", {})
+    cached = kv.get("num_cached_tokens") or {
+        s["request_id"]: s["num_computed_tokens"] + s["num_tokens"] for s in st["scheduled"]
+    }
     allocated = {b for blocks in kv.get("allocated", {}).values() for b in blocks}
     freed = freed_blocks(view, step)
     releasing = {b for blocks in freed["finished"].values() for b in blocks}

@@ -98,7 +98,7 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
     if window is not None:
         window = max(2, min(window, MAX_GRID_CELLS // (2 * len(slots))))
     lo, hi = (0, view.num_steps - 1) if window is None else (max(0, step - window), step + window)
-    cells = [c for k in range(lo, min(hi, view.num_steps - 1) + 1) for c in view.cells_by_step[k]]
+    cells = [c for k in range(lo, min(hi, view.num_steps - 1) + 1) for c in view.cells_at(k)]
     row = 34 if len(slots) <= 16 else max(6, 544 // len(slots))
     fig = go.Figure()
     for kind in PATTERN:
