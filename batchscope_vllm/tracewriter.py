@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import IO
+from typing import Any
 
 QUEUE_LIMIT = 4096
 CHUNK_BYTES = 1 << 20
@@ -51,7 +51,7 @@ class TraceWriter:
         self.capped_at: int | None = None  # step of the first record refused by the cap
         self.failed = False
         # closed by the writer thread when it stops (``close``), not by a with block
-        self._file: IO[bytes] = (
+        self._file: Any = (
             gzip.open(path, "wb", compresslevel=4) if path.endswith(".gz") else open(path, "wb")  # noqa: SIM115
         )
         self._buffer: list[bytes] = []

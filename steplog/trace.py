@@ -106,12 +106,13 @@ def write(records: list[dict], path: str | Path) -> None:
 
 
 def _mb(n: int) -> str:
-    return f"{n / 2**20:.1f} MB"
+    return f"{n / 2**20:.1f} MB" if n >= 10 * 2**20 else f"{n / 2**20:.3f} MB"
 
 
-def decompress(data: bytes, limit: int = MAX_TRACE_BYTES) -> bytes:
+def decompress(data: bytes, limit: int | None = None) -> bytes:
     """The uncompressed bytes of gzip ``data``, refusing (``TraceError``) beyond ``limit`` bytes of uncompressed
-    text without inflating more than that (a small file can expand enormously)."""
+    text without inflating more than that (a small file can expand enormously). Default: ``MAX_TRACE_BYTES``."""
+    limit = MAX_TRACE_BYTES if limit is None else limit
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
             out = f.read(limit + 1)
@@ -128,7 +129,7 @@ def loads(text: str | bytes) -> list[dict]:
     if isinstance(text, bytes) and text[:2] == GZIP_MAGIC:
         text = decompress(text)
     if len(text) > MAX_TRACE_BYTES:
-        raise TraceError(f"trace is {_mb(len(text))} of text; the limit is {_mb(MAX_TRACE_BYTES)}")
+        raise TraceError(f"trace is {_mb(len(text))}; the limit is {_mb(MAX_TRACE_BYTES)} of uncompressed text")
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")

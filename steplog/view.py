@@ -74,10 +74,14 @@ class TraceView:
         if all(len(r) <= 10 for r in ids):
             return {r: r for r in ids}
         prefix = _common_prefix(ids) if len(ids) > 1 else ""
-        for width in (8, 12, 16, 64):
-            short = {r: (r[len(prefix) :] or r)[:width] + ("…" if len(r) - len(prefix) > width else "") for r in ids}
-            if len(set(short.values())) == len(ids):
-                return short
+        rest = {r: r[len(prefix) :] or r for r in ids}
+        for width in (8, 12, 16):
+            for short in (
+                {r: s[:width] + ("…" if len(s) > width else "") for r, s in rest.items()},
+                {r: ("…" if len(s) > width else "") + s[-width:] for r, s in rest.items()},
+            ):
+                if len(set(short.values())) == len(ids):
+                    return short
         return {r: r for r in ids}
 
     def label(self, request_id: str) -> str:
