@@ -42,6 +42,7 @@ class TraceView:
     steps: list[dict] = field(init=False)
     summary: dict = field(init=False)
     _cells: dict[int, list[Cell]] = field(init=False, default_factory=dict, repr=False)
+    memo: dict = field(init=False, default_factory=dict, repr=False)  # whole-trace facts the visuals derive once
 
     def __post_init__(self):
         self.header, self.steps, self.summary = self.records[0], self.records[1:-1], self.records[-1]

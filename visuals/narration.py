@@ -163,8 +163,10 @@ def _why_waiting(view: TraceView, step: int) -> str:
 
 
 def story_beats(view: TraceView) -> dict[int, list[str]]:
-    """step -> names of the teaching moments at that step (see the module docstring)."""
-    beats: dict[int, list[str]] = {}
+    """step -> names of the teaching moments at that step (see the module docstring); computed once per view."""
+    if "story_beats" in view.memo:
+        return view.memo["story_beats"]
+    beats: dict[int, list[str]] = view.memo.setdefault("story_beats", {})
     for i, st in enumerate(view.steps):
         kinds = {s["kind"] for s in st["scheduled"]}
         if kinds == {"prefill", "decode"}:

@@ -51,7 +51,9 @@ def freed_blocks(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:
 
 def event_steps(view: TraceView) -> list[int]:
     """Steps where something happens to membership: an admission, a finish or a preemption."""
-    return [st["step"] for st in view.steps if any(st[k] for k in EVENT_KINDS)]
+    if "event_steps" not in view.memo:
+        view.memo["event_steps"] = [st["step"] for st in view.steps if any(st[k] for k in EVENT_KINDS)]
+    return view.memo["event_steps"]
 
 
 def next_event(view: TraceView, step: int) -> int | None:
