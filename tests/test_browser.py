@@ -229,3 +229,21 @@ def test_export_then_import_gives_back_the_same_trace_and_a_bad_file_is_refused(
     page.get_by_text("Imported file").first.wait_for()
     wait_ready(page, 3)
     page.close()
+
+
+def test_a_vllm_tracer_trace_opens_with_its_provenance(browser, server, tmp_path):
+    """The tracer's fixture, gzipped, uploaded on the Trace page: badge, narration and figures, no error."""
+    import gzip
+
+    packed = tmp_path / "server.jsonl.gz"
+    packed.write_bytes(gzip.compress((ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl").read_bytes()))
+    page = open_page(browser, server + "/trace")
+    wait_ready(page, 3)
+    page.locator(".st-key-trace-choice").click()
+    page.get_by_role("option", name="upload a file").click()
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(packed))
+    page.get_by_text("vLLM 0.33.0 server, model-free").first.wait_for()
+    page.get_by_text("Step 0:").first.wait_for()
+    wait_ready(page, 3)
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+    page.close()

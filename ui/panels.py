@@ -37,6 +37,9 @@ def queue_panel(view: TraceView, step: int) -> None:
     st.markdown(html, unsafe_allow_html=True)
 
 
+MAX_TEXT_ROWS = 200
+
+
 def text_panel(view: TraceView, step: int) -> None:
     texts = text_so_far(view, step)
     if view.header.get("record_text") is False:  # a server's trace without text (the tracer's default): counts
@@ -51,6 +54,14 @@ def text_panel(view: TraceView, step: int) -> None:
         **{r: "running" for r in q["running"]},
         **{r: "finished" for r in q["finished"]},
     }
+    if len(texts) > MAX_TEXT_ROWS:  # a server's trace: the requests in play at this step, not all of them
+        in_play = {
+            *q["running"],
+            *q["waiting"],
+            *q["preempted"],
+            *(f["request_id"] for f in view.steps[step]["finished"]),
+        }
+        texts = {r: s for r, s in texts.items() if r in in_play}
     df = pd.DataFrame(
         {
             "request": [view.label(r) for r in texts],

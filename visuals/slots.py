@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from steplog.view import PADDING_COLOR, Cell, TraceView
 
 PATTERN = {"prefill": "/", "recompute": "+", "decode": "", "padding": "x"}
-MAX_GRID_CELLS = 1600  # slots x steps drawn by slot_grid with a window
+MAX_GRID_CELLS = 1200  # slots x steps drawn by slot_grid with a window
 
 
 def hatch(kind: str) -> dict:
