@@ -184,3 +184,18 @@ def test_data_parallel_rank_in_the_file_name():
     assert trace_path("/t/server.jsonl", 0) == "/t/server.dp0.jsonl"
     assert trace_path("/t/server", 3) == "/t/server.dp3"
     assert trace_path("/t/server.jsonl", None) == "/t/server.jsonl"
+
+
+def test_data_parallel_rank_comes_from_the_parallel_config(monkeypatch):
+    """vLLM resets a non-MoE rank's ``data_parallel_size`` to 1 and rank to 0 (``reconfigure_for_independent_dp_rank``)
+    but keeps ``data_parallel_index`` and names the process ``EngineCore_DP<rank>``."""
+    from types import SimpleNamespace as NS
+
+    def cfg(size, rank, index):
+        return NS(parallel_config=NS(data_parallel_size=size, data_parallel_rank=rank, data_parallel_index=index))
+
+    assert tracer._rank(cfg(1, 0, 0)) is None
+    assert tracer._rank(cfg(1, 0, 2)) == 2  # an independent (non-MoE) rank
+    assert tracer._rank(cfg(4, 1, 1)) == 1  # MoE data parallelism keeps the sizes
+    monkeypatch.setattr(tracer.multiprocessing, "current_process", lambda: NS(name="EngineCore_DP0"))
+    assert tracer._rank(cfg(1, 0, 0)) == 0
