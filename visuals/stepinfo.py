@@ -55,4 +55,4 @@ def freed_blocks(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:
 
 def event_steps(view: TraceView) -> list[int]:
     """Steps where something happens to membership: an admission, a finish or a preemption."""
-    return [st["step"] for st in view.steps if any(st[k] for k in EVENT_KINDS)]
+    return [st["step"] for st in view.steps if st["admitted"] or st["finished"] or st["preempted"]]
