@@ -12,6 +12,7 @@ from steplog.frames import summary_frame
 from steplog.metrics import LATENCY_METRICS, summarize
 from steplog.view import TraceView
 from ui.common import POLICIES, recorded_records
+from ui.state import live_runs
 from visuals.metrics import REQUEST_METRICS, kv_utilisation, latency_cdf, request_latency, sweep_ratio, sweep_throughput
 
 SWEEP = Path(__file__).resolve().parent.parent / "assets" / "sweep.json"
@@ -54,7 +55,7 @@ def page() -> None:
         "on the recording machine; figures in **steps** count engine steps and are reproducible."
     )
     names = list(list_scenarios())
-    live = st.session_state.get("pg:result") or {}
+    live = live_runs()
     options = names + (["last playground run"] if len(live) == 2 else [])
     wanted = st.query_params.get("scenario", "sixteen")
     choice = st.selectbox(

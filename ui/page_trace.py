@@ -11,6 +11,7 @@ from steplog.view import TraceView
 from ui.common import badge, recorded_records
 from ui.panels import narration, step_panel
 from ui.player import player
+from ui.state import live_runs
 from visuals.stepinfo import event_steps
 
 
@@ -38,7 +39,7 @@ def choose_trace() -> tuple[list[dict], str, str]:
     """(records, source, name) of the trace the user picked: recorded, the last live run, or an uploaded file."""
     names = sorted(list_scenarios(), key=lambda n: n != "seed-abcd")  # the walkthrough's story first
     options = [f"recorded: {sc} / {p}" for sc in names for p in ("continuous", "static")]
-    live = st.session_state.get("pg:result") or {}
+    live = live_runs()
     options += [f"live run: {p}" for p in live]
     options.append("upload a file…")
     choice = st.selectbox("Trace", options, key="trace:choice")
