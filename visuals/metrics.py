@@ -1,9 +1,9 @@
-"""Pure functions from metrics (``engine.metrics``) and sweep results (``engine.sweep``) to plotly figures.
+"""Pure functions from metrics (``steplog.metrics``) and sweep results (``bench.sweep``) to plotly figures.
 
 Every function takes plain data and returns a ``plotly.graph_objects.Figure``; nothing here touches Streamlit.
 ``runs`` arguments map a label to a trace's records, e.g. ``{"static": static_records, "continuous": cont_records}``;
 the labels become legend entries in the given order. Axis titles carry the unit: ``s`` (wall clock) or ``steps``
-(the step clock of ``engine.metrics``: reproducible).
+(the step clock of ``steplog.metrics``: reproducible).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def latency_cdf(runs: dict[str, list[dict]], metric: str = "e2e_s") -> go.Figure
     """Empirical CDF of ``metric`` per run (fraction of requests, or of token gaps for ``itl_*``, at or below x).
 
     Args:
-        metric: any of ``engine.metrics.LATENCY_METRICS``; ``itl_*`` pools every gap of every request.
+        metric: any of ``steplog.metrics.LATENCY_METRICS``; ``itl_*`` pools every gap of every request.
     Raises:
         ValueError: unknown ``metric``.
     """
@@ -140,7 +140,7 @@ def sweep_ratio(result: dict) -> go.Figure:
     scale (13B parameters, outputs up to 1536 tokens, a GPU), shown for orientation, not as a like-for-like target.
 
     Args:
-        result: the dict of ``engine.sweep.run_sweep`` (``assets/sweep.json``).
+        result: the dict of ``bench.sweep.run_sweep`` (``assets/sweep.json``).
     """
     levels = result["levels"]
     cv = [lv["spread"]["cv"] for lv in levels]
