@@ -12,6 +12,7 @@ a finished row), ``drain`` (the batch shrinks because nobody is waiting).
 from __future__ import annotations
 
 from steplog.view import TraceView
+from visuals.checklist import binding_reason
 from visuals.stepinfo import freed_blocks
 
 REASONS = {"stop": "emitted EOS", "length": "hit max_tokens"}
@@ -35,7 +36,7 @@ def narrate(view: TraceView, step: int) -> str:
     sentences = [f"Step {step}: " + ("; ".join(parts) if parts else "nothing is scheduled") + "."]
     sentences += _events(view, step)
     if st["waiting"]:
-        sentences.append(f"Waiting: {_join(st['waiting'])} ({_why_waiting(view, step)}).")
+        sentences.append(f"Waiting: {_join(st['waiting'])} ({binding_reason(view, step)}).")
     sentences.append(
         f"{st['num_batched_tokens']} of {cfg['max_num_batched_tokens']} budget tokens used; "
         f"{st['kv']['num_used_blocks']}/{st['kv']['num_blocks']} KV blocks in use."
@@ -117,37 +118,6 @@ def _events(view: TraceView, step: int) -> list[str]:
             f"{'occupies a row' if len(pads) == 1 else 'occupy rows'} as padding."
         )
     return sentences
-
-
-def _why_waiting(view: TraceView, step: int) -> str:
-    """Why the head of the waiting queue was not admitted in ``step`` (from the log and the config)."""
-    st, cfg = view.steps[step], view.header["config"]
-    head = st["waiting"][0]
-    behind = "; the others wait behind it, first come first served" if len(st["waiting"]) > 1 else ""
-    if view.policy == "static":
-        kv = st["kv"]
-        if st["admitted"] and len(st["running"]) < cfg["max_num_seqs"] and "num_reserved_blocks" in kv:
-            return (
-                f"the new static batch took {len(st['running'])} of {cfg['max_num_seqs']} slots: each member "
-                f"reserves its worst-case KV blocks, {kv['num_reserved_blocks']} of {kv['num_blocks']} reserved"
-            )
-        return "a static batch takes new requests only when the whole batch has finished"
-    if st["preempted"]:
-        return "no admissions in a step that preempted"
-    if len(st["running"]) >= cfg["max_num_seqs"]:
-        return f"all {cfg['max_num_seqs']} slots are busy{behind}"
-    left = cfg["max_num_batched_tokens"] - st["num_batched_tokens"]
-    if left <= 0:
-        return f"the token budget is used up{behind}"
-    done = sum(1 for s in view.steps[:step] for t in s["sampled"] if t["request_id"] == head)
-    tokens = next(r["num_prompt_tokens"] for r in view.header["requests"] if r["request_id"] == head) + done
-    chunk = min(tokens, left) if cfg["enable_chunked_prefill"] else tokens
-    if not cfg["enable_chunked_prefill"] and tokens > left:
-        return f"its {tokens} tokens do not fit the {left} budget tokens left (chunked prefill is off){behind}"
-    need = -(-chunk // cfg["block_size"])
-    free = st["kv"]["num_blocks"] - st["kv"]["num_used_blocks"]
-    what = f"a {chunk}-token chunk" if chunk < tokens else f"its {tokens} tokens"
-    return f"{head} needs {need} KV blocks for {what} and {free} are free{behind}"
 
 
 def _kv_tokens_before(view: TraceView, step: int, rid: str) -> int:
