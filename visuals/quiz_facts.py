@@ -57,11 +57,15 @@ def known_tokens(view: TraceView, step: int, request_id: str) -> int:
 
 
 def kv_tokens_at_start(view: TraceView, step: int) -> dict[str, int]:
-    """request_id -> tokens holding K/V when ``step`` starts (requests that still hold blocks)."""
-    if step == 0:
-        return {}
-    kv = view.steps[step - 1]["kv"]
-    return {r: kv.get("num_cached_tokens", {}).get(r, 0) for r in running_at_start(view, step)}
+    """request_id -> tokens holding K/V when ``step`` starts, for the running requests: where their last scheduled
+    work ended (a request the budget skipped in the previous step keeps what it had)."""
+    held: dict[str, int] = {}
+    for st in view.steps[:step]:
+        for rid in st["preempted"]:
+            held.pop(rid, None)
+        for s in st["scheduled"]:
+            held[s["request_id"]] = s["num_computed_tokens"] + s["num_tokens"]
+    return {r: held.get(r, 0) for r in running_at_start(view, step)}
 
 
 def start_state(view: TraceView, step: int) -> list[dict]:
