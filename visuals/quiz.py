@@ -152,3 +152,11 @@ def question(view: TraceView, step: int, seed: int | str = 0, kind: str | None =
 def random_step(view: TraceView, seed: int | str) -> int:
     """A step chosen by ``seed`` (the quiz's "random" step)."""
     return random.Random(f"{seed}:step").randrange(view.num_steps)
+
+
+def history(view: TraceView, step: int) -> TraceView:
+    """The trace as known when ``step`` starts: the header and steps ``0 .. step - 1`` only, so a figure drawn from
+    it cannot give away the answer (the summary is kept for the record format; nothing reads it)."""
+    past = TraceView([view.header, *view.steps[:step], view.summary])
+    past.source, past.filename = getattr(view, "source", "recorded"), getattr(view, "filename", "")
+    return past
