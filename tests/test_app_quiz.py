@@ -69,3 +69,17 @@ def test_trace_page_opens_the_linked_scenario_at_the_linked_step():
     at = page("page_trace", scenario="preemption", policy="continuous", step="27")
     assert at.selectbox(key="trace:choice").value == "recorded: preemption / continuous"
     assert any(m.value.startswith("**Step 27: ") for m in at.markdown)
+
+
+def test_trace_page_opens_the_live_run_a_quiz_links_to():
+    from steplog import trace
+    from ui.common import TRACE_DIR
+
+    at = AppTest.from_string("from ui import page_trace\npage_trace.page()", default_timeout=120)
+    at.session_state["pg:result"] = {"static": trace.read(TRACE_DIR / "seed-abcd-static.jsonl")}
+    at.query_params["live"] = "static"
+    at.query_params["step"] = "5"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="trace:choice").value == "live run: static"
+    assert any(m.value.startswith("**Step 5: ") for m in at.markdown)

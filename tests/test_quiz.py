@@ -4,6 +4,8 @@ every step of every shipped trace; wrong options are never also right; questions
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -198,3 +200,13 @@ def test_a_kind_that_does_not_apply_is_not_generated():
     assert question(view, 5, 0, "preempted") is None  # nobody is preempted in seed-abcd
     assert question(view, 5, 0, "padding") is None  # continuous batching has no padding rows
     assert question(view, 5, 0, "admitted") is None  # nobody is waiting at step 5
+
+
+def test_quiz_glossary_and_compare_logic_load_without_torch():
+    code = (
+        "import sys, visuals.quiz, visuals.quiz_kinds, visuals.glossary, visuals.compare_runs; "
+        "print(sorted(m for m in ('torch', 'transformers', 'streamlit') if m in sys.modules))"
+    )
+    root = TRACES[0].parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

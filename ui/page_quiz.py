@@ -33,6 +33,8 @@ def _pick_step(view: TraceView, mode: str, seed: int) -> int | None:
     ss = st.session_state
     if mode == "Drill":
         st.caption("The drill walks the trace from step 0, one question per step.")
+        if ss.get("quiz:drill-trace") != ss["quiz:trace"]:  # another trace: start its drill from step 0
+            ss["quiz:drill-trace"], ss["quiz:drill"] = ss["quiz:trace"], 0
         step = ss.setdefault("quiz:drill", 0)
         if step >= view.num_steps:
             return None

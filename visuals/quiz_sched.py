@@ -85,9 +85,11 @@ def admitted(view: TraceView, step: int, rng: random.Random) -> Question | None:
     right = Choice(_admission_label(value), value)
     choices = make_choices(right, [Choice(_admission_label(w), w) for w in wrong if w], rng)
     if adm:
+        order = "priority" if view.header["config"].get("scheduling_policy") == "priority" else "arrival"
         why = (
             f"{join(adm)} {'is' if len(adm) == 1 else 'are'} admitted: the scheduler takes requests from the head "
-            "of the queue, in order, while a slot, the token budget and free KV blocks allow; nobody overtakes."
+            f"of the queue, in {order} order, while a slot, the token budget and free KV blocks allow; nobody "
+            "overtakes the head."
         )
     else:
         why = f"Nobody: {LIMIT_WHY[limit or 'kv']}"
