@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 import threading
 from pathlib import Path
@@ -62,7 +63,7 @@ def chips(view: TraceView, request_ids: list[str], empty: str = "none") -> str:
         return f"<span style='opacity:0.6'>{empty}</span>"
     return " ".join(
         f"<span style='background:{view.colors[r]};color:{_text_color(view.colors[r])};padding:1px 7px;"
-        f"border-radius:4px;margin-right:3px;font-family:monospace'>{r}</span>"
+        f"border-radius:4px;margin-right:3px;font-family:monospace'>{html.escape(r)}</span>"
         for r in request_ids
     )
 
