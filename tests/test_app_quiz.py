@@ -74,9 +74,10 @@ def test_trace_page_opens_the_linked_scenario_at_the_linked_step():
 def test_trace_page_opens_the_live_run_a_quiz_links_to():
     from steplog import trace
     from ui.common import TRACE_DIR
+    from ui.state import RUNS_KEY
 
     at = AppTest.from_string("from ui import page_trace\npage_trace.page()", default_timeout=120)
-    at.session_state["pg:result"] = {"static": trace.read(TRACE_DIR / "seed-abcd-static.jsonl")}
+    at.session_state[RUNS_KEY] = {"static": trace.read(TRACE_DIR / "seed-abcd-static.jsonl")}
     at.query_params["live"] = "static"
     at.query_params["step"] = "5"
     at.run()

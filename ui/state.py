@@ -8,21 +8,21 @@ from __future__ import annotations
 
 import streamlit as st
 
-_RUNS = "playground:live-runs"  # policy -> trace records of the last live run
-_SETTINGS = "playground:live-settings"  # the knobs (JSON) that run was made with
+RUNS_KEY = "playground:live-runs"  # policy -> trace records of the last live run
+SETTINGS_KEY = "playground:live-settings"  # the knobs (JSON) that run was made with
 
 
 def live_runs() -> dict[str, list[dict]]:
     """The last live run of this session, ``{policy: trace records}`` (empty before the first run)."""
-    return st.session_state.get(_RUNS) or {}
+    return st.session_state.get(RUNS_KEY) or {}
 
 
 def live_settings() -> str | None:
     """The Playground settings (JSON text) of the last live run, or None."""
-    return st.session_state.get(_SETTINGS)
+    return st.session_state.get(SETTINGS_KEY)
 
 
 def set_live_runs(runs: dict[str, list[dict]], settings: str) -> None:
     """Keep a finished (or cancelled) live run and the settings it was made with."""
-    st.session_state[_RUNS] = runs
-    st.session_state[_SETTINGS] = settings
+    st.session_state[RUNS_KEY] = runs
+    st.session_state[SETTINGS_KEY] = settings

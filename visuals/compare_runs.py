@@ -7,6 +7,9 @@ admission on vs off, prefix caching on vs off, FCFS vs priority.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from steplog.metrics import summarize
 from steplog.view import TraceView
 
@@ -40,7 +43,7 @@ def config_diff(a: TraceView, b: TraceView) -> list[str]:
     return lines
 
 
-def _arrival(req: dict) -> tuple[str, object]:
+def _arrival(req: Mapping[str, Any]) -> tuple[str, object]:
     if req.get("arrival_step") is not None:
         return "arrival_step", req["arrival_step"]
     return "arrival_time", round(float(req.get("arrival_time") or 0.0), 9)

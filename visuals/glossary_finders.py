@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 from steplog.metrics import request_metrics
 from steplog.view import TraceView
@@ -18,12 +19,12 @@ SLO_TTFT_STEPS = 8  # the example service-level objective of the goodput entry, 
 SLO_TPOT_STEPS = 1.5
 
 
-def first(view: TraceView, test: Callable[[dict], str | None]) -> Found:
+def first(view: TraceView, test: Callable[[Any], object]) -> Found:
     """The first step whose record makes ``test`` return a description."""
     for st in view.steps:
         what = test(st)
         if what:
-            return st["step"], what
+            return st["step"], str(what)
     return None
 
 

@@ -110,7 +110,7 @@ def used_blocks_after(view: TraceView, step: int) -> int:
 def prefix_hits(view: TraceView, step: int) -> dict[str, int] | None:
     """request_id -> prompt tokens found in the prefix cache, for the requests admitted in ``step``; ``None`` if the
     trace does not record prefix-cache hits at all (then the quiz never asks about them)."""
-    st = view.steps[step]
+    st: dict = dict(view.steps[step])  # the field's name is a variable: read it as a plain dict
     for name in PREFIX_HIT_FIELDS:
         if isinstance(st.get(name), dict):
             return {r: int(st[name].get(r, 0)) for r in st["admitted"]}

@@ -5,6 +5,7 @@ who finishes and what they release. Each function returns ``None`` where its que
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from steplog.view import TraceView
 from visuals.narration import narrate
@@ -97,7 +98,7 @@ def admitted(view: TraceView, step: int, rng: random.Random) -> Question | None:
     return ask(view, step, "admitted", text, value, why, choices=choices)
 
 
-def _pick(rows: list[dict], rng: random.Random) -> dict:
+def _pick(rows: list[Any], rng: random.Random) -> Any:
     return rows[rng.randrange(len(rows))]
 
 
