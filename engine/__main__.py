@@ -22,6 +22,7 @@ from importlib.metadata import entry_points
 
 from engine.config import LIMITS, EngineConfig
 from engine.policies import SCHEDULERS
+from steplog.records import StepRecord
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -82,7 +83,7 @@ def _run(args) -> None:
     bar = tqdm(desc=f"{args.policy} steps", unit="step", file=sys.stderr)
     finished = 0
 
-    def on_step(record: dict) -> None:
+    def on_step(record: StepRecord) -> None:
         nonlocal finished
         finished += len(record["finished"])
         bar.set_postfix(finished=f"{finished}/{len(specs)}", tokens=record["num_batched_tokens"])

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -22,7 +21,8 @@ from engine.config import EngineConfig
 from engine.policies import make_scheduler
 from engine.request import FieldError, Request
 from engine.scheduler import SchedulerOutput
-from steplog.trace import SCHEMA_VERSION
+from engine.step_log import header_record, step_record, summary_record
+from steplog.records import HeaderRecord, StepRecord, SummaryRecord, TraceRecords
 
 
 class Runner(Protocol):
@@ -136,7 +136,9 @@ class LLMEngine:
         self.max_model_len = max_model_len
         self.meta = dict(meta or {})
 
-    def run(self, requests: list[Request], on_step: Callable[[dict], None] | None = None, seed: int = 0) -> list[dict]:
+    def run(
+        self, requests: list[Request], on_step: Callable[[StepRecord], None] | None = None, seed: int = 0
+    ) -> TraceRecords:
         """Run ``requests`` (validated first: nothing runs if one is bad) and return the trace records.
 
         ``on_step`` is called with each step record as it is made (progress bars, live views).
@@ -156,7 +158,7 @@ class LLMEngine:
             if req.sampling.temperature > 0 and req.sampling.seed is None:
                 req.sampling = replace(req.sampling, seed=rng.randrange(2**31))
         pending = sorted(requests, key=lambda r: (r.arrival_step if r.arrival_step is not None else -1, r.arrival_time))
-        records = [self._header(requests)]
+        records: TraceRecords = [self._header(requests)]
         t0 = time.perf_counter()
         step = 0
         while pending or self.scheduler.has_unfinished():
@@ -187,7 +189,7 @@ class LLMEngine:
     def _arrived(req: Request, now: float, step: int) -> bool:
         return req.arrival_step <= step if req.arrival_step is not None else req.arrival_time <= now
 
-    def _step(self, step: int, t0: float) -> dict:
+    def _step(self, step: int, t0: float) -> StepRecord:
         sched = self.scheduler
         t_start = time.perf_counter() - t0
         out = sched.schedule()
@@ -207,92 +209,12 @@ class LLMEngine:
             if req.is_finished:
                 req.finish_time = t_end
                 self.runner.release(req.request_id)
-        return {
-            "type": "step",
-            "step": step,
-            "t_start": t_start,
-            "t_end": t_end,
-            "scheduled": [
-                {
-                    "request_id": s.request.request_id,
-                    "kind": s.kind,
-                    "num_tokens": s.num_tokens,
-                    "num_computed_tokens": s.num_computed_tokens,
-                    "slot": s.row,
-                    "recompute": s.recompute,
-                }
-                for s in out.scheduled
-            ],
-            "num_batched_tokens": out.num_batched_tokens,
-            "sampled": [
-                {"request_id": rid, "token_id": tok, "text": self.decode([tok])} for rid, tok in sampled.items()
-            ],
-            "admitted": out.admitted_req_ids,
-            "finished": [{"request_id": rid, "reason": reason.value} for rid, reason in finished],
-            "preempted": out.preempted_req_ids,
-            "waiting": [r.request_id for r in sched.waiting],
-            "running": running,
-            "padding_slots": [{"slot": row, "request_id": rid} for row, rid in out.padding],
-            "kv": {
-                "num_blocks": self.config.num_kv_blocks,
-                "block_size": self.config.block_size,
-                "num_used_blocks": sum(len(t) for t in block_tables.values()),
-                "block_tables": block_tables,
-                "num_cached_tokens": {
-                    s.request.request_id: s.num_computed_tokens + s.num_tokens for s in out.scheduled
-                },
-                "allocated": out.allocated_blocks,
-                **stats,
-            },
-        }
+        return step_record(
+            step, t_start, t_end, out, sampled, finished, sched, running, block_tables, stats, self.decode
+        )
 
-    def _header(self, requests: list[Request]) -> dict:
-        return {
-            "type": "header",
-            "schema_version": SCHEMA_VERSION,
-            "model": self.meta.get("model", "unknown"),
-            "device": self.meta.get("device", "cpu"),
-            "dtype": self.meta.get("dtype", "float32"),
-            "policy": self.config.policy,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "scenario": self.meta.get("scenario"),
-            "config": self.config.header_dict(),
-            "requests": [
-                {
-                    "request_id": r.request_id,
-                    "prompt": r.prompt,
-                    "num_prompt_tokens": r.num_prompt_tokens,
-                    "max_tokens": r.sampling.max_tokens,
-                    "temperature": r.sampling.temperature,
-                    "top_p": r.sampling.top_p,
-                    "top_k": r.sampling.top_k,
-                    "seed": r.sampling.seed,
-                    "ignore_eos": r.sampling.ignore_eos,
-                    "arrival_time": r.arrival_time,
-                    "arrival_step": r.arrival_step,
-                }
-                for r in requests
-            ],
-        }
+    def _header(self, requests: list[Request]) -> HeaderRecord:
+        return header_record(self.config, self.meta, requests)
 
-    def _summary(self, requests: list[Request]) -> dict:
-        return {
-            "type": "summary",
-            "requests": [
-                {
-                    "request_id": r.request_id,
-                    "output_text": self.decode(
-                        [t for t in r.output_token_ids if t not in self.scheduler.eos_token_ids]
-                    ),
-                    "output_token_ids": r.output_token_ids,
-                    "finish_reason": r.finish_reason.value if r.finish_reason else None,
-                    "num_preemptions": r.num_preemptions,
-                    "num_recomputed_tokens": r.num_recomputed_tokens,
-                    "arrival_time": r.arrival_time,
-                    "first_scheduled_time": r.first_scheduled_time,
-                    "first_token_time": r.first_token_time,
-                    "finish_time": r.finish_time,
-                }
-                for r in requests
-            ],
-        }
+    def _summary(self, requests: list[Request]) -> SummaryRecord:
+        return summary_record(requests, self.decode, self.scheduler.eos_token_ids)

@@ -9,6 +9,7 @@ from engine.engine import LLMEngine
 from engine.model_runner import ModelRunner
 from engine.models import LoadedModel
 from engine.workload import to_requests
+from steplog.records import StepRecord, TraceRecords
 
 
 def eos_token_ids(loaded: LoadedModel) -> set[int]:
@@ -49,8 +50,8 @@ def generate_trace(
     specs: list[dict],
     config: EngineConfig,
     scenario: str | None = None,
-    on_step: Callable[[dict], None] | None = None,
-) -> list[dict]:
+    on_step: Callable[[StepRecord], None] | None = None,
+) -> TraceRecords:
     """Run ``specs`` (see ``engine.workload``) to completion and return the trace records.
 
     Raises:

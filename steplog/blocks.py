@@ -15,6 +15,7 @@ references, and a step change replays at most ``every - 1`` steps of deltas.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 
 Tables = dict[str, tuple[int, ...]]
 
@@ -32,7 +33,7 @@ class BlockTables:
     """``tables(step)``: ``{request_id: tuple of block ids in token order}`` of every block-holding request during
     ``step``'s forward pass, for the step records of a trace (version 1 or 2)."""
 
-    def __init__(self, steps: list[dict], version: int, every: int = 64, cache: int = 4):
+    def __init__(self, steps: list[Any], version: int, every: int = 64, cache: int = 4):
         self.steps, self.version, self.every = steps, version, max(1, every)
         self._checkpoints: list[Tables] | None = None
         self._recent: OrderedDict[int, Tables] = OrderedDict()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, cast
 
 from steplog.blocks import BlockTables, Tables
+from steplog.records import HeaderRecord, StepRecord, SummaryRecord
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with the common colour-vision deficiencies.
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
@@ -35,17 +37,19 @@ class TraceView:
     ``header["requests"]`` also lists the requests that a version 2 trace declares in its steps (``arrived``: a
     server cannot list them up front), so the visuals see every request in arrival order."""
 
-    records: list[dict]
+    records: list[Any]  # [HeaderRecord, StepRecord..., SummaryRecord], as ``steplog.trace.read`` returns them
     source: str = "recorded"
     filename: str = ""
-    header: dict = field(init=False)
-    steps: list[dict] = field(init=False)
-    summary: dict = field(init=False)
+    header: HeaderRecord = field(init=False)
+    steps: list[StepRecord] = field(init=False)
+    summary: SummaryRecord = field(init=False)
     _cells: dict[int, list[Cell]] = field(init=False, default_factory=dict, repr=False)
     memo: dict = field(init=False, default_factory=dict, repr=False)  # whole-trace facts the visuals derive once
 
     def __post_init__(self):
-        self.header, self.steps, self.summary = self.records[0], self.records[1:-1], self.records[-1]
+        self.header = cast(HeaderRecord, self.records[0])
+        self.steps = cast(list[StepRecord], self.records[1:-1])
+        self.summary = cast(SummaryRecord, self.records[-1])
         arrived = [r for st in self.steps for r in st.get("arrived", ())]
         if arrived:
             self.header = {**self.header, "requests": [*self.header["requests"], *arrived]}

@@ -154,6 +154,6 @@ def test_metrics_page_shows_both_policies_from_the_traces():
     at = page("page_metrics", scenario="seed-abcd")
     values = [(m.label, m.value) for m in at.metric]
     runs = {p: trace.read(TRACE_DIR / f"seed-abcd-{p}.jsonl") for p in ("static", "continuous")}
-    pads = [v for label, v in values if label == "padding slot-steps"]
-    assert pads == [str(summarize(runs[p])["padding_slot_steps"]) for p in ("static", "continuous")]
+    pads = [v for label, v in values if label == "padding"]
+    assert pads == [f"{summarize(runs[p])['padding_slot_steps']} slot-steps" for p in ("static", "continuous")]
     assert len(at.get("plotly_chart")) >= 3

@@ -14,6 +14,7 @@ from ui.common import model_and_lock
 from ui.compare import compare
 from ui.panels import narration, step_panel
 from ui.player import player
+from ui.state import live_runs, live_settings, set_live_runs
 from visuals.stepinfo import event_steps
 
 PROMPT_SETS = {
@@ -233,12 +234,11 @@ def page() -> None:
         st.error("\n\n".join(leftovers))
     settings_key = json.dumps(s, sort_keys=True)
     if st.button("Run live", type="primary", disabled=bool(msgs), key="pg:run"):
-        st.session_state["pg:result"] = run_live(s, specs)
-        st.session_state["pg:result-settings"] = settings_key
-    result = st.session_state.get("pg:result")
+        set_live_runs(run_live(s, specs), settings_key)
+    result = live_runs()
     if not result:
         return
-    if st.session_state.get("pg:result-settings") != settings_key:
+    if live_settings() != settings_key:
         st.info(
             "The knobs changed since the last run: press **Run live** to see these settings. (The last run "
             "stays available on the Trace and Metrics pages.)",

@@ -1,0 +1,178 @@
+"""The trace's record types: one definition, used by the engine that writes them, the reader and the visuals.
+
+A trace is JSON Lines: one ``HeaderRecord``, one ``StepRecord`` per engine step, one ``SummaryRecord``. These
+``TypedDict`` s are what a type checker sees; the JSON Schema ``steplog/trace.schema.json`` stays the contract for
+files (ranges, required fields) and ``docs/trace-format.md`` explains every field. Units: tokens, blocks, seconds
+from the start of the run. Optional fields are declared in a ``total=False`` base class.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+
+class ConfigRecord(TypedDict):
+    """The scheduler's and KV cache's limits (``engine.config.EngineConfig`` without ``policy``)."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    num_kv_blocks: int
+    enable_chunked_prefill: bool
+    scheduling_policy: str
+
+
+class _RequestSpecOptional(TypedDict, total=False):
+    ignore_eos: bool
+    arrival_step: int | None
+    prompt: str  # absent in a vLLM tracer's trace without text
+    prompt_token_ids: list[int]
+    priority: int
+
+
+class RequestSpecRecord(_RequestSpecOptional):
+    """A request as the header lists it (or, in a version 2 trace, the step it arrived before: ``arrived``)."""
+
+    request_id: str
+    num_prompt_tokens: int
+    max_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    seed: int | None
+    arrival_time: float
+
+
+class _HeaderOptional(TypedDict, total=False):
+    created: str
+    scenario: str | None
+    source: Literal["batchscope", "vllm"]  # required from schema version 2
+    vllm_version: str
+    record_text: bool
+
+
+class HeaderRecord(_HeaderOptional):
+    """First line: where the trace comes from and under which limits it ran."""
+
+    type: Literal["header"]
+    schema_version: int
+    model: str
+    device: str
+    dtype: str
+    policy: str  # batching policy: continuous or static
+    config: ConfigRecord
+    requests: list[RequestSpecRecord]
+
+
+class _ScheduledOptional(TypedDict, total=False):
+    recompute: bool
+
+
+class ScheduledRecord(_ScheduledOptional):
+    """One request's work in a step: ``num_tokens`` tokens from position ``num_computed_tokens``; ``slot`` is its
+    batch row (``0 .. max_num_seqs - 1``)."""
+
+    request_id: str
+    kind: Literal["prefill", "decode"]
+    num_tokens: int
+    num_computed_tokens: int
+    slot: int
+
+
+class _SampledOptional(TypedDict, total=False):
+    text: str  # absent in a vLLM tracer's trace without text
+
+
+class SampledRecord(_SampledOptional):
+    request_id: str
+    token_id: int
+
+
+FinishReason = Literal["stop", "length", "abort", "error", "repetition"]
+
+
+class FinishedRecord(TypedDict):
+    request_id: str
+    reason: FinishReason
+
+
+class PaddingRecord(TypedDict):
+    """A finished member of a static batch that still runs a row."""
+
+    slot: int
+    request_id: str
+
+
+class KVExtras(TypedDict, total=False):
+    """Optional KV facts; a scheduler adds its own through ``step_stats`` (static batching: reserved blocks).
+    ``block_tables``: every request's table (schema version 1); ``freed`` and ``allocated``: what changed since the
+    previous step (version 2; ``steplog.blocks`` and ``TraceView.block_tables`` rebuild the tables)."""
+
+    block_tables: dict[str, list[int]]
+    freed: list[str]
+    num_cached_tokens: dict[str, int]
+    allocated: dict[str, list[int]]
+    num_reserved_blocks: int
+
+
+class KVRecord(KVExtras):
+    """The KV pool after the step's scheduling."""
+
+    num_blocks: int
+    block_size: int
+    num_used_blocks: int
+
+
+class _StepOptional(TypedDict, total=False):
+    arrived: list[RequestSpecRecord]  # version 2: requests that arrived since the previous step
+    num_cached_tokens: dict[str, int]  # prefix-cache hit tokens of each request admitted in this step
+
+
+class StepRecord(_StepOptional):
+    """One engine step: who ran and how, what was sampled, who joined, left or was preempted, and the KV pool."""
+
+    type: Literal["step"]
+    step: int
+    t_start: float
+    t_end: float
+    scheduled: list[ScheduledRecord]
+    num_batched_tokens: int
+    sampled: list[SampledRecord]
+    admitted: list[str]
+    finished: list[FinishedRecord]
+    preempted: list[str]
+    waiting: list[str]
+    running: list[str]
+    padding_slots: list[PaddingRecord]
+    kv: KVRecord
+
+
+class _RequestResultOptional(TypedDict, total=False):
+    output_text: str  # absent in a vLLM tracer's trace without text
+
+
+class RequestResultRecord(_RequestResultOptional):
+    """A request's outcome and its timestamps (seconds from the start of the run)."""
+
+    request_id: str
+    output_token_ids: list[int]
+    finish_reason: FinishReason | None
+    num_preemptions: int
+    num_recomputed_tokens: int
+    arrival_time: float
+    first_scheduled_time: float | None
+    first_token_time: float | None
+    finish_time: float | None
+
+
+class SummaryRecord(TypedDict):
+    """Last line: every request's outcome."""
+
+    type: Literal["summary"]
+    requests: list[RequestResultRecord]
+
+
+Record = HeaderRecord | StepRecord | SummaryRecord
+# A whole trace as the writer returns it and ``steplog.trace.read`` gives it back: [HeaderRecord, StepRecord...,
+# SummaryRecord]. A list type cannot say "first, middle, last", so code that needs the parts uses ``TraceView``.
+TraceRecords = list[Any]

@@ -1,0 +1,28 @@
+"""The one owner of per-session state that crosses pages: the Playground's last live run.
+
+Pages read it through ``live_runs()`` and only the Playground writes it (``set_live_runs``), so no page depends on
+another page's key names. (A page's own widget state stays with its widgets' keys; the player keeps the step.)
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+RUNS_KEY = "playground:live-runs"  # policy -> trace records of the last live run
+SETTINGS_KEY = "playground:live-settings"  # the knobs (JSON) that run was made with
+
+
+def live_runs() -> dict[str, list[dict]]:
+    """The last live run of this session, ``{policy: trace records}`` (empty before the first run)."""
+    return st.session_state.get(RUNS_KEY) or {}
+
+
+def live_settings() -> str | None:
+    """The Playground settings (JSON text) of the last live run, or None."""
+    return st.session_state.get(SETTINGS_KEY)
+
+
+def set_live_runs(runs: dict[str, list[dict]], settings: str) -> None:
+    """Keep a finished (or cancelled) live run and the settings it was made with."""
+    st.session_state[RUNS_KEY] = runs
+    st.session_state[SETTINGS_KEY] = settings
