@@ -50,7 +50,8 @@ class TraceView:
         self.header = cast(HeaderRecord, self.records[0])
         self.steps = cast(list[StepRecord], self.records[1:-1])
         self.summary = cast(SummaryRecord, self.records[-1])
-        arrived = [r for st in self.steps for r in st.get("arrived", ())]
+        known = {r["request_id"] for r in self.header["requests"]}  # a view of a view's header lists them already
+        arrived = [r for st in self.steps for r in st.get("arrived", ()) if r["request_id"] not in known]
         if arrived:
             self.header = {**self.header, "requests": [*self.header["requests"], *arrived]}
 
