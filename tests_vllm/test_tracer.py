@@ -199,3 +199,18 @@ def test_data_parallel_rank_comes_from_the_parallel_config(monkeypatch):
     assert tracer._rank(cfg(4, 1, 1)) == 1  # MoE data parallelism keeps the sizes
     monkeypatch.setattr(tracer.multiprocessing, "current_process", lambda: NS(name="EngineCore_DP0"))
     assert tracer._rank(cfg(1, 0, 0)) == 0
+
+
+def test_an_abort_is_a_finish_with_its_reason_and_frees_the_table(tmp_path, monkeypatch):
+    reqs = [
+        {"request_id": r, "prompt_token_ids": [5, 6], "max_tokens": 3, "ignore_eos": True, "arrival_step": 0}
+        for r in "AB"
+    ]
+    config = {"max_num_seqs": 2, "max_num_batched_tokens": 8, "block_size": 2, "num_kv_blocks": 8,
+              "enable_chunked_prefill": True, "max_model_len": 64}  # fmt: skip
+    workload = {"config": config, "eos_token_ids": [], "requests": reqs, "sampled": {"A": [7] * 3, "B": [7]}}
+    _, trace = traced(workload, tmp_path / "t.jsonl", monkeypatch)  # B wants a 2nd token: the driver aborts it
+    assert schema_problems(trace) == []
+    assert [(f["request_id"], f["reason"]) for f in trace[2]["finished"]] == [("B", "abort")]
+    assert trace[3]["kv"]["freed"] == ["B"] and "B" not in to_v1(trace)[3]["kv"]["block_tables"]
+    assert {r["request_id"]: r["finish_reason"] for r in trace[-1]["requests"]} == {"A": "length", "B": "abort"}
