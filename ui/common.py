@@ -9,7 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from engine import trace
-from visuals.tracemodel import TraceView
+from visuals.tracemodel import TraceView, text_color
 
 TRACE_DIR = Path(__file__).resolve().parent.parent / "assets" / "traces"
 POLICIES = ("static", "continuous")
@@ -49,17 +49,12 @@ def badge(view: TraceView) -> None:
                f"chunked prefill {'on' if c['enable_chunked_prefill'] else 'off'}")
 
 
-def _text_color(hex_color: str) -> str:
-    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
-    return "#000" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "#fff"
-
-
 def chips(view: TraceView, request_ids: list[str], empty: str = "none") -> str:
     """HTML chips in each request's colour (its id written on it, so colour is never the only cue)."""
     if not request_ids:
         return f"<span style='opacity:0.6'>{empty}</span>"
     return " ".join(
-        f"<span style='background:{view.colors[r]};color:{_text_color(view.colors[r])};padding:1px 7px;"
+        f"<span style='background:{view.colors[r]};color:{text_color(view.colors[r])};padding:1px 7px;"
         f"border-radius:4px;margin-right:3px;font-family:monospace'>{r}</span>"
         for r in request_ids
     )

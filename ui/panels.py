@@ -10,7 +10,7 @@ from visuals.budget import budget_bar
 from visuals.kv import block_map
 from visuals.narration import BEAT_TEXT, narrate, story_beats
 from visuals.slots import slot_grid
-from visuals.stepinfo import queues, text_so_far
+from visuals.stepinfo import queues, request_status, text_so_far
 from visuals.tracemodel import TraceView
 
 
@@ -32,10 +32,8 @@ def queue_panel(view: TraceView, step: int) -> None:
 
 def text_panel(view: TraceView, step: int) -> None:
     texts = text_so_far(view, step)
-    q = queues(view, step)
-    status = {**{r: "not arrived" for r in q["not_arrived"]}, **{r: "waiting" for r in q["waiting"]},
-              **{r: "running" for r in q["running"]}, **{r: "finished" for r in q["finished"]}}
-    df = pd.DataFrame({"request": list(texts), "status": [status.get(r, "") for r in texts],
+    status = request_status(view, step)
+    df = pd.DataFrame({"request": list(texts), "status": [status[r] for r in texts],
                        "generated so far": list(texts.values())})
     st.dataframe(df, hide_index=True, width="stretch", height=min(38 + 35 * len(df), 400))
 

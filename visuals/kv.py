@@ -54,6 +54,41 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
     return cells
 
 
+def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list]:
+    """What ``block_map`` draws for each block at ``step``, as parallel lists: grid position (``x``, ``y``),
+    ``color`` (owner or free), ``text`` (owner, release mark and fill), ``hover``, outline ``width`` and ``line``
+    colour (thick vermillion = allocated this step). The browser player draws the same lists."""
+    cells = block_map_cells(view, step)
+    bs = view.steps[step]["kv"].get("block_size") or view.header["config"]["block_size"]
+    out: dict[str, list] = {k: [] for k in ("x", "y", "color", "text", "hover", "width", "line")}
+    for c in cells:
+        out["x"].append(c["block"] % columns)
+        out["y"].append(c["block"] // columns)
+        owner = c["owner"]
+        out["color"].append(view.colors[owner] if owner else FREE_COLOR)
+        mark = " ✕" if c["releasing"] else ""
+        if owner:
+            out["text"].append(f"{owner}{mark}<br>{c['fill']}/{bs}")
+            out["hover"].append(f"block {c['block']}: {owner}, {c['fill']}/{bs} slots"
+                                + (" (released at the end of this step)" if mark else ""))
+        elif c["preempted_from"]:
+            out["text"].append(f"⟲{c['preempted_from']}")
+            out["hover"].append(f"block {c['block']}: free (taken from {c['preempted_from']} by preemption)")
+        else:
+            out["text"].append("")
+            out["hover"].append(f"block {c['block']}: free")
+        out["width"].append(3 if c["new"] else 0.5)
+        out["line"].append("#D55E00" if c["new"] else "#888")
+    return out
+
+
+def block_map_title(view: TraceView, step: int) -> str:
+    """The block map's title at ``step``: blocks used (and reserved by a static batch) out of the pool."""
+    kv = view.steps[step]["kv"]
+    reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
+    return f"{view.policy}: KV blocks at step {step}: {kv['num_used_blocks']}/{kv['num_blocks']} used{reserved}"
+
+
 def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
     """The pool as a grid of blocks at ``step``: colour = owner, text = owner and fill (e.g. ``A 7/16``).
 
@@ -61,36 +96,15 @@ def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
     finished) are marked ``✕``; blocks a preemption freed in this step show ``⟲`` and the old owner; free blocks
     are light grey.
     """
-    cells = block_map_cells(view, step)
-    bs = view.steps[step]["kv"].get("block_size") or view.header["config"]["block_size"]
-    rows = -(-len(cells) // columns)
+    m = block_marks(view, step, columns)
+    rows = -(-len(m["x"]) // columns)
     fig = go.Figure()
-    xs, ys, colors, texts, hovers, widths = [], [], [], [], [], []
-    for c in cells:
-        xs.append(c["block"] % columns)
-        ys.append(c["block"] // columns)
-        owner = c["owner"]
-        colors.append(view.colors[owner] if owner else FREE_COLOR)
-        mark = " ✕" if c["releasing"] else ""
-        if owner:
-            texts.append(f"{owner}{mark}<br>{c['fill']}/{bs}")
-            hovers.append(f"block {c['block']}: {owner}, {c['fill']}/{bs} slots"
-                          + (" (released at the end of this step)" if mark else ""))
-        elif c["preempted_from"]:
-            texts.append(f"⟲{c['preempted_from']}")
-            hovers.append(f"block {c['block']}: free (taken from {c['preempted_from']} by preemption)")
-        else:
-            texts.append("")
-            hovers.append(f"block {c['block']}: free")
-        widths.append(3 if c["new"] else 0.5)
-    fig.add_scatter(x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text",
+    fig.add_scatter(x=m["x"], y=m["y"], mode="markers+text", text=m["text"], hovertext=m["hover"], hoverinfo="text",
                     textfont=dict(size=9, color="#111"),
-                    marker=dict(symbol="square", size=34, color=colors,
-                                line=dict(width=widths, color=["#D55E00" if w > 1 else "#888" for w in widths])))
-    kv = view.steps[step]["kv"]
-    reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
+                    marker=dict(symbol="square", size=34, color=m["color"],
+                                line=dict(width=m["width"], color=m["line"])))
     fig.update_layout(
-        title=f"{view.policy}: KV blocks at step {step}: {kv['num_used_blocks']}/{len(cells)} used{reserved}",
+        title=block_map_title(view, step),
         height=90 + 40 * rows, margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
         xaxis=dict(visible=False, range=[-0.6, columns - 0.4]),
         yaxis=dict(visible=False, autorange="reversed", range=[rows - 0.4, -0.6]),

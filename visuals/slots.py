@@ -77,13 +77,36 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
     return fig
 
 
+def grid_range(view: TraceView, step: int, window: int | None) -> tuple[int, int]:
+    """First and last step shown by ``slot_grid`` at ``step``: the whole trace when ``window`` is None, otherwise
+    ``2 * window + 1`` steps that turn like pages, ``window`` steps at a time, so the cells stay put while the
+    cursor moves (easier to follow than a grid sliding under the eye every step, and cheaper to redraw). The cursor
+    keeps at least ``window // 2`` steps of history on its left once past the start::
+
+        window 8:  steps 0..11 -> 0..16,  12..19 -> 8..24,  20..27 -> 16..32, ...
+    """
+    if window is None:
+        return 0, view.num_steps - 1
+    lo = max(0, (step - window // 2) // window * window)
+    return lo, lo + 2 * window
+
+
+def grid_xaxis(lo: int, hi: int) -> dict:
+    """The slot grid's x axis for steps ``lo..hi``."""
+    return dict(title="step", range=[lo - 0.5, hi + 0.5], dtick=1 if hi - lo <= 16 else 5, tickangle=0)
+
+
+def grid_title(view: TraceView, step: int) -> str:
+    return f"{view.policy}: slots at step {step} (/ prefill, + recompute, solid decode, x padding)"
+
+
 def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figure:
     """Cell-level slot grid around ``step``: one cell per (slot, step), labelled with its request; hovering a cell
     shows what it computed and the token sampled there. The column of ``step`` is highlighted.
 
-    ``window``: show steps ``step - window .. step + window`` (None: all steps).
+    ``window``: show ``2 * window + 1`` steps around ``step`` (see ``grid_range``; None: all steps).
     """
-    lo, hi = (0, view.num_steps - 1) if window is None else (max(0, step - window), step + window)
+    lo, hi = grid_range(view, step, window)
     cells = [c for c in view.cells if lo <= c.step <= hi]
     fig = go.Figure()
     for kind in PATTERN:
@@ -106,8 +129,8 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
     fig.add_vrect(x0=step - 0.5, x1=step + 0.5, fillcolor="rgba(213,94,0,0.15)", line=dict(color="#D55E00", width=2))
     fig.update_layout(
         barmode="overlay", bargap=0.1, height=110 + 34 * len(slots), margin=dict(l=10, r=10, t=40, b=30),
-        title=f"{view.policy}: slots at step {step} (/ prefill, + recompute, solid decode, x padding)",
-        xaxis=dict(title="step", range=[lo - 0.5, hi + 0.5], dtick=1 if hi - lo <= 16 else 5, tickangle=0),
+        title=grid_title(view, step),
+        xaxis=grid_xaxis(lo, hi),
         yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1], range=[-0.5, len(slots) - 0.5]),
         showlegend=False,
     )
