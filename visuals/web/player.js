@@ -124,7 +124,8 @@ BS.Player = class {
 
   draw(k) {
     const t = performance.now();
-    for (const side of this.sides) side.draw(k);
+    for (const side of this.sides) side.plotPhase(k);
+    for (const side of this.sides) side.textPhase(k);
     for (const c of this.counters) c.el.textContent = this.P.t(c.values[k]);
     this.state.drawn = k;
     const stepEl = this.$("bs-step");

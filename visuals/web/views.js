@@ -17,7 +17,7 @@ function el(tag, cls, parent, text) {
 BS.Side = class {
   /* P: BS.Payload; v: one view of it; opts: {present, compact, beats, window}. */
   constructor(P, v, root, opts) {
-    this.P = P; this.v = v; this.opts = opts; this.drawn = -1; this.last = {};
+    this.P = P; this.v = v; this.opts = opts; this.drawn = -1; this.plotted = -1; this.last = {};
     this.template = { layout: P.p.template };
     const s = this.dom = {};
     s.root = el("section", "bs-side", root);
@@ -92,15 +92,22 @@ BS.Side = class {
     return L;
   }
 
-  /* Draw the views at global step k (the trace's last step once it has finished). */
-  draw(k) {
+  /* Draw at global step k (the trace's last step once it has finished) in two phases, so that the browser lays
+   * the page out once: first every figure of every side (plotPhase), then the text and the overlays (textPhase). */
+  plotPhase(k) {
+    const s = this.P.shown(this.v, k);
+    if (s === this.plotted) return;
+    this.drawSlots(s);
+    this.drawBudget(s);
+    this.drawBlocks(s);
+    this.plotted = s;
+  }
+
+  textPhase(k) {
     const v = this.v, s = this.P.shown(v, k);
     this.dom.head.textContent = `${v.policy[0].toUpperCase()}${v.policy.slice(1)} · step ${s}`;
     this.dom.note.hidden = k <= s;
     if (s === this.drawn) return;
-    this.drawSlots(s);
-    this.drawBudget(s);
-    this.drawBlocks(s);
     this.drawText(s);
     this.drawn = s;
     this.moveHighlight(s);
@@ -135,13 +142,13 @@ BS.Side = class {
 
   drawBudget(s) {
     const b = this.v.budget, title = this.P.t(b.titles[s]);
-    if (this.drawn >= 0 && b.bars[s] === b.bars[this.drawn]) return this.retitle(this.dom.budget, title);
+    if (this.plotted >= 0 && b.bars[s] === b.bars[this.plotted]) return this.retitle(this.dom.budget, title);
     Plotly.react(this.dom.budget, this.P.budgetTraces(this.v, s), this.layout(b.layout, title, "budget"), PLOT_CONFIG);
   }
 
   drawBlocks(s) {
     const b = this.v.blocks;
-    if (this.drawn >= 0 && this.P.sameLooks(this.v, s, this.drawn)) return this.retitle(this.dom.blocks, this.P.t(b.titles[s]));
+    if (this.plotted >= 0 && this.P.sameLooks(this.v, s, this.plotted)) return this.retitle(this.dom.blocks, this.P.t(b.titles[s]));
     const looks = this.P.blockLooks(this.v, s);
     const trace = Object.assign({}, b.trace, {
       x: b.x, y: b.y, text: looks.text, hovertext: looks.hover,
