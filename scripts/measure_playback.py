@@ -93,7 +93,8 @@ def streamlit_app():
 
 
 def play_at(target, speed: int, seconds: float) -> dict:
-    """Play from step 0 at ``speed`` for ``seconds``; rate from the first to the last change of the step."""
+    """Play from step 0 at ``speed`` for ``seconds``. Rate: steps from the start of the player's clock to the last
+    change of ``data-bs-step`` seen, over the time between them (one frame of observation delay at most)."""
     target.evaluate("bsPlayer.pause(); bsPlayer.seek(0)")
     target.evaluate("(v) => { const s = document.getElementById('bs-speed'); s.value = String(v);"
                     " s.dispatchEvent(new Event('input', { bubbles: true })); }", speed)
@@ -101,11 +102,12 @@ def play_at(target, speed: int, seconds: float) -> dict:
     target.evaluate("document.getElementById('bs-play').click()")
     time.sleep(seconds)
     log = target.evaluate("window.__bsLog")
+    t0, base = target.evaluate("[bsPlayer.state.t0, bsPlayer.state.base]")
     target.evaluate("bsPlayer.pause(); " + STOP)
     steps = [s for _, s, _, _ in log]
-    changes = [(t, s) for (t, s), (_, p) in zip([(t, s) for t, s, _, _ in log[1:]], [(t, s) for t, s, _, _ in log])
-               if s != p]
-    rate = (changes[-1][1] - changes[0][1]) / ((changes[-1][0] - changes[0][0]) / 1000) if len(changes) > 1 else 0
+    t_last, s_last = next((t, s) for (t, s), (_, p) in zip([(t, s) for t, s, _, _ in log[::-1]],
+                                                           [(t, s) for t, s, _, _ in log[-2::-1]]) if s != p)
+    rate = (s_last - base) / ((t_last - t0) / 1000)
     span_s = (log[-1][0] - log[0][0]) / 1000
     draws = log[-1][3] - log[0][3]
     draw_ms = [d for _, _, d, _ in log]
@@ -142,8 +144,9 @@ def measure(target, num_steps: int, seconds: float) -> bool:
     print(f"{'speed':>6} {'rate':>8} {'ratio':>6} {'fps':>5} {'draw ms':>8} {'backward':>8}")
     ok = True
     for speed in SPEEDS:
-        r = play_at(target, speed, max(seconds, 4.5 if speed <= 2 else seconds))
-        print(f"{speed:>6} {r['rate']:>8.2f} {r['ratio']:>6.3f} {r['fps']:>5.1f} {r['draw_ms']:>8.1f} {r['backward']:>8}")
+        r = play_at(target, speed, max(seconds, 6 / speed + 2))  # at least 6 steps at the slow speeds
+        print(f"{speed:>6} {r['rate']:>8.2f} {r['ratio']:>6.3f} {r['fps']:>5.1f} {r['draw_ms']:>8.1f} "
+              f"{r['backward']:>8}")
         ok &= r["backward"] == 0 and (speed > 30 or abs(r["ratio"] - 1) <= 0.10)
     secs, back = play_all(target, SPEEDS[-1], num_steps - 1)
     print(f"all {num_steps} steps at {SPEEDS[-1]} steps/s: {secs:.2f} s ({(num_steps - 1) / secs:.1f} steps/s), "
@@ -162,7 +165,7 @@ def measure(target, num_steps: int, seconds: float) -> bool:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--app", action="store_true", help="measure the app's Static vs continuous page instead")
-    ap.add_argument("--seconds", type=float, default=3.0, help="play time per speed (at least 4.5 s at 1-2 steps/s)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="play time per speed (at least 6 steps' worth)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 

@@ -2,8 +2,9 @@
 
 Every page loads without an error element and is screenshotted (artifacts/screenshots/; with
 BATCHSCOPE_UPDATE_SCREENSHOTS=1 into docs/screenshots/, which the README shows); the step controls and Play move
-the step; the lockstep page keeps both sides on one step in the browser player and its step in the URL; live runs on a tiny model complete for two users at
-once. Live runs use a tiny random Llama with SmolLM2's tokenizer (``$BATCHSCOPE_MODEL``) so they take seconds.
+the step; the lockstep page keeps both sides on one step in the browser player and its step in the URL; live runs
+on a tiny model complete for two users at once. Live runs use a tiny random Llama with SmolLM2's tokenizer
+(``$BATCHSCOPE_MODEL``) so they take seconds.
 """
 
 from __future__ import annotations

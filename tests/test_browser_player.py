@@ -87,7 +87,9 @@ def step_of(page) -> int:
 
 
 def wait_step(page, cond: str) -> None:
-    page.wait_for_function(f"(() => {{ const k = +document.getElementById('bs-step').dataset.bsStep; return {cond}; }})()")
+    """Wait until ``cond`` (JavaScript, about the shown step ``k``) holds."""
+    page.wait_for_function(f"(() => {{ const k = +document.getElementById('bs-step').dataset.bsStep; "
+                           f"return {cond}; }})()")
 
 
 def test_plays_from_file_with_no_request_and_only_forward(browser, files):
