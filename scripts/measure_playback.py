@@ -2,9 +2,9 @@
 
 Not a test: timings depend on the machine. Prints, for each chosen speed (steps per second), the effective rate
 (a least-squares line through the shown step against time), its ratio to the chosen speed, frames drawn per
-second, median draw time and backward jumps; the time to play all the steps at the top speed; and the scrubber's redraw latency (from the
-input event to the frame after the one that drew the new step, i.e. once it is painted), for a drag (small
-moves) and for jumps (far moves, which also turn the slot grid's page).
+second, median draw time and backward jumps; the time to play all the steps at the top speed; and the scrubber's
+redraw latency (from the input event to the frame after the one that drew the new step, i.e. once it is painted),
+for a drag (small moves) and for jumps (far moves, which also turn the slot grid's page).
 
     .venv/bin/python scripts/measure_playback.py            # the exported HTML file, from file://
     .venv/bin/python scripts/measure_playback.py --app      # the Static vs continuous page of the app
