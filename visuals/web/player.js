@@ -17,6 +17,7 @@ BS.Player = class {
       speed: Math.min(120, Math.max(1, num("speed", payload.speed))), base: 0, t0: 0, raf: 0, drawn: -1 };
     this.stats = { frames: 0, lastDrawMs: 0 };
     document.body.classList.toggle("present", this.present);
+    document.body.classList.toggle("embedded", window.parent !== window); // in a page that has its own title
     this.$ = (id) => document.getElementById(id);
     this.$("bs-title").textContent = payload.title;
     this.buildCounters(payload.counters);
