@@ -187,8 +187,7 @@ def main() -> int:
         if args.app:
             with streamlit_app() as url:
                 page.goto(f"{url}/compare?scenario=sixteen&step=0")
-                page.wait_for_selector("iframe")
-                target = page.frame_locator("iframe").first.locator("body").element_handle().owner_frame()
+                target = page.wait_for_selector("iframe").content_frame()
                 target.wait_for_function(ready)
                 print(f"app page {url}/compare?scenario=sixteen (player in its frame)")
                 ok = measure(target, 1222, args.seconds)

@@ -4,7 +4,7 @@
 "use strict";
 
 const PLOT_CONFIG = { displayModeBar: false, responsive: true, logging: 0 };
-const PRESENT_HEIGHTS = { slots: 170, budget: 96, blocks: 250 };
+const PRESENT_HEIGHTS = { slots: 150, budget: 84, blocks: 224 };
 
 function el(tag, cls, parent, text) {
   const e = document.createElement(tag);
@@ -154,7 +154,19 @@ BS.Side = class {
       x: b.x, y: b.y, text: looks.text, hovertext: looks.hover,
       marker: Object.assign({}, b.trace.marker, { color: looks.color, line: { width: looks.width, color: looks.line } }),
     });
-    Plotly.react(this.dom.blocks, [trace], this.layout(b.layout, this.P.t(b.titles[s]), "blocks"), PLOT_CONFIG);
+    const layout = this.layout(b.layout, this.P.t(b.titles[s]), "blocks");
+    if (this.opts.present) this.fitBlocks(trace, layout);
+    Plotly.react(this.dom.blocks, [trace], layout, PLOT_CONFIG);
+  }
+
+  /* Presenter mode: the map is shorter than on the page, so blocks and their labels shrink to their grid cell. */
+  fitBlocks(trace, layout) {
+    const m = layout.margin, cols = layout.xaxis.range[1] - layout.xaxis.range[0];
+    const rows = layout.yaxis.range[0] - layout.yaxis.range[1];
+    const cell = Math.min((this.dom.blocks.clientWidth - m.l - m.r) / cols, (layout.height - m.t - m.b) / rows);
+    const size = Math.max(8, Math.floor(cell * 0.9));
+    trace.marker.size = Math.min(trace.marker.size, size);
+    trace.textfont = Object.assign({}, trace.textfont, { size: Math.max(5, Math.min(9, Math.round(size * 0.3))) });
   }
 
   /* Narration, teaching beats, queues and the text table: DOM updates only where the step changed them. */
