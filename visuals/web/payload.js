@@ -82,7 +82,9 @@ BS.sliceTrace = function (tr, lo, hi) {
   const a = BS.lowerBound(tr.base, lo - 0.5), b = BS.lowerBound(tr.base, hi + 0.5);
   if (a >= b) return null;
   const out = Object.assign({}, tr);
-  for (const key of ["x", "base", "y", "text", "customdata"]) if (Array.isArray(tr[key])) out[key] = tr[key].slice(a, b);
+  for (const key of ["x", "base", "y", "text", "customdata"]) {
+    if (Array.isArray(tr[key])) out[key] = tr[key].slice(a, b);
+  }
   out.marker = Object.assign({}, tr.marker);
   if (Array.isArray(tr.marker.color)) out.marker.color = tr.marker.color.slice(a, b);
   return out;

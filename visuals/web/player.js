@@ -23,8 +23,7 @@ BS.Player = class {
     this.buildCounters(payload.counters);
     const root = this.$("bs-views");
     root.classList.add(`n${P.views.length}`);
-    const opts = { present: this.present, compact: P.views.length > 1, beats: P.views.length === 1,
-      window: payload.window };
+    const opts = { present: this.present, compact: P.views.length > 1, beats: P.views.length === 1 };
     this.sides = P.views.map((v) => new BS.Side(P, v, root, opts));
     this.bindControls();
     this.frame = this.frame.bind(this);
@@ -65,7 +64,8 @@ BS.Player = class {
 
   key(e) {
     const act = { " ": () => this.toggle(), ArrowRight: () => this.seek(this.state.step + 1),
-      ArrowLeft: () => this.seek(this.state.step - 1), Home: () => this.seek(0), End: () => this.seek(this.n - 1) }[e.key];
+      ArrowLeft: () => this.seek(this.state.step - 1), Home: () => this.seek(0),
+      End: () => this.seek(this.n - 1) }[e.key];
     if (!act || e.altKey || e.ctrlKey || e.metaKey) return;
     e.preventDefault();
     act();

@@ -15,7 +15,7 @@ function el(tag, cls, parent, text) {
 }
 
 BS.Side = class {
-  /* P: BS.Payload; v: one view of it; opts: {present, compact, beats, window}. */
+  /* P: BS.Payload; v: one view of it; opts: {present, compact (text table closed), beats (show teaching beats)}. */
   constructor(P, v, root, opts) {
     this.P = P; this.v = v; this.opts = opts; this.drawn = -1; this.plotted = -1; this.last = {};
     this.template = { layout: P.p.template };
@@ -47,7 +47,7 @@ BS.Side = class {
       el("td", "", tr).appendChild(this.chip(i));
       return { status: el("td", "bs-status", tr), text: el("td", "bs-text", tr), len: -1 };
     });
-    s.details.addEventListener("toggle", () => { this.last.texts = -1; this.drawTexts(this.drawn); });
+    s.details.addEventListener("toggle", () => this.drawTexts(this.drawn));
     s.timeline = el("div", "bs-plot bs-timeline", s.root);
     if (v.timeline) this.drawTimeline();
   }
@@ -87,7 +87,8 @@ BS.Side = class {
   }
 
   layout(base, title, kind) {
-    const L = Object.assign({}, base, { template: this.template, title: Object.assign({}, base.title, { text: title }) });
+    const L = Object.assign({}, base, { template: this.template });
+    L.title = Object.assign({}, base.title, { text: title });
     if (this.opts.present) L.height = PRESENT_HEIGHTS[kind];
     return L;
   }
@@ -148,11 +149,14 @@ BS.Side = class {
 
   drawBlocks(s) {
     const b = this.v.blocks;
-    if (this.plotted >= 0 && this.P.sameLooks(this.v, s, this.plotted)) return this.retitle(this.dom.blocks, this.P.t(b.titles[s]));
+    if (this.plotted >= 0 && this.P.sameLooks(this.v, s, this.plotted)) {
+      return this.retitle(this.dom.blocks, this.P.t(b.titles[s]));
+    }
     const looks = this.P.blockLooks(this.v, s);
     const trace = Object.assign({}, b.trace, {
       x: b.x, y: b.y, text: looks.text, hovertext: looks.hover,
-      marker: Object.assign({}, b.trace.marker, { color: looks.color, line: { width: looks.width, color: looks.line } }),
+      marker: Object.assign({}, b.trace.marker,
+        { color: looks.color, line: { width: looks.width, color: looks.line } }),
     });
     const layout = this.layout(b.layout, this.P.t(b.titles[s]), "blocks");
     if (this.opts.present) this.fitBlocks(trace, layout);
@@ -201,7 +205,7 @@ BS.Side = class {
     if (s < 0 || !this.dom.details.open || this.opts.present) return;
     const status = this.P.T[this.v.steps.status[s]];
     this.dom.rows.forEach((row, i) => {
-      row.status.textContent = status[i];
+      if (row.status.textContent !== status[i]) row.status.textContent = status[i];
       const text = this.P.textAt(this.v, i, s);
       if (text.length !== row.len) { row.text.textContent = text; row.len = text.length; }
     });
