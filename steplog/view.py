@@ -16,6 +16,12 @@ FREE_COLOR = "#E8E8E8"
 PADDING_COLOR = "#9E9E9E"
 
 
+def text_color(hex_color: str) -> str:
+    """Black or white, whichever reads better on ``hex_color`` (for a request's chip)."""
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return "#000" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "#fff"
+
+
 @dataclass(frozen=True)
 class Cell:
     """What one slot did in one step. ``kind``: prefill, recompute (a prefill redoing K/V a preemption dropped),

@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from steplog import trace
-from steplog.view import TraceView
+from steplog.view import TraceView, text_color
 
 TRACE_DIR = Path(__file__).resolve().parent.parent / "assets" / "traces"
 POLICIES = ("static", "continuous")
@@ -60,11 +60,6 @@ def badge(view: TraceView) -> None:
     )
 
 
-def _text_color(hex_color: str) -> str:
-    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
-    return "#000" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "#fff"
-
-
 MAX_CHIPS = 40  # a server's queues hold hundreds of requests: show the first ones and count the rest
 
 
@@ -77,7 +72,7 @@ def chips(view: TraceView, request_ids: list[str], empty: str = "none") -> str:
     shown = request_ids[:MAX_CHIPS] if more > 0 else request_ids
     return " ".join(
         f"<span title='{html.escape(r, quote=True)}' style='background:{view.colors[r]};"
-        f"color:{_text_color(view.colors[r])};padding:1px 7px;border-radius:4px;margin-right:3px;"
+        f"color:{text_color(view.colors[r])};padding:1px 7px;border-radius:4px;margin-right:3px;"
         f"font-family:monospace'>{html.escape(view.label(r))}</span>"
         for r in shown
     ) + (f" <span style='opacity:0.7'>and {more} more</span>" if more > 0 else "")

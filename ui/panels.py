@@ -14,7 +14,7 @@ from visuals.checklist import head_checklist
 from visuals.kv import block_map
 from visuals.narration import BEAT_TEXT, narrate, story_beats
 from visuals.slots import slot_grid
-from visuals.stepinfo import queues, text_so_far
+from visuals.stepinfo import queues, request_status, text_so_far
 
 
 def narration(view: TraceView, step: int, beats: bool = True) -> None:
@@ -66,12 +66,7 @@ def text_panel(view: TraceView, step: int) -> None:
             counts[s["request_id"]] += 1
         texts = {r: f"{n} tokens (text not recorded)" for r, n in counts.items()}
     q = queues(view, step)
-    status = {
-        **{r: "not arrived" for r in q["not_arrived"]},
-        **{r: "waiting" for r in q["waiting"]},
-        **{r: "running" for r in q["running"]},
-        **{r: "finished" for r in q["finished"]},
-    }
+    status = request_status(view, step)
     if len(texts) > MAX_TEXT_ROWS:  # a server's trace: the requests in play at this step, not all of them
         in_play = {
             *q["running"],

@@ -5,10 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from steplog.view import FREE_COLOR, TraceView
-from visuals.kv_groups import grouped_block_map
 from visuals.stepinfo import freed_blocks
-
-AGGREGATE_ABOVE = 512  # larger pools are drawn in groups of blocks: 20,000 cells would not render or read
 
 
 def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
@@ -79,58 +76,71 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
     return cells
 
 
+def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list]:
+    """What ``block_map`` draws for each block at ``step``, as parallel lists: grid position (``x``, ``y``),
+    ``color`` (owner or free), ``text`` (owner, release mark and fill), ``hover``, outline ``width`` and ``line``
+    colour (thick vermillion = allocated this step). The browser player draws the same lists."""
+    cells = block_map_cells(view, step)
+    bs = view.steps[step]["kv"].get("block_size") or view.header["config"]["block_size"]
+    out: dict[str, list] = {k: [] for k in ("x", "y", "color", "text", "hover", "width", "line")}
+    for c in cells:
+        out["x"].append(c["block"] % columns)
+        out["y"].append(c["block"] // columns)
+        owner = c["owner"]
+        out["color"].append(view.colors[owner] if owner else FREE_COLOR)
+        mark = " ✕" if c["releasing"] else ""
+        if owner:
+            out["text"].append(f"{view.label(owner)}{mark}<br>{c['fill']}/{bs}")
+            out["hover"].append(
+                f"block {c['block']}: {owner}, {c['fill']}/{bs} slots"
+                + (" (released at the end of this step)" if mark else "")
+            )
+        elif c["preempted_from"]:
+            out["text"].append(f"⟲{view.label(c['preempted_from'])}")
+            out["hover"].append(f"block {c['block']}: free (taken from {c['preempted_from']} by preemption)")
+        else:
+            out["text"].append("")
+            out["hover"].append(f"block {c['block']}: free")
+        out["width"].append(3 if c["new"] else 0.5)
+        out["line"].append("#D55E00" if c["new"] else "#888")
+    return out
+
+
+def block_map_title(view: TraceView, step: int) -> str:
+    """The block map's title at ``step``: blocks used (and reserved by a static batch) out of the pool."""
+    kv = view.steps[step]["kv"]
+    reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
+    return f"{view.policy}: KV blocks at step {step}: {kv['num_used_blocks']}/{kv['num_blocks']} used{reserved}"
+
+
 def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
     """The pool as a grid of blocks at ``step``: colour = owner, text = owner and fill (e.g. ``A 7/16``).
 
     Blocks allocated in this step have a thick vermillion outline; blocks released at the end of this step (their owner
     finished) are marked ``✕``; blocks a preemption freed in this step show ``⟲`` and the old owner; free blocks
-    are light grey. Pools over ``AGGREGATE_ABOVE`` blocks: one cell per group of blocks (``visuals.kv_groups``).
+    are light grey. Pools over ``blockgroups.AGGREGATE_ABOVE`` blocks: one cell per group of blocks
+    (``visuals.blockgroups``).
     """
-    if view.steps[step]["kv"]["num_blocks"] > AGGREGATE_ABOVE:
-        return grouped_block_map(view, step, block_map_cells(view, step))
-    cells = block_map_cells(view, step)
-    bs = view.steps[step]["kv"].get("block_size") or view.header["config"]["block_size"]
-    rows = -(-len(cells) // columns)
+    from visuals import blockgroups  # it builds on this module's cells
+
+    if view.steps[step]["kv"]["num_blocks"] > blockgroups.AGGREGATE_ABOVE:
+        m, title, columns = blockgroups.grouped_marks(view, step), blockgroups.grouped_title(view, step), 16
+    else:
+        m, title = block_marks(view, step, columns), block_map_title(view, step)
+    rows = -(-len(m["x"]) // columns)
     fig = go.Figure()
-    xs, ys, colors, texts, hovers, widths = [], [], [], [], [], []
-    for c in cells:
-        xs.append(c["block"] % columns)
-        ys.append(c["block"] // columns)
-        owner = c["owner"]
-        colors.append(view.colors[owner] if owner else FREE_COLOR)
-        mark = " ✕" if c["releasing"] else ""
-        if owner:
-            texts.append(f"{view.label(owner)}{mark}<br>{c['fill']}/{bs}")
-            hovers.append(
-                f"block {c['block']}: {owner}, {c['fill']}/{bs} slots"
-                + (" (released at the end of this step)" if mark else "")
-            )
-        elif c["preempted_from"]:
-            texts.append(f"⟲{view.label(c['preempted_from'])}")
-            hovers.append(f"block {c['block']}: free (taken from {c['preempted_from']} by preemption)")
-        else:
-            texts.append("")
-            hovers.append(f"block {c['block']}: free")
-        widths.append(3 if c["new"] else 0.5)
     fig.add_scatter(
-        x=xs,
-        y=ys,
+        x=m["x"],
+        y=m["y"],
         mode="markers+text",
-        text=texts,
-        hovertext=hovers,
+        text=m["text"],
+        hovertext=m["hover"],
         hoverinfo="text",
         textfont=dict(size=9, color="#111"),
-        marker=dict(
-            symbol="square",
-            size=34,
-            color=colors,
-            line=dict(width=widths, color=["#D55E00" if w > 1 else "#888" for w in widths]),
-        ),
+        marker=dict(symbol="square", size=34, color=m["color"], line=dict(width=m["width"], color=m["line"])),
     )
-    kv = view.steps[step]["kv"]
-    reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
     fig.update_layout(
-        title=f"{view.policy}: KV blocks at step {step}: {kv['num_used_blocks']}/{len(cells)} used{reserved}",
+        title=title,
         height=90 + 40 * rows,
         margin=dict(l=10, r=10, t=40, b=10),
         showlegend=False,

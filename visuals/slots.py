@@ -86,18 +86,40 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
     return fig
 
 
+def grid_range(view: TraceView, step: int, window: int | None) -> tuple[int, int]:
+    """First and last step shown by ``slot_grid`` at ``step``: the whole trace when ``window`` is None, otherwise
+    ``2 * window + 1`` steps that turn like pages, ``window`` steps at a time, so the cells stay put while the
+    cursor moves (easier to follow than a grid sliding under the eye every step, and cheaper to redraw). The cursor
+    keeps at least ``window // 2`` steps of history on its left once past the start::
+
+        window 8:  steps 0..11 -> 0..16,  12..19 -> 8..24,  20..27 -> 16..32, ...
+    """
+    if window is None:
+        return 0, view.num_steps - 1
+    # many slots: a narrower window keeps the grid within MAX_GRID_CELLS cells
+    window = max(2, min(window, MAX_GRID_CELLS // (2 * view.header["config"]["max_num_seqs"])))
+    lo = max(0, (step - window // 2) // window * window)
+    return lo, lo + 2 * window
+
+
+def grid_xaxis(lo: int, hi: int) -> dict:
+    """The slot grid's x axis for steps ``lo..hi``."""
+    return dict(title="step", range=[lo - 0.5, hi + 0.5], dtick=1 if hi - lo <= 16 else 5, tickangle=0)
+
+
+def grid_title(view: TraceView, step: int) -> str:
+    return f"{view.policy}: slots at step {step} (/ prefill, + recompute, solid decode, x padding)"
+
+
 def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figure:
     """Cell-level slot grid around ``step``: one cell per (slot, step), labelled with its request; hovering a cell
     shows what it computed and the token sampled there. The column of ``step`` is highlighted.
 
-    ``window``: show steps ``step - window .. step + window`` (None: all steps). With many slots (a vLLM server's
-    ``max_num_seqs``) rows get thinner, cells lose their text (hover keeps it) and the window narrows, so the grid
-    stays within ``MAX_GRID_CELLS`` cells.
+    ``window``: show ``2 * window + 1`` steps around ``step`` (see ``grid_range``; None: all steps). With many
+    slots (a vLLM server's ``max_num_seqs``) rows get thinner and cells lose their text (hover keeps it).
     """
     slots = [f"slot {i}" for i in range(view.header["config"]["max_num_seqs"])]
-    if window is not None:
-        window = max(2, min(window, MAX_GRID_CELLS // (2 * len(slots))))
-    lo, hi = (0, view.num_steps - 1) if window is None else (max(0, step - window), step + window)
+    lo, hi = grid_range(view, step, window)
     cells = [c for k in range(lo, min(hi, view.num_steps - 1) + 1) for c in view.cells_at(k)]
     row = 34 if len(slots) <= 16 else max(6, 544 // len(slots))
     fig = go.Figure()
@@ -133,8 +155,8 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
         bargap=0.1,
         height=110 + row * len(slots),
         margin=dict(l=10, r=10, t=40, b=30),
-        title=f"{view.policy}: slots at step {step} (/ prefill, + recompute, solid decode, x padding)",
-        xaxis=dict(title="step", range=[lo - 0.5, hi + 0.5], dtick=1 if hi - lo <= 16 else 5, tickangle=0),
+        title=grid_title(view, step),
+        xaxis=grid_xaxis(lo, hi),
         yaxis=dict(
             type="category",
             categoryorder="array",

@@ -25,6 +25,19 @@ def queues(view: TraceView, step: int) -> dict[str, list[str]]:
     }
 
 
+def request_status(view: TraceView, step: int) -> dict[str, str]:
+    """Each request's state at ``step`` for the text table: not arrived, waiting, running or finished ("" if none
+    applies, e.g. preempted in this step)."""
+    q = queues(view, step)
+    status = {
+        **{r: "not arrived" for r in q["not_arrived"]},
+        **{r: "waiting" for r in q["waiting"]},
+        **{r: "running" for r in q["running"]},
+        **{r: "finished" for r in q["finished"]},
+    }
+    return {rid: status.get(rid, "") for rid in view.request_ids}
+
+
 def text_so_far(view: TraceView, step: int) -> dict[str, str]:
     """Each request's generated text up to and including ``step`` (tokens in sampling order)."""
     out = {rid: "" for rid in view.request_ids}
