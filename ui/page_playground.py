@@ -12,10 +12,8 @@ from engine.workload import output_lengths, poisson_arrivals, to_requests
 from steplog.view import TraceView
 from ui.common import model_and_lock
 from ui.compare import compare
-from ui.panels import narration, step_panel
-from ui.player import player
 from ui.state import live_runs, live_settings, set_live_runs
-from visuals.stepinfo import event_steps
+from ui.web_player import web_player
 
 PROMPT_SETS = {
     "chat questions": [
@@ -253,9 +251,4 @@ def page() -> None:
         compare(views, key="pg:compare")
     else:
         (view,) = views.values()
-
-        def render(step: int) -> None:
-            narration(view, step)
-            step_panel(view, step, key="pg:single", window=20)
-
-        player("pg:single", view.num_steps, event_steps(view), render)
+        web_player([view], f"playground ({view.policy})", key="pg-single", window=20)

@@ -30,6 +30,7 @@ import plotly.io as pio
 from steplog.view import TraceView, text_color
 from visuals.blockgroups import AGGREGATE_ABOVE, grouped_marks, grouped_title
 from visuals.budget import budget_bar, budget_title, budget_traces
+from visuals.checklist import checklist_text
 from visuals.kv import block_map, block_map_title, block_marks
 from visuals.narration import BEAT_TEXT, narrate, story_beats
 from visuals.slots import grid_range, grid_title, grid_xaxis, slot_grid
@@ -154,7 +155,7 @@ def step_columns(view: TraceView, intern: Interner) -> dict[str, list[int]]:
     """Per-step columns of ``T`` indices: narration, teaching beats, queues and request states."""
     beats = story_beats(view)
     cols: dict[str, list[int]] = {
-        k: [] for k in ("narration", "beats", "waiting", "running", "preempted", "finished", "status")
+        k: [] for k in ("narration", "beats", "waiting", "running", "preempted", "finished", "status", "checklist")
     }
     for k in range(view.num_steps):
         q = queues(view, k)
@@ -164,6 +165,7 @@ def step_columns(view: TraceView, intern: Interner) -> dict[str, list[int]]:
             cols[name].append(intern(q[name]))
         status = request_status(view, k)
         cols["status"].append(intern([status[r] for r in view.request_ids]))
+        cols["checklist"].append(intern(checklist_text(view, k)))
     return cols
 
 
