@@ -10,9 +10,9 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import random
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Protocol
@@ -20,9 +20,15 @@ from typing import Protocol
 from engine.block_manager import blocks_needed
 from engine.config import EngineConfig
 from engine.policies import make_scheduler
+from engine.records import header_record, kv_record, step_record, summary_record
 from engine.request import FieldError, Request
 from engine.scheduler import SchedulerOutput
-from steplog.trace import SCHEMA_VERSION
+
+PRIORITY_RANGE = (-(2**63), 2**63 - 1)  # vLLM's priority is a 64-bit signed integer
+
+
+class PriorityIgnoredWarning(UserWarning):
+    """Requests carry a priority but the waiting queue is FCFS: the priorities change nothing."""
 
 
 class Runner(Protocol):
@@ -71,6 +77,7 @@ def validate_request(req: Request, config: EngineConfig, max_model_len: int | No
         req.sampling.validate(where)
     except FieldError as exc:
         raise RequestError(str(exc), rid, exc.field, exc.value, exc.allowed) from None
+    _validate_priority(req, where)
     total = req.num_prompt_tokens + req.sampling.max_tokens
     if max_model_len is not None and total > max_model_len:
         raise RequestError(
@@ -105,6 +112,27 @@ def validate_request(req: Request, config: EngineConfig, max_model_len: int | No
             config.max_num_batched_tokens,
             f">= {req.num_prompt_tokens}",
             req.num_prompt_tokens,
+        )
+
+
+def _validate_priority(req: Request, where: str) -> None:
+    lo, hi = PRIORITY_RANGE
+    p = req.priority
+    if isinstance(p, bool) or not isinstance(p, int) or not lo <= p <= hi:
+        allowed = "an integer in [-2**63, 2**63 - 1]"
+        raise RequestError(f"{where}: priority={p!r} is out of range: {allowed}", req.request_id, "priority", p, allowed)
+
+
+def warn_if_priority_ignored(requests: list[Request], config: EngineConfig) -> None:
+    """One ``PriorityIgnoredWarning`` when requests carry a non-zero priority under the FCFS queue."""
+    given = [r.request_id for r in requests if r.priority != 0]
+    if given and config.scheduling_policy == "fcfs":
+        warnings.warn(
+            PriorityIgnoredWarning(
+                f"priority is ignored with scheduling_policy='fcfs' (set on {len(given)} request(s), e.g. "
+                f"{given[0]!r}); use scheduling_policy='priority' (--scheduling-policy priority) to apply it"
+            ),
+            stacklevel=3,
         )
 
 
@@ -151,12 +179,13 @@ class LLMEngine:
             )
         for req in requests:
             validate_request(req, self.config, self.max_model_len)
+        warn_if_priority_ignored(requests, self.config)
         rng = random.Random(seed)
         for req in requests:  # unseeded sampled requests get a recorded seed, so every run can be replayed
             if req.sampling.temperature > 0 and req.sampling.seed is None:
                 req.sampling = replace(req.sampling, seed=rng.randrange(2**31))
         pending = sorted(requests, key=lambda r: (r.arrival_step if r.arrival_step is not None else -1, r.arrival_time))
-        records = [self._header(requests)]
+        records = [header_record(self.config, self.meta, requests, set(self.scheduler.eos_token_ids), self.max_model_len)]
         t0 = time.perf_counter()
         step = 0
         while pending or self.scheduler.has_unfinished():
@@ -180,7 +209,7 @@ class LLMEngine:
             if on_step:
                 on_step(record)
             step += 1
-        records.append(self._summary(requests))
+        records.append(summary_record(requests, self.scheduler.eos_token_ids, self.decode))
         return records
 
     @staticmethod
@@ -192,8 +221,8 @@ class LLMEngine:
         t_start = time.perf_counter() - t0
         out = sched.schedule()
         running = [r.request_id for r in sched.running]  # in the batch this step, admission order
-        stats = sched.step_stats()
         block_tables = {rid: list(t) for rid, t in sched.block_manager.block_tables.items()}
+        kv = kv_record(sched, out, block_tables)
         sampled = self.runner.execute(out, block_tables)
         t_end = time.perf_counter() - t0
         for s in out.scheduled:
@@ -207,92 +236,4 @@ class LLMEngine:
             if req.is_finished:
                 req.finish_time = t_end
                 self.runner.release(req.request_id)
-        return {
-            "type": "step",
-            "step": step,
-            "t_start": t_start,
-            "t_end": t_end,
-            "scheduled": [
-                {
-                    "request_id": s.request.request_id,
-                    "kind": s.kind,
-                    "num_tokens": s.num_tokens,
-                    "num_computed_tokens": s.num_computed_tokens,
-                    "slot": s.row,
-                    "recompute": s.recompute,
-                }
-                for s in out.scheduled
-            ],
-            "num_batched_tokens": out.num_batched_tokens,
-            "sampled": [
-                {"request_id": rid, "token_id": tok, "text": self.decode([tok])} for rid, tok in sampled.items()
-            ],
-            "admitted": out.admitted_req_ids,
-            "finished": [{"request_id": rid, "reason": reason.value} for rid, reason in finished],
-            "preempted": out.preempted_req_ids,
-            "waiting": [r.request_id for r in sched.waiting],
-            "running": running,
-            "padding_slots": [{"slot": row, "request_id": rid} for row, rid in out.padding],
-            "kv": {
-                "num_blocks": self.config.num_kv_blocks,
-                "block_size": self.config.block_size,
-                "num_used_blocks": sum(len(t) for t in block_tables.values()),
-                "block_tables": block_tables,
-                "num_cached_tokens": {
-                    s.request.request_id: s.num_computed_tokens + s.num_tokens for s in out.scheduled
-                },
-                "allocated": out.allocated_blocks,
-                **stats,
-            },
-        }
-
-    def _header(self, requests: list[Request]) -> dict:
-        return {
-            "type": "header",
-            "schema_version": SCHEMA_VERSION,
-            "model": self.meta.get("model", "unknown"),
-            "device": self.meta.get("device", "cpu"),
-            "dtype": self.meta.get("dtype", "float32"),
-            "policy": self.config.policy,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "scenario": self.meta.get("scenario"),
-            "config": self.config.header_dict(),
-            "requests": [
-                {
-                    "request_id": r.request_id,
-                    "prompt": r.prompt,
-                    "num_prompt_tokens": r.num_prompt_tokens,
-                    "max_tokens": r.sampling.max_tokens,
-                    "temperature": r.sampling.temperature,
-                    "top_p": r.sampling.top_p,
-                    "top_k": r.sampling.top_k,
-                    "seed": r.sampling.seed,
-                    "ignore_eos": r.sampling.ignore_eos,
-                    "arrival_time": r.arrival_time,
-                    "arrival_step": r.arrival_step,
-                }
-                for r in requests
-            ],
-        }
-
-    def _summary(self, requests: list[Request]) -> dict:
-        return {
-            "type": "summary",
-            "requests": [
-                {
-                    "request_id": r.request_id,
-                    "output_text": self.decode(
-                        [t for t in r.output_token_ids if t not in self.scheduler.eos_token_ids]
-                    ),
-                    "output_token_ids": r.output_token_ids,
-                    "finish_reason": r.finish_reason.value if r.finish_reason else None,
-                    "num_preemptions": r.num_preemptions,
-                    "num_recomputed_tokens": r.num_recomputed_tokens,
-                    "arrival_time": r.arrival_time,
-                    "first_scheduled_time": r.first_scheduled_time,
-                    "first_token_time": r.first_token_time,
-                    "finish_time": r.finish_time,
-                }
-                for r in requests
-            ],
-        }
+        return step_record(step, (t_start, t_end), sched, out, running, kv, sampled, finished, self.decode)

@@ -14,9 +14,26 @@ def step_of(steps, rid, key):
     return [st["step"] for st in steps if any((x if isinstance(x, str) else x["request_id"]) == rid for x in st[key])]
 
 
-def test_c01_preemption_by_recompute_matches_hand_schedule():
+C01 = dict(block_size=4, num_kv_blocks=14, max_num_batched_tokens=16, max_num_seqs=2)
+
+
+def test_c01_full_prompt_admission_waits_instead_of_thrashing():
+    """vLLM's default (``reserve_full_prompt``): B is admitted only when its whole prompt fits, after A finishes.
+    Case text: A prefills 16 + 16 + 5 in steps 0-2 and decodes to step 9; B prefills 16 + 16 + 4 in steps 10-12 and
+    finishes at step 19; 20 steps, 0 preemptions."""
     reqs = [make_request("A", 37, 8), make_request("B", 36, 8)]
-    steps, summary, _ = run_fake(reqs, block_size=4, num_kv_blocks=14, max_num_batched_tokens=16, max_num_seqs=2)
+    steps, summary, _ = run_fake(reqs, **C01)
+    assert len(steps) == 20 and not any(st["preempted"] for st in steps)
+    assert [n for st in table(steps)[:3] for _, _, n in st] == [16, 16, 5]
+    assert step_of(steps, "A", "finished") == [9] and step_of(steps, "B", "admitted") == [10]
+    assert [n for st in table(steps)[10:13] for _, _, n in st] == [16, 16, 4]
+    assert step_of(steps, "B", "finished") == [19]
+
+
+def test_c01_preemption_by_recompute_matches_hand_schedule():
+    """The first-chunk rule (``reserve_full_prompt=False``), without prefix caching, as the case text computes it."""
+    reqs = [make_request("A", 37, 8), make_request("B", 36, 8)]
+    steps, summary, _ = run_fake(reqs, **C01, reserve_full_prompt=False, enable_prefix_caching=False)
     assert len(steps) == 20
     assert table(steps)[2] == [("A", "prefill", 5), ("B", "prefill", 11)]
     assert step_of(steps, "B", "preempted") == [3, 5]
@@ -29,9 +46,10 @@ def test_c01_preemption_by_recompute_matches_hand_schedule():
 
 
 def test_c01_with_big_budget_has_no_preemption():
-    reqs = [make_request("A", 37, 8), make_request("B", 36, 8)]
-    steps, summary, _ = run_fake(reqs, block_size=4, num_kv_blocks=14, max_num_batched_tokens=64, max_num_seqs=2)
-    assert len(steps) == 16 and summary["B"]["num_preemptions"] == 0
+    for rule in (True, False):
+        reqs = [make_request("A", 37, 8), make_request("B", 36, 8)]
+        steps, summary, _ = run_fake(reqs, **{**C01, "max_num_batched_tokens": 64}, reserve_full_prompt=rule)
+        assert len(steps) == 16 and summary["B"]["num_preemptions"] == 0
 
 
 def test_c09_mixed_step_prefill_next_to_decode():

@@ -1,0 +1,131 @@
+"""The step log's records (``docs/trace-format.md``): one header, one record per step, one summary, as plain dicts.
+
+Built here from the engine's objects so that ``engine.engine`` reads as the loop it is. Every field is documented in
+``docs/trace-format.md`` and pinned by ``steplog/trace.schema.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable
+
+from engine.config import EngineConfig
+from engine.request import Request
+from engine.scheduler import Scheduler, SchedulerOutput
+from steplog.trace import SCHEMA_VERSION
+
+
+def header_record(config: EngineConfig, meta: dict, requests: list[Request], eos: set[int], max_len: int | None) -> dict:
+    """Line 1: the model, the config (queue policy included), every request with its prompt token ids."""
+    return {
+        "type": "header",
+        "schema_version": SCHEMA_VERSION,
+        "model": meta.get("model", "unknown"),
+        "device": meta.get("device", "cpu"),
+        "dtype": meta.get("dtype", "float32"),
+        "policy": config.policy,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "scenario": meta.get("scenario"),
+        "config": config.header_dict(),
+        "eos_token_ids": sorted(eos),
+        "max_model_len": max_len,
+        "requests": [
+            {
+                "request_id": r.request_id,
+                "prompt": r.prompt,
+                "num_prompt_tokens": r.num_prompt_tokens,
+                "prompt_token_ids": list(r.prompt_token_ids),
+                "max_tokens": r.sampling.max_tokens,
+                "temperature": r.sampling.temperature,
+                "top_p": r.sampling.top_p,
+                "top_k": r.sampling.top_k,
+                "seed": r.sampling.seed,
+                "ignore_eos": r.sampling.ignore_eos,
+                "priority": r.priority,
+                "arrival_time": r.arrival_time,
+                "arrival_step": r.arrival_step,
+            }
+            for r in requests
+        ],
+    }
+
+
+def kv_record(sched: Scheduler, out: SchedulerOutput, block_tables: dict[str, list[int]]) -> dict:
+    """The pool during the step's forward pass: tables, reference counts, cached free blocks, evictions."""
+    bm = sched.block_manager
+    config = sched.config
+    return {
+        "num_blocks": config.num_kv_blocks,
+        "block_size": config.block_size,
+        "num_used_blocks": bm.num_used_blocks,
+        "block_tables": block_tables,
+        "num_cached_tokens": {s.request.request_id: s.num_computed_tokens + s.num_tokens for s in out.scheduled},
+        "allocated": out.allocated_blocks,
+        "ref_counts": {str(b): n for b, n in bm.ref_counts().items()},
+        "cached_free_blocks": bm.pool.cached_free_blocks(),
+        "evicted": bm.pool.take_evicted(),
+        **sched.step_stats(),
+    }
+
+
+def step_record(
+    step: int,
+    times: tuple[float, float],
+    sched: Scheduler,
+    out: SchedulerOutput,
+    running: list[str],
+    kv: dict,
+    sampled: dict[str, int],
+    finished: list,
+    decode: Callable[[list[int]], str],
+) -> dict:
+    """One step: who ran and how, what was sampled, admitted (with prefix-cache hits), preempted, finished."""
+    return {
+        "type": "step",
+        "step": step,
+        "t_start": times[0],
+        "t_end": times[1],
+        "scheduled": [
+            {
+                "request_id": s.request.request_id,
+                "kind": s.kind,
+                "num_tokens": s.num_tokens,
+                "num_computed_tokens": s.num_computed_tokens,
+                "slot": s.row,
+                "recompute": s.recompute,
+            }
+            for s in out.scheduled
+        ],
+        "num_batched_tokens": out.num_batched_tokens,
+        "sampled": [{"request_id": rid, "token_id": tok, "text": decode([tok])} for rid, tok in sampled.items()],
+        "admitted": out.admitted_req_ids,
+        "num_prefix_hit_tokens": out.prefix_hit_tokens,
+        "finished": [{"request_id": rid, "reason": reason.value} for rid, reason in finished],
+        "preempted": out.preempted_req_ids,
+        "waiting": [r.request_id for r in sched.waiting],
+        "running": running,
+        "padding_slots": [{"slot": row, "request_id": rid} for row, rid in out.padding],
+        "kv": kv,
+    }
+
+
+def summary_record(requests: list[Request], eos: frozenset[int], decode: Callable[[list[int]], str]) -> dict:
+    """The last line: every request's output and timing."""
+    return {
+        "type": "summary",
+        "requests": [
+            {
+                "request_id": r.request_id,
+                "output_text": decode([t for t in r.output_token_ids if t not in eos]),
+                "output_token_ids": r.output_token_ids,
+                "finish_reason": r.finish_reason.value if r.finish_reason else None,
+                "num_preemptions": r.num_preemptions,
+                "num_recomputed_tokens": r.num_recomputed_tokens,
+                "arrival_time": r.arrival_time,
+                "first_scheduled_time": r.first_scheduled_time,
+                "first_token_time": r.first_token_time,
+                "finish_time": r.finish_time,
+            }
+            for r in requests
+        ],
+    }
