@@ -479,8 +479,10 @@ def tiny_workloads(draw):
     block_size = draw(st.integers(1, 8))
     chunked = draw(st.booleans())
     reqs = []
+    stem = draw(st.lists(st.integers(2, 127), max_size=16))  # a shared prefix: prefix caching reuses its blocks
     for i in range(draw(st.sampled_from(range(2, 5)))):  # one request alone is covered by test_runner_tiny
-        prompt = draw(st.lists(st.integers(2, 127), min_size=1, max_size=24))
+        own = draw(st.lists(st.integers(2, 127), min_size=1, max_size=24))
+        prompt = (stem[: draw(st.integers(0, len(stem)))] + own)[:24]
         reqs.append((f"r{i}", prompt, draw(st.integers(1, 8)), draw(st.just(0) | st.integers(0, 3))))
     need = max(math.ceil((len(p) + m - 1) / block_size) for _, p, m, _ in reqs)
     budget = draw(st.integers(1, 8) | st.integers(16, 64))  # small: chunked prefills next to decodes
@@ -493,6 +495,8 @@ def tiny_workloads(draw):
         block_size=block_size,
         num_kv_blocks=need + draw(st.integers(0, 1) | st.integers(4, 24)),  # tight: preemption
         enable_chunked_prefill=chunked,
+        enable_prefix_caching=draw(st.booleans()),
+        reserve_full_prompt=draw(st.booleans()),
     )
     return reqs, config
 
@@ -500,8 +504,9 @@ def tiny_workloads(draw):
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(w=tiny_workloads())
 def test_real_runner_greedy_equals_generate(tiny_model, w):
-    """Whatever the batching (policy, budget, chunks, block size, pool size, preemption), each request's greedy
-    output equals transformers ``generate`` on that request alone, EOS stop included."""
+    """Whatever the batching (policy, budget, chunks, block size, pool size, preemption, prefix caching on shared
+    prefixes, admission rule), each request's greedy output equals transformers ``generate`` on that request alone,
+    EOS stop included."""
     from engine.model_runner import ModelRunner
 
     reqs, config = w
