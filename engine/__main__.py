@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from dataclasses import fields
 from importlib.metadata import entry_points
 
 from engine.config import LIMITS, EngineConfig
 from engine.policies import SCHEDULERS
+from engine.request_queue import QUEUES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,29 +34,52 @@ def _parser() -> argparse.ArgumentParser:
     src = run.add_mutually_exclusive_group(required=True)
     src.add_argument("--scenario", help="a shipped scenario (see `python -m engine scenarios`)")
     src.add_argument("--workload", help="JSON Lines file, one request per line (see docs/trace-format.md)")
-    run.add_argument("--policy", choices=list(SCHEDULERS), default="continuous")
     run.add_argument("--out", required=True, help="trace file to write")
-    for name, (lo, hi) in LIMITS.items():
-        run.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=f"integer in [{lo}, {hi}]")
-    run.add_argument("--no-chunked-prefill", action="store_true", help="never split a prompt across steps")
-    run.add_argument(
-        "--model", default="SmolLM2-135M-Instruct", help="HF causal-LM id (in the local cache) or local folder"
-    )
-    run.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    add_engine_flags(run)
     for ep in entry_points(group="batchscope.commands"):
         if ep.name not in sub.choices:  # an editable and a plain install of the same tools list them twice
             ep.load()(sub)
     return p
 
 
-def _config(args, overrides: dict) -> EngineConfig:
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """The engine's knobs as flags (``run`` and the tools' commands share them); read back by ``config_from_args``."""
+    parser.add_argument("--policy", choices=list(SCHEDULERS), default="continuous")
+    for name, (lo, hi) in LIMITS.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=f"integer in [{lo}, {hi}]")
+    parser.add_argument("--no-chunked-prefill", action="store_true", help="never split a prompt across steps")
+    parser.add_argument(
+        "--scheduling-policy", choices=list(QUEUES), default=None, help="waiting-queue order (default fcfs)"
+    )
+    parser.add_argument(
+        "--no-prefix-caching", action="store_true", help="turn automatic prefix caching off (vLLM: on by default)"
+    )
+    parser.add_argument(
+        "--no-reserve-full-prompt",
+        action="store_true",
+        help="admit a request when its first chunk fits, not its whole prompt (vLLM's scheduler_reserve_full_isl)",
+    )
+    parser.add_argument(
+        "--model", default="SmolLM2-135M-Instruct", help="HF causal-LM id (in the local cache) or local folder"
+    )
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+
+
+def config_from_args(args, overrides: dict) -> EngineConfig:
+    """The ``EngineConfig`` of a scenario's or workload's ``overrides`` with the command's flags on top."""
     cfg: dict = {f.name: f.default for f in fields(EngineConfig)}
     cfg.update(overrides)
     for name in LIMITS:
         if getattr(args, name) is not None:
             cfg[name] = getattr(args, name)
-    if args.no_chunked_prefill:
-        cfg["enable_chunked_prefill"] = False
+    flags = {
+        "enable_chunked_prefill": args.no_chunked_prefill,
+        "enable_prefix_caching": args.no_prefix_caching,
+        "reserve_full_prompt": args.no_reserve_full_prompt,
+    }
+    cfg.update({name: False for name, off in flags.items() if off})
+    if args.scheduling_policy is not None:
+        cfg["scheduling_policy"] = args.scheduling_policy
     cfg["policy"] = args.policy
     config = EngineConfig(**cfg)
     config.validate()
@@ -74,7 +99,7 @@ def _run(args) -> None:
         specs, overrides = scenario["requests"], scenario.get("config", {})
     else:
         specs, overrides = read_workload(args.workload), {}
-    config = _config(args, overrides)
+    config = config_from_args(args, overrides)
     loaded = load_model(args.model, args.device)
     max_len = getattr(loaded.model.config, "max_position_embeddings", None)
     for req in to_requests(specs, loaded.tokenizer):  # fail in seconds, before any step runs
@@ -97,6 +122,7 @@ def _run(args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    warnings.showwarning = _one_line_warning
     args = _parser().parse_args(argv)
     try:
         if args.command == "scenarios":
@@ -112,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:  # RequestError, WorkloadError, ModelLoadError, TraceError, config errors
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings (e.g. a priority ignored under FCFS) as one line on stderr, like the errors."""
+    print(f"warning: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":
