@@ -86,7 +86,8 @@ class BlockPool:
         Blocks whose count reaches 0 rejoin the free queue: without a hash at the front (reused first), with a
         hash at the back (kept as long as possible, least recently used first).
         """
-        front, back = [], []
+        front: list[int] = []
+        back: list[int] = []
         for b in ordered:
             self.ref_counts[b] -= 1
             if self.ref_counts[b] == 0:

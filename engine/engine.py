@@ -120,7 +120,9 @@ def _validate_priority(req: Request, where: str) -> None:
     p = req.priority
     if isinstance(p, bool) or not isinstance(p, int) or not lo <= p <= hi:
         allowed = "an integer in [-2**63, 2**63 - 1]"
-        raise RequestError(f"{where}: priority={p!r} is out of range: {allowed}", req.request_id, "priority", p, allowed)
+        raise RequestError(
+            f"{where}: priority={p!r} is out of range: {allowed}", req.request_id, "priority", p, allowed
+        )
 
 
 def warn_if_priority_ignored(requests: list[Request], config: EngineConfig) -> None:
@@ -185,7 +187,9 @@ class LLMEngine:
             if req.sampling.temperature > 0 and req.sampling.seed is None:
                 req.sampling = replace(req.sampling, seed=rng.randrange(2**31))
         pending = sorted(requests, key=lambda r: (r.arrival_step if r.arrival_step is not None else -1, r.arrival_time))
-        records = [header_record(self.config, self.meta, requests, set(self.scheduler.eos_token_ids), self.max_model_len)]
+        records = [
+            header_record(self.config, self.meta, requests, set(self.scheduler.eos_token_ids), self.max_model_len)
+        ]
         t0 = time.perf_counter()
         step = 0
         while pending or self.scheduler.has_unfinished():

@@ -15,7 +15,9 @@ from engine.scheduler import Scheduler, SchedulerOutput
 from steplog.trace import SCHEMA_VERSION
 
 
-def header_record(config: EngineConfig, meta: dict, requests: list[Request], eos: set[int], max_len: int | None) -> dict:
+def header_record(
+    config: EngineConfig, meta: dict, requests: list[Request], eos: set[int], max_len: int | None
+) -> dict:
     """Line 1: the model, the config (queue policy included), every request with its prompt token ids."""
     return {
         "type": "header",

@@ -35,7 +35,8 @@ class StaticScheduler(Scheduler):
             return
         for req in self.batch:  # the old batch's rows are free only now
             self.rows.pop(req.request_id, None)
-        self.batch, self.reserved, shared = [], {}, set()
+        self.batch, self.reserved = [], {}
+        shared: set[int] = set()
         while self.waiting and len(self.batch) < self.config.max_num_seqs:
             req = self.waiting.peek()
             hits = self.block_manager.find_cached_prefix(req)

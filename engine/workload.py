@@ -9,8 +9,9 @@ Exactly one of ``prompt`` (plain text), ``messages`` (chat, rendered with the mo
 ``prompt_token_ids`` is required; ``max_tokens`` is required; the rest is optional. ``arrival_time`` is in seconds
 from the start of the run; ``arrival_step`` (optional) makes the request arrive before that step instead, for
 reproducible demos. ``priority`` (optional, a 64-bit signed integer, default 0): lower runs first under the
-``priority`` scheduling policy; the FCFS policy ignores it (with a warning). A scenario (``engine/scenarios/NAME.json``, package data) is ``{"name", "description",
-"config": {...}, "requests": [lines as above]}``.
+``priority`` scheduling policy; the FCFS policy ignores it (with a warning). A scenario
+(``engine/scenarios/NAME.json``, package data) is ``{"name", "description", "config": {...}, "requests": [lines as
+above]}``.
 
 The workload generators live here too, so the engine, the benchmark tools and the app share one copy:
 ``poisson_arrivals`` (seeded arrival times) and ``output_lengths`` (seeded log-normal lengths with an exact mean).

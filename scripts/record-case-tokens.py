@@ -26,14 +26,37 @@ from engine.workload import read_workload, to_requests  # noqa: E402
 B4 = {"block_size": 4}
 # case -> (arrival steps to set, {run name: EngineConfig fields}), as the case texts in ../shared/cases give them
 CASES = {
-    "c01": ({}, {"a": {**B4, "num_kv_blocks": 14, "max_num_batched_tokens": 16, "max_num_seqs": 2},
-                 "big-budget": {**B4, "num_kv_blocks": 14, "max_num_batched_tokens": 64, "max_num_seqs": 2}}),
-    "c02": ({}, {"control": {**B4, "num_kv_blocks": 32, "max_num_batched_tokens": 37, "max_num_seqs": 2,
-                             "enable_chunked_prefill": False}}),
-    "c07": ({"X": 0, "Y": 0, "Z": 1}, {"a": {**B4, "num_kv_blocks": 32, "max_num_batched_tokens": 128, "max_num_seqs": 3}}),
-    "c08": ({}, {"a": {**B4, "num_kv_blocks": 64, "max_num_batched_tokens": 512, "max_num_seqs": 1},
-                 "b": {**B4, "num_kv_blocks": 64, "max_num_batched_tokens": 512, "max_num_seqs": 4},
-                 "c": {**B4, "num_kv_blocks": 64, "max_num_batched_tokens": 8, "max_num_seqs": 4}}),
+    "c01": (
+        {},
+        {
+            "a": {**B4, "num_kv_blocks": 14, "max_num_batched_tokens": 16, "max_num_seqs": 2},
+            "big-budget": {**B4, "num_kv_blocks": 14, "max_num_batched_tokens": 64, "max_num_seqs": 2},
+        },
+    ),
+    "c02": (
+        {},
+        {
+            "control": {
+                **B4,
+                "num_kv_blocks": 32,
+                "max_num_batched_tokens": 37,
+                "max_num_seqs": 2,
+                "enable_chunked_prefill": False,
+            }
+        },
+    ),
+    "c07": (
+        {"X": 0, "Y": 0, "Z": 1},
+        {"a": {**B4, "num_kv_blocks": 32, "max_num_batched_tokens": 128, "max_num_seqs": 3}},
+    ),
+    "c08": (
+        {},
+        {
+            "a": {**B4, "num_kv_blocks": 64, "max_num_batched_tokens": 512, "max_num_seqs": 1},
+            "b": {**B4, "num_kv_blocks": 64, "max_num_batched_tokens": 512, "max_num_seqs": 4},
+            "c": {**B4, "num_kv_blocks": 64, "max_num_batched_tokens": 8, "max_num_seqs": 4},
+        },
+    ),
     "c09": ({"A": 0, "B": 6}, {"a": {**B4, "num_kv_blocks": 32, "max_num_batched_tokens": 16, "max_num_seqs": 2}}),
     "c10": ({}, {"a": {**B4, "num_kv_blocks": 16, "max_num_batched_tokens": 64, "max_num_seqs": 4}}),
     "c12": ({}, {"a": {**B4, "num_kv_blocks": 64, "max_num_batched_tokens": 256, "max_num_seqs": 5}}),

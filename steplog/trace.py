@@ -96,7 +96,8 @@ def _check_kv(kv: dict, line: int) -> None:
             )
     if kv["num_used_blocks"] != len(holders):
         raise TraceError(
-            f"{where}/num_used_blocks: {kv['num_used_blocks']}, but the block tables hold {len(holders)} distinct blocks"
+            f"{where}/num_used_blocks: {kv['num_used_blocks']}, but the block tables hold {len(holders)} "
+            "distinct blocks"
         )
 
 

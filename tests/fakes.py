@@ -38,7 +38,9 @@ def make_request(
 ) -> Request:
     """A request whose prompt tokens are distinct from every other made here (no two share a cached prefix)."""
     prompt = [next(_TOKENS) for _ in range(num_prompt_tokens)]
-    return Request(rid, prompt, SamplingParams(max_tokens=max_tokens, **kw), arrival_step=arrival_step, priority=priority)
+    return Request(
+        rid, prompt, SamplingParams(max_tokens=max_tokens, **kw), arrival_step=arrival_step, priority=priority
+    )
 
 
 def run_fake(requests, natural_lengths=None, **config):

@@ -148,7 +148,10 @@ def test_scheduling_policy_flag_is_checked(tmp_path):
 @pytest.mark.real_model
 def test_priority_under_fcfs_runs_and_warns_once(tmp_path):
     wl = tmp_path / "w.jsonl"
-    lines = [{"request_id": r, "prompt_token_ids": [504, 3575, 282], "max_tokens": 2, "priority": p} for r, p in (("a", 1), ("b", 2))]
+    lines = [
+        {"request_id": r, "prompt_token_ids": [504, 3575, 282], "max_tokens": 2, "priority": p}
+        for r, p in (("a", 1), ("b", 2))
+    ]
     wl.write_text("".join(json.dumps(x) + "\n" for x in lines))
     out = tmp_path / "t.jsonl"
     code, _, err = cli("run", "--workload", str(wl), "--num-kv-blocks", "8", "--out", str(out))
@@ -156,8 +159,17 @@ def test_priority_under_fcfs_runs_and_warns_once(tmp_path):
     warnings = [line for line in err.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "priority is ignored" in warnings[0] and "fcfs" in warnings[0]
     code, _, err = cli(
-        "run", "--workload", str(wl), "--scheduling-policy", "priority", "--no-prefix-caching",
-        "--no-reserve-full-prompt", "--num-kv-blocks", "8", "--out", str(out),
+        "run",
+        "--workload",
+        str(wl),
+        "--scheduling-policy",
+        "priority",
+        "--no-prefix-caching",
+        "--no-reserve-full-prompt",
+        "--num-kv-blocks",
+        "8",
+        "--out",
+        str(out),
     )
     assert code == 0 and "warning:" not in err
     from steplog import trace

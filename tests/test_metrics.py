@@ -366,11 +366,11 @@ def test_prefix_cache_hit_rate_is_vllms_hits_over_queried_tokens():
     """By hand: X and Y share a 10-token prompt (2 full blocks of 4), Z has its own 6 tokens; block size 4. X and Z
     find nothing, Y finds X's 8 tokens (registered when X was scheduled, in the same step): queries 10 + 10 + 6 = 26
     tokens, hits 8, rate 8/26. A trace without hit counts has no rate."""
-    from engine.request import Request, SamplingParams
     from fakes import EOS, FakeRunner
 
     from engine.config import EngineConfig
     from engine.engine import LLMEngine
+    from engine.request import Request, SamplingParams
     from steplog.metrics import summarize
 
     shared = list(range(100, 110))

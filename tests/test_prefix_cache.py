@@ -118,9 +118,7 @@ def test_refcounts_hits_and_contents_on_random_workloads(w):
     runner = ContentRunner(natural)
     engine = LLMEngine(runner, config, eos_token_ids={EOS})
     runner.engine = engine
-    requests = [
-        Request(rid, p, SamplingParams(max_tokens=m), arrival_step=a, priority=pr) for rid, p, m, a, pr in reqs
-    ]
+    requests = [Request(rid, p, SamplingParams(max_tokens=m), arrival_step=a, priority=pr) for rid, p, m, a, pr in reqs]
     records = engine.run(requests)
     bm = engine.scheduler.block_manager
     assert bm.num_used_blocks == 0 and not any(bm.pool.ref_counts) and not bm.block_tables

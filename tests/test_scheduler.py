@@ -22,7 +22,7 @@ def test_c01_full_prompt_admission_waits_instead_of_thrashing():
     Case text: A prefills 16 + 16 + 5 in steps 0-2 and decodes to step 9; B prefills 16 + 16 + 4 in steps 10-12 and
     finishes at step 19; 20 steps, 0 preemptions."""
     reqs = [make_request("A", 37, 8), make_request("B", 36, 8)]
-    steps, summary, _ = run_fake(reqs, **C01)
+    steps, _, _ = run_fake(reqs, **C01)
     assert len(steps) == 20 and not any(st["preempted"] for st in steps)
     assert [n for st in table(steps)[:3] for _, _, n in st] == [16, 16, 5]
     assert step_of(steps, "A", "finished") == [9] and step_of(steps, "B", "admitted") == [10]

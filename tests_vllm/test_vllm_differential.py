@@ -129,14 +129,33 @@ def test_differential_every_rule_and_policy():
 def test_differential_counts_examples_and_reports_disagreements():
     """The harness is not vacuous: a Batchscope run compared with vLLM under another admission rule disagrees."""
     case = Case(
-        {"policy": "continuous", "max_num_seqs": 2, "max_num_batched_tokens": 16, "block_size": 4,
-         "num_kv_blocks": 14, "enable_chunked_prefill": True, "reserve_full_prompt": False,
-         "enable_prefix_caching": False},
+        {
+            "policy": "continuous",
+            "max_num_seqs": 2,
+            "max_num_batched_tokens": 16,
+            "block_size": 4,
+            "num_kv_blocks": 14,
+            "enable_chunked_prefill": True,
+            "reserve_full_prompt": False,
+            "enable_prefix_caching": False,
+        },
         [
-            {"request_id": "A", "prompt_token_ids": list(range(100, 137)), "max_tokens": 8, "ignore_eos": True,
-             "arrival_step": 0, "output_token_ids": [OTHER] * 8},
-            {"request_id": "B", "prompt_token_ids": list(range(200, 236)), "max_tokens": 8, "ignore_eos": True,
-             "arrival_step": 0, "output_token_ids": [OTHER] * 8},
+            {
+                "request_id": "A",
+                "prompt_token_ids": list(range(100, 137)),
+                "max_tokens": 8,
+                "ignore_eos": True,
+                "arrival_step": 0,
+                "output_token_ids": [OTHER] * 8,
+            },
+            {
+                "request_id": "B",
+                "prompt_token_ids": list(range(200, 236)),
+                "max_tokens": 8,
+                "ignore_eos": True,
+                "arrival_step": 0,
+                "output_token_ids": [OTHER] * 8,
+            },
         ],
     )
     records, steps = run_both(case.requests, case.config, [EOS])
