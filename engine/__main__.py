@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             from engine.workload import list_scenarios
 
             for name, desc in list_scenarios().items():
-                print(f"{name:12s} {desc}")
+                print(f"{name:14s} {desc}")
             return 0
         if args.command == "run":
             _run(args)
