@@ -159,3 +159,31 @@ def test_request_that_cannot_fit_alone_is_rejected_up_front():
         run_fake([make_request("long", 9, 1)], max_num_batched_tokens=8, enable_chunked_prefill=False)
     with pytest.raises(RequestError, match="empty"):
         run_fake([make_request("empty", 0, 1)])
+
+
+def test_priority_late_request_overtakes_the_queue():
+    """One slot, priority policy: A and B (priority 1) arrive first, C (priority 0) at step 1. By hand: A runs
+    steps 0-1 (prompt 4, 2 tokens), then C (lower value first) in steps 2-3, then B in steps 4-5; FCFS: A, B, C."""
+    for policy, order in (("priority", ["A", "C", "B"]), ("fcfs", ["A", "B", "C"])):
+        reqs = [make_request("A", 4, 2, priority=1), make_request("B", 4, 2, priority=1)]
+        reqs.append(make_request("C", 4, 2, arrival_step=1))
+        steps, _, _ = run_fake(reqs, max_num_seqs=1, block_size=4, num_kv_blocks=8, scheduling_policy=policy)
+        assert [a for st in steps for a in st["admitted"]] == order
+        assert [st["step"] for st in steps if st["admitted"]] == [0, 2, 4]
+
+
+def test_priority_victim_already_scheduled_is_taken_back():
+    """vLLM's priority preemption: the victim is the running request with the largest (priority, arrival), even
+    one scheduled earlier in the step, whose work is then taken back. By hand (block size 2, 5 blocks, budget 4):
+    step 0 L prefills 3 (blocks 0, 1); step 1 L decodes, H (priority 0) is admitted (blocks 2, 3); step 2 L takes
+    block 4; step 3 L's decode is scheduled, then H needs a block and none is free: L (priority 1) is preempted and
+    un-scheduled, its blocks go back tail first ([4, 1, 0]) and H takes block 4."""
+    reqs = [make_request("L", 3, 7, priority=1, ignore_eos=True), make_request("H", 3, 5, arrival_step=1)]
+    steps, summary, _ = run_fake(
+        reqs, max_num_seqs=2, max_num_batched_tokens=4, block_size=2, num_kv_blocks=5, scheduling_policy="priority"
+    )
+    assert table(steps)[1] == [("L", "decode", 1), ("H", "prefill", 3)]
+    assert table(steps)[3] == [("H", "decode", 1)] and steps[3]["preempted"] == ["L"]
+    assert steps[3]["num_batched_tokens"] == 1 and steps[3]["kv"]["block_tables"] == {"H": [2, 3, 4]}
+    assert steps[3]["kv"]["evicted"] == [4] and steps[3]["kv"]["cached_free_blocks"] == [1, 0]
+    assert summary["L"]["num_preemptions"] == 1 and summary["H"]["num_preemptions"] == 0
