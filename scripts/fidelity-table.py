@@ -1,5 +1,5 @@
-"""Print the README's Fidelity table: steps of every shipped scenario and shared case under the four rule
-combinations, and whether vLLM 0.33.0's scheduler agrees on every step. Run in vLLM's venv:
+"""Print the README's Fidelity table: steps (and preemptions) of every shipped scenario and shared case under the
+four rule combinations, and whether vLLM 0.33.0's scheduler agrees on every step. Run in vLLM's venv:
 
     .venv-vllm/bin/python scripts/fidelity-table.py
 """
@@ -26,8 +26,10 @@ COMBOS = {  # (reserve_full_prompt, enable_prefix_caching)
 
 
 def cell(requests, config, eos, max_len) -> str:
+    """``steps (preemptions⟲) ✓`` when vLLM agrees on every step, ✗ otherwise."""
     records, steps = run_both(requests, config, eos, max_len)
-    return f"{len(records) - 2} {'✓' if not compare(records, steps) else '✗'}"
+    preempted = sum(len(st["preempted"]) for st in records[1:-1])
+    return f"{len(records) - 2}{f' ({preempted}⟲)' if preempted else ''} {'✓' if not compare(records, steps) else '✗'}"
 
 
 def rows():
@@ -56,7 +58,7 @@ def rows():
     fixture = json.loads((ROOT / "tests_vllm" / "cases.json").read_text())
     for case, spec in fixture["cases"].items():
         for run, config in spec["runs"].items():
-            label = f"case {case}" + ("" if run == "a" else f" ({run})")
+            label = f"case {case}" + ("" if len(spec["runs"]) == 1 else f" ({run})")
             yield (
                 label,
                 [
