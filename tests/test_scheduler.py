@@ -187,3 +187,33 @@ def test_priority_victim_already_scheduled_is_taken_back():
     assert steps[3]["num_batched_tokens"] == 1 and steps[3]["kv"]["block_tables"] == {"H": [2, 3, 4]}
     assert steps[3]["kv"]["evicted"] == [4] and steps[3]["kv"]["cached_free_blocks"] == [1, 0]
     assert summary["L"]["num_preemptions"] == 1 and summary["H"]["num_preemptions"] == 0
+
+
+def test_static_batch_reserves_its_worst_case_net_of_prefix_cache_hits():
+    """By hand (block size 4, 6 blocks, static): P (12-token prompt T, 1 token) runs alone and leaves T's 3 full
+    blocks cached. Q and R (T + 1 token, 4 tokens each: worst case 16 tokens = 4 blocks) arrive at step 1. With the
+    cache each finds T's 3 blocks and needs 1 more: 1 + 1 + 3 shared = 5 <= 6, one batch. Without it 4 + 4 > 6:
+    two batches."""
+    from engine.request import Request, SamplingParams
+
+    def run(caching: bool):
+        t = list(range(100, 112))
+        reqs = [Request("P", t, SamplingParams(max_tokens=1), arrival_step=0)]
+        reqs += [Request(r, [*t, 7], SamplingParams(max_tokens=4, ignore_eos=True), arrival_step=1) for r in "QR"]
+        cfg = dict(policy="static", max_num_seqs=2, max_num_batched_tokens=64, block_size=4, num_kv_blocks=6)
+        return run_fake(reqs, **cfg, enable_prefix_caching=caching)[0]
+
+    steps = run(True)
+    assert steps[1]["admitted"] == ["Q", "R"] and steps[1]["num_prefix_hit_tokens"] == {"Q": 12, "R": 12}
+    assert steps[1]["kv"]["num_reserved_blocks"] == 5 and not any(st["preempted"] for st in steps)
+    assert len(steps) == 5
+    steps = run(False)
+    assert [st["admitted"] for st in steps if st["admitted"]] == [["P"], ["Q"], ["R"]]
+
+
+def test_priority_outside_64_bits_is_refused_before_any_step():
+    from engine.engine import RequestError
+
+    for bad in (2**63, -(2**63) - 1, 1.5, True):
+        with pytest.raises(RequestError, match=r"priority=.* is out of range: an integer in \[-2\*\*63, 2\*\*63 - 1\]"):
+            run_fake([make_request("x", 3, 1, priority=bad)], scheduling_policy="priority")
