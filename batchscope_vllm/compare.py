@@ -24,7 +24,7 @@ SYNTHETIC_TOKEN_BASE = 1_000_000  # synthesized prompt ids start here, far from 
 def _split(records: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     header = next(r for r in records if r.get("type") == "header")
     steps = [r for r in records if r.get("type") == "step"]
-    summary = next((r for r in records if r.get("type") == "summary"), {"requests": []})
+    summary: dict[str, Any] = next((r for r in records if r.get("type") == "summary"), {"requests": []})
     return header, steps, summary
 
 

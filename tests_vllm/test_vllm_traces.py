@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from replay import run_both
 
 from batchscope_vllm.compare import SYNTHETIC_TOKEN_BASE, compare, first_difference, workload_from_trace
