@@ -164,10 +164,18 @@ def test_request_that_cannot_fit_alone_is_rejected_up_front():
 def test_priority_late_request_overtakes_the_queue():
     """One slot, priority policy: A and B (priority 1) arrive first, C (priority 0) at step 1. By hand: A runs
     steps 0-1 (prompt 4, 2 tokens), then C (lower value first) in steps 2-3, then B in steps 4-5; FCFS: A, B, C."""
+    import warnings
+
+    from engine.engine import PriorityIgnoredWarning
+
     for policy, order in (("priority", ["A", "C", "B"]), ("fcfs", ["A", "B", "C"])):
         reqs = [make_request("A", 4, 2, priority=1), make_request("B", 4, 2, priority=1)]
         reqs.append(make_request("C", 4, 2, arrival_step=1))
-        steps, _, _ = run_fake(reqs, max_num_seqs=1, block_size=4, num_kv_blocks=8, scheduling_policy=policy)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            steps, _, _ = run_fake(reqs, max_num_seqs=1, block_size=4, num_kv_blocks=8, scheduling_policy=policy)
+        ignored = [w for w in caught if issubclass(w.category, PriorityIgnoredWarning)]
+        assert len(ignored) == (policy == "fcfs"), ignored  # FCFS says once that the priorities are ignored
         assert [a for st in steps for a in st["admitted"]] == order
         assert [st["step"] for st in steps if st["admitted"]] == [0, 2, 4]
 
