@@ -5,6 +5,7 @@
     python -m engine run --workload my.jsonl --max-num-seqs 2 --num-kv-blocks 32 --out t.jsonl
     python -m engine bench [--num-requests 4 --max-tokens 32 --rounds 2 --max-num-seqs 4]   (package bench)
     python -m engine sweep [--num-requests 32 --mean-tokens 32 --sigmas 0 0.5 1 1.5 2]       (package bench)
+    python -m engine vllm-diff --scenario sixteen | --workload FILE | --trace FILE        (package bench)
 
 Tools beside the engine add their commands through the ``batchscope.commands`` entry points (see
 ``pyproject.toml``): each entry point is a function ``add_parser(subparsers)`` that adds one sub-command and sets

@@ -18,7 +18,8 @@ Continuous batching (iteration-level scheduling, Orca / vLLM V1):
    split; without it, it waits for a step with room.
 3. Admission checks memory as vLLM does (``reserve_full_prompt``, vLLM's ``scheduler_reserve_full_isl``, on by
    default): the free blocks must hold the request's *whole known sequence* (prompt + tokens generated before a
-   preemption), net of its prefix-cache hit, not just its first chunk. Otherwise a request admitted with a small
+   preemption; vLLM caps it at the model's context, which validation already guarantees), net of its prefix-cache
+   hit, not just its first chunk. Otherwise a request admitted with a small
    first chunk can run out of blocks mid-prompt and be preempted over and over (vllm#25538). With the rule off,
    only the first chunk must fit.
 4. Prefix caching (``enable_prefix_caching``): an admitted request first adopts the blocks of its longest cached
