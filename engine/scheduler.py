@@ -9,8 +9,8 @@ One rule serves prefill and decode (see ``engine.request``): a scheduled request
 Continuous batching (iteration-level scheduling, Orca / vLLM V1):
 
 1. Running requests first, in admission order: a decode gets 1 token, an unfinished prefill its next chunk.
-   If a request needs a block and none is free, the most recently admitted running request is *preempted by
-   recompute*: it gives back all its blocks and goes to the head of the waiting queue (possibly the requester
+   If a request needs a block and none is free, the most recently admitted running request (priority policy: the
+   one with the largest ``(priority, arrival)``) is *preempted by recompute*: it gives back all its blocks and goes to the head of the waiting queue (possibly the requester
    itself). Its K/V will be recomputed when it is re-admitted: that cost is logged.
 2. If nobody was preempted this step, waiting requests are admitted in queue order (FCFS: arrival order; priority:
    smallest ``(priority, arrival)``; if the head does not fit, nobody behind it jumps the queue) while
@@ -19,9 +19,8 @@ Continuous batching (iteration-level scheduling, Orca / vLLM V1):
 3. Admission checks memory as vLLM does (``reserve_full_prompt``, vLLM's ``scheduler_reserve_full_isl``, on by
    default): the free blocks must hold the request's *whole known sequence* (prompt + tokens generated before a
    preemption; vLLM caps it at the model's context, which validation already guarantees), net of its prefix-cache
-   hit, not just its first chunk. Otherwise a request admitted with a small
-   first chunk can run out of blocks mid-prompt and be preempted over and over (vllm#25538). With the rule off,
-   only the first chunk must fit.
+   hit, not just its first chunk. Otherwise a request admitted with a small first chunk can run out of blocks
+   mid-prompt and be preempted over and over (vllm#25538). With the rule off, only the first chunk must fit.
 4. Prefix caching (``enable_prefix_caching``): an admitted request first adopts the blocks of its longest cached
    prefix (``engine.block_manager``) and computes only the rest.
 
