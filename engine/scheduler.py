@@ -10,8 +10,9 @@ Continuous batching (iteration-level scheduling, Orca / vLLM V1):
 
 1. Running requests first, in admission order: a decode gets 1 token, an unfinished prefill its next chunk.
    If a request needs a block and none is free, the most recently admitted running request (priority policy: the
-   one with the largest ``(priority, arrival)``) is *preempted by recompute*: it gives back all its blocks and goes to the head of the waiting queue (possibly the requester
-   itself). Its K/V will be recomputed when it is re-admitted: that cost is logged.
+   one with the largest ``(priority, arrival)``) is *preempted by recompute*: it gives back all its blocks and goes
+   back to the waiting queue (FCFS: at its head), possibly the requester itself. Its K/V will be recomputed when it
+   is re-admitted, minus what it finds in the prefix cache: that cost is logged.
 2. If nobody was preempted this step, waiting requests are admitted in queue order (FCFS: arrival order; priority:
    smallest ``(priority, arrival)``; if the head does not fit, nobody behind it jumps the queue) while
    ``max_num_seqs``, the budget and free blocks allow. With chunked prefill a prompt larger than the budget left is
