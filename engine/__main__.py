@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args) -> None:
     from tqdm import tqdm
 
-    from engine.engine import validate_request
+    from engine.engine import PriorityIgnoredWarning, priority_ignored_message, validate_request
     from engine.llm import generate_trace
     from engine.models import load_model
     from engine.workload import load_scenario, read_workload, to_requests
@@ -56,8 +56,12 @@ def _run(args) -> None:
     config = config_from_args(args, overrides)
     loaded = load_model(args.model, args.device)
     max_len = getattr(loaded.model.config, "max_position_embeddings", None)
-    for req in to_requests(specs, loaded.tokenizer):  # fail in seconds, before any step runs
+    requests = to_requests(specs, loaded.tokenizer)
+    for req in requests:  # fail in seconds, before any step runs
         validate_request(req, config, max_len)
+    ignored = priority_ignored_message(requests, config)
+    if ignored:  # said once here, on its own line (the engine's warning would land inside the progress bar)
+        print(f"warning: {ignored}", file=sys.stderr)
     bar = tqdm(desc=f"{args.policy} steps", unit="step", file=sys.stderr)
     finished = 0
 
@@ -67,7 +71,9 @@ def _run(args) -> None:
         bar.set_postfix(finished=f"{finished}/{len(specs)}", tokens=record["num_batched_tokens"])
         bar.update(1)
 
-    records = generate_trace(loaded, specs, config, scenario=args.scenario, on_step=on_step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PriorityIgnoredWarning)
+        records = generate_trace(loaded, specs, config, scenario=args.scenario, on_step=on_step)
     bar.close()
     from steplog import trace
 
@@ -76,7 +82,6 @@ def _run(args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    warnings.showwarning = _one_line_warning
     args = _parser().parse_args(argv)
     try:
         if args.command == "scenarios":
@@ -92,11 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:  # RequestError, WorkloadError, ModelLoadError, TraceError, config errors
         print(f"error: {exc}", file=sys.stderr)
         return 2
-
-
-def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Warnings (e.g. a priority ignored under FCFS) as one line on stderr, like the errors."""
-    print(f"warning: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":

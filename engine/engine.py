@@ -125,17 +125,22 @@ def _validate_priority(req: Request, where: str) -> None:
         )
 
 
+def priority_ignored_message(requests: list[Request], config: EngineConfig) -> str | None:
+    """The warning for requests that carry a non-zero priority under the FCFS queue (None if there is none)."""
+    given = [r.request_id for r in requests if r.priority != 0]
+    if not given or config.scheduling_policy != "fcfs":
+        return None
+    return (
+        f"priority is ignored with scheduling_policy='fcfs' (set on {len(given)} request(s), e.g. {given[0]!r}); "
+        "use scheduling_policy='priority' (--scheduling-policy priority) to apply it"
+    )
+
+
 def warn_if_priority_ignored(requests: list[Request], config: EngineConfig) -> None:
     """One ``PriorityIgnoredWarning`` when requests carry a non-zero priority under the FCFS queue."""
-    given = [r.request_id for r in requests if r.priority != 0]
-    if given and config.scheduling_policy == "fcfs":
-        warnings.warn(
-            PriorityIgnoredWarning(
-                f"priority is ignored with scheduling_policy='fcfs' (set on {len(given)} request(s), e.g. "
-                f"{given[0]!r}); use scheduling_policy='priority' (--scheduling-policy priority) to apply it"
-            ),
-            stacklevel=3,
-        )
+    message = priority_ignored_message(requests, config)
+    if message:
+        warnings.warn(PriorityIgnoredWarning(message), stacklevel=3)
 
 
 class LLMEngine:
