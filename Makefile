@@ -12,7 +12,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: app test lint test-vllm chromium traces
+.PHONY: app test lint test-vllm chromium traces case-tokens
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -40,7 +40,8 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # Batchscope's scheduler against vLLM's own (model-free), in vLLM's venv: imports only the standard library, vLLM
-# and Batchscope's pure-Python scheduler core.
+# and Batchscope's pure-Python scheduler core. The shared cases replay tests_vllm/cases.json (prompt ids and real
+# outputs, recorded on the model by `make case-tokens`).
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_PY) -m pytest -p no:cacheprovider tests_vllm
 
@@ -49,3 +50,6 @@ chromium:
 
 traces: $(STAMP)
 	PATH=$(VENV)/bin:$$PATH bash scripts/record-traces.sh
+
+case-tokens: $(STAMP)
+	$(PY) scripts/record-case-tokens.py

@@ -24,7 +24,7 @@ SYNTHETIC_TOKEN_BASE = 1_000_000  # synthesized prompt ids start here, far from 
 def _split(records: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     header = next(r for r in records if r.get("type") == "header")
     steps = [r for r in records if r.get("type") == "step"]
-    summary = next((r for r in records if r.get("type") == "summary"), {"requests": []})
+    summary: dict[str, Any] = next((r for r in records if r.get("type") == "summary"), {"requests": []})
     return header, steps, summary
 
 
@@ -109,12 +109,19 @@ def workload_from_trace(records: list[dict[str, Any]]) -> dict[str, Any]:
 def _view(step: dict[str, Any]) -> dict[str, Any]:
     """The compared facts of one step, from a Batchscope step record or a driver record.
 
-    Batchscope keeps block tables under ``kv``; the driver at top level. ``num_cached_tokens`` (prefix-cache hit
-    tokens per admitted request) is read only at the top level: Batchscope's ``kv.num_cached_tokens`` means
-    something else (tokens holding K/V after the step) and is not compared.
+    Batchscope keeps the pool's facts under ``kv``, the driver at top level; the names are the same. Facts a record
+    lacks are ``None`` and not compared (traces recorded before prefix caching have no ``ref_counts``,
+    ``cached_free_blocks``, ``evicted`` or ``num_prefix_hit_tokens``, and handed out block ids lowest first, so
+    their block ids are not compared either: only blocks per request). Batchscope's ``kv.num_cached_tokens``
+    (tokens holding K/V after the step) is another thing and is never compared.
     """
     kv = step.get("kv", {})
-    tables = step.get("block_tables", kv.get("block_tables", {}))
+
+    def pool(name: str) -> Any:
+        return step.get(name, kv.get(name))
+
+    tables = pool("block_tables") or {}
+    new_format = pool("ref_counts") is not None
     return {
         "scheduled": {s["request_id"]: (s["num_tokens"], s["num_computed_tokens"]) for s in step.get("scheduled", [])},
         "order": [s["request_id"] for s in step.get("scheduled", [])],
@@ -122,8 +129,12 @@ def _view(step: dict[str, Any]) -> dict[str, Any]:
         "preempted": list(step.get("preempted", [])),
         "finished": {(f["request_id"], f["reason"]) for f in step.get("finished", [])},
         "blocks": {rid: len(t) for rid, t in tables.items()},
-        "num_used_blocks": step.get("num_used_blocks", kv.get("num_used_blocks")),
-        "num_cached_tokens": step.get("num_cached_tokens"),
+        "block_ids": {rid: list(t) for rid, t in tables.items()} if new_format else None,
+        "num_used_blocks": pool("num_used_blocks"),
+        "num_prefix_hit_tokens": step.get("num_prefix_hit_tokens"),
+        "ref_counts": pool("ref_counts"),
+        "cached_free_blocks": pool("cached_free_blocks"),
+        "evicted": pool("evicted"),
     }
 
 
@@ -145,6 +156,13 @@ def _fmt_sched(v: tuple[int, int]) -> str:
     return f"{v[0]} tokens from {v[1]}"
 
 
+def _plain(what: str, b: Any, v: Any) -> str | None:
+    """``what differs: ...`` when both records have the fact and it differs."""
+    if b is None or v is None or b == v:
+        return None
+    return f"{what} differs: Batchscope {b}, vLLM {v}"
+
+
 def _step_differences(bs: dict[str, Any], vl: dict[str, Any]) -> list[str]:
     b, v = _view(bs), _view(vl)
     out = [
@@ -152,22 +170,21 @@ def _step_differences(bs: dict[str, Any], vl: dict[str, Any]) -> list[str]:
         None
         if b["scheduled"] != v["scheduled"] or b["order"] == v["order"]
         else f"batch order differs: Batchscope {b['order']}, vLLM {v['order']}",
-        None
-        if b["admitted"] == v["admitted"]
-        else f"admitted differs: Batchscope {sorted(b['admitted'])}, vLLM {sorted(v['admitted'])}",
-        None
-        if b["preempted"] == v["preempted"]
-        else f"preempted differs: Batchscope {b['preempted']}, vLLM {v['preempted']}",
-        None
-        if b["finished"] == v["finished"]
-        else f"finished differs: Batchscope {sorted(b['finished'])}, vLLM {sorted(v['finished'])}",
+        _plain("admitted", sorted(b["admitted"]), sorted(v["admitted"])),
+        _plain("preempted", b["preempted"], v["preempted"]),
+        _plain("finished", sorted(b["finished"]), sorted(v["finished"])),
+        _dict_diff("num_prefix_hit_tokens", b["num_prefix_hit_tokens"], v["num_prefix_hit_tokens"], str)
+        if None not in (b["num_prefix_hit_tokens"], v["num_prefix_hit_tokens"])
+        else None,
         _dict_diff("blocks per request", b["blocks"], v["blocks"], str),
-        None
-        if None in (b["num_used_blocks"], v["num_used_blocks"]) or b["num_used_blocks"] == v["num_used_blocks"]
-        else f"num_used_blocks differs: Batchscope {b['num_used_blocks']}, vLLM {v['num_used_blocks']}",
+        _dict_diff("block ids", b["block_ids"], v["block_ids"], str)
+        if b["blocks"] == v["blocks"] and None not in (b["block_ids"], v["block_ids"])
+        else None,
+        _plain("num_used_blocks", b["num_used_blocks"], v["num_used_blocks"]),
+        _plain("ref_counts", b["ref_counts"], v["ref_counts"]),
+        _plain("cached_free_blocks", b["cached_free_blocks"], v["cached_free_blocks"]),
+        _plain("evicted", b["evicted"], v["evicted"]),
     ]
-    if b["num_cached_tokens"] is not None and v["num_cached_tokens"] is not None:
-        out.append(_dict_diff("num_cached_tokens", b["num_cached_tokens"], v["num_cached_tokens"], str))
     return [d for d in out if d]
 
 
@@ -177,10 +194,10 @@ def compare(bs_steps: list[dict[str, Any]], vllm_steps: list[dict[str, Any]]) ->
     ``bs_steps``: Batchscope step records (a whole trace is fine: header and summary are skipped).
     ``vllm_steps``: ``run_vllm``'s records. Steps are matched by position. Per step: scheduled (request ->
     tokens and computed tokens before the step; and, when those agree, the batch order), admitted (as a set),
-    preempted (in order), finished (request and reason), blocks per request, ``num_used_blocks``, and
-    ``num_cached_tokens`` when both records have it. Block ids themselves are not compared: vLLM reuses freed
-    blocks LIFO, Batchscope lowest id first. Differing step counts are reported last. An empty list means the
-    runs agree on every step.
+    preempted (in order), finished (request and reason), prefix-cache hit tokens per admitted request, blocks per
+    request and (when those agree) the block ids of every table, ``num_used_blocks``, reference counts, the cached
+    free blocks in eviction order, and the evicted blocks; each fact only when both records have it (see
+    ``_view``). Differing step counts are reported last. An empty list means the runs agree on every step.
     """
     bs, vl = _steps(bs_steps), _steps(vllm_steps)
     diffs = [f"step {i}: {d}" for i, (b, v) in enumerate(zip(bs, vl)) for d in _step_differences(b, v)]

@@ -194,6 +194,42 @@ def _sampled_tokens(
     return tokens, exhausted
 
 
+def _record_preemptions_and_evictions(sched: Scheduler) -> tuple[list[str], list[int]]:
+    """Wrap the scheduler so that each step's preemptions (in order; vLLM reports a set) and evicted cached blocks
+    (vLLM ids, in order) are appended to the two returned lists."""
+    preempted: list[str] = []
+    evicted: list[int] = []
+    original_preempt = sched._preempt_request
+    pool = sched.kv_cache_manager.block_pool
+    original_evict = pool._maybe_evict_cached_block
+
+    def record_preemption(request: Request, *args: Any, **kwargs: Any) -> None:
+        preempted.append(request.request_id)
+        original_preempt(request, *args, **kwargs)
+
+    def record_eviction(block: Any) -> bool:
+        done = original_evict(block)
+        if done:
+            evicted.append(block.block_id)
+        return done
+
+    sched._preempt_request = record_preemption  # type: ignore[method-assign]
+    pool._maybe_evict_cached_block = record_eviction  # type: ignore[method-assign]
+    return preempted, evicted
+
+
+def _pool_facts(sched: Scheduler, num_kv_blocks: int) -> dict[str, Any]:
+    """``num_used_blocks``, ``ref_counts`` (blocks held more than once) and ``cached_free_blocks`` (free blocks with
+    a hash, in free-queue order), in Batchscope's block ids (vLLM's minus 1; the null block left out)."""
+    pool = sched.kv_cache_manager.block_pool
+    free = pool.free_block_queue.get_all_free_blocks()
+    return {
+        "num_used_blocks": num_kv_blocks - pool.get_num_free_blocks(),
+        "ref_counts": {str(b.block_id - 1): b.ref_cnt for b in pool.blocks if not b.is_null and b.ref_cnt > 1},
+        "cached_free_blocks": [b.block_id - 1 for b in free if b.block_hash is not None],
+    }
+
+
 def run_vllm(workload: dict[str, Any], scheduler_cls: type[Scheduler] = Scheduler) -> list[dict[str, Any]]:
     """Run ``workload`` through vLLM's scheduler; one record per step, until every request has finished.
 
@@ -212,9 +248,12 @@ def run_vllm(workload: dict[str, Any], scheduler_cls: type[Scheduler] = Schedule
     Returns per step: ``step``; ``scheduled`` (vLLM's batch order: ``request_id``, ``num_tokens``,
     ``num_computed_tokens`` before the step); ``admitted`` (newly scheduled from waiting, resumed included);
     ``preempted`` (in preemption order); ``finished`` (``request_id``, ``reason`` "stop" | "length" | "abort");
-    ``num_cached_tokens`` (prefix-cache hit tokens of each request admitted this step); ``block_tables``
+    ``num_prefix_hit_tokens`` (prefix-cache hit tokens of each request admitted this step); ``block_tables``
     (every block-holding request after ``schedule()``, block ids minus 1); ``num_used_blocks`` (blocks referenced
-    by some request; cached-but-free blocks count as free).
+    by some request; cached-but-free blocks count as free); ``ref_counts`` (block -> count, blocks held by more
+    than one request); ``cached_free_blocks`` (free blocks still holding a cached prefix, in eviction order);
+    ``evicted`` (cached blocks handed out for new tokens in this step). The field names are those of Batchscope's
+    step records (``docs/trace-format.md``), so ``batchscope_vllm.compare`` reads both the same way.
 
     ``scheduler_cls``: a subclass of vLLM's ``Scheduler`` to drive instead (``batchscope_vllm.tracer``'s); it is
     shut down at the end, as vLLM's engine core does.
@@ -228,14 +267,7 @@ def run_vllm(workload: dict[str, Any], scheduler_cls: type[Scheduler] = Schedule
     requests: dict[str, Request] = {}
     num_kv_blocks = int(config["num_kv_blocks"])
 
-    preempted: list[str] = []
-    original_preempt = sched._preempt_request
-
-    def record_preemption(request: Request, *args: Any, **kwargs: Any) -> None:
-        preempted.append(request.request_id)  # vLLM reports a set (SchedulerOutput.preempted_req_ids): keep order
-        original_preempt(request, *args, **kwargs)
-
-    sched._preempt_request = record_preemption  # type: ignore[method-assign]
+    preempted, evicted = _record_preemptions_and_evictions(sched)
 
     records: list[dict[str, Any]] = []
     step, limit = 0, _max_steps(workload)
@@ -259,6 +291,7 @@ def run_vllm(workload: dict[str, Any], scheduler_cls: type[Scheduler] = Schedule
             rid for rid, r in requests.items() if r.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
         }
         preempted.clear()
+        evicted.clear()
 
         out = sched.schedule()
 
@@ -270,7 +303,7 @@ def run_vllm(workload: dict[str, Any], scheduler_cls: type[Scheduler] = Schedule
         block_tables = {
             r.request_id: [b - 1 for b in sched.kv_cache_manager.get_block_ids(r.request_id)[0]] for r in sched.running
         }
-        num_used = num_kv_blocks - sched.kv_cache_manager.block_pool.get_num_free_blocks()
+        pool_facts = _pool_facts(sched, num_kv_blocks)
 
         tokens, aborted = _sampled_tokens(out.num_scheduled_tokens, requests, sampled)
         if aborted:
@@ -292,11 +325,12 @@ def run_vllm(workload: dict[str, Any], scheduler_cls: type[Scheduler] = Schedule
                 "admitted": admitted,
                 "preempted": list(preempted),
                 "finished": finished,
-                "num_cached_tokens": {
+                "num_prefix_hit_tokens": {
                     s["request_id"]: s["num_computed_tokens"] for s in scheduled if s["request_id"] in admitted
                 },
                 "block_tables": block_tables,
-                "num_used_blocks": num_used,
+                "evicted": [b - 1 for b in evicted],
+                **pool_facts,
             }
         )
         step += 1

@@ -163,7 +163,7 @@ class TraceBook:
             "waiting": self._waiting(),
             "running": [r.request_id for r in self.sched.running],
             "padding_slots": [],
-            "num_cached_tokens": {
+            "num_prefix_hit_tokens": {
                 e["request_id"]: e["num_computed_tokens"] for e in entries if e["request_id"] in admitted
             },
             "kv": kv,

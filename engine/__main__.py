@@ -5,6 +5,7 @@
     python -m engine run --workload my.jsonl --max-num-seqs 2 --num-kv-blocks 32 --out t.jsonl
     python -m engine bench [--num-requests 4 --max-tokens 32 --rounds 2 --max-num-seqs 4]   (package bench)
     python -m engine sweep [--num-requests 32 --mean-tokens 32 --sigmas 0 0.5 1 1.5 2]       (package bench)
+    python -m engine vllm-diff --scenario sixteen | --workload FILE | --trace FILE        (package bench)
 
 Tools beside the engine add their commands through the ``batchscope.commands`` entry points (see
 ``pyproject.toml``): each entry point is a function ``add_parser(subparsers)`` that adds one sub-command and sets
@@ -17,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
+import warnings
 from importlib.metadata import entry_points
 
-from engine.config import LIMITS, EngineConfig
-from engine.policies import SCHEDULERS
+from engine.flags import add_engine_flags, config_from_args
 from steplog.records import StepRecord
 
 
@@ -33,39 +33,18 @@ def _parser() -> argparse.ArgumentParser:
     src = run.add_mutually_exclusive_group(required=True)
     src.add_argument("--scenario", help="a shipped scenario (see `python -m engine scenarios`)")
     src.add_argument("--workload", help="JSON Lines file, one request per line (see docs/trace-format.md)")
-    run.add_argument("--policy", choices=list(SCHEDULERS), default="continuous")
     run.add_argument("--out", required=True, help="trace file to write")
-    for name, (lo, hi) in LIMITS.items():
-        run.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=f"integer in [{lo}, {hi}]")
-    run.add_argument("--no-chunked-prefill", action="store_true", help="never split a prompt across steps")
-    run.add_argument(
-        "--model", default="SmolLM2-135M-Instruct", help="HF causal-LM id (in the local cache) or local folder"
-    )
-    run.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    add_engine_flags(run)
     for ep in entry_points(group="batchscope.commands"):
         if ep.name not in sub.choices:  # an editable and a plain install of the same tools list them twice
             ep.load()(sub)
     return p
 
 
-def _config(args, overrides: dict) -> EngineConfig:
-    cfg: dict = {f.name: f.default for f in fields(EngineConfig)}
-    cfg.update(overrides)
-    for name in LIMITS:
-        if getattr(args, name) is not None:
-            cfg[name] = getattr(args, name)
-    if args.no_chunked_prefill:
-        cfg["enable_chunked_prefill"] = False
-    cfg["policy"] = args.policy
-    config = EngineConfig(**cfg)
-    config.validate()
-    return config
-
-
 def _run(args) -> None:
     from tqdm import tqdm
 
-    from engine.engine import validate_request
+    from engine.engine import PriorityIgnoredWarning, priority_ignored_message, validate_request
     from engine.llm import generate_trace
     from engine.models import load_model
     from engine.workload import load_scenario, read_workload, to_requests
@@ -75,11 +54,15 @@ def _run(args) -> None:
         specs, overrides = scenario["requests"], scenario.get("config", {})
     else:
         specs, overrides = read_workload(args.workload), {}
-    config = _config(args, overrides)
+    config = config_from_args(args, overrides)
     loaded = load_model(args.model, args.device)
     max_len = getattr(loaded.model.config, "max_position_embeddings", None)
-    for req in to_requests(specs, loaded.tokenizer):  # fail in seconds, before any step runs
+    requests = to_requests(specs, loaded.tokenizer)
+    for req in requests:  # fail in seconds, before any step runs
         validate_request(req, config, max_len)
+    ignored = priority_ignored_message(requests, config)
+    if ignored:  # said once here, on its own line (the engine's warning would land inside the progress bar)
+        print(f"warning: {ignored}", file=sys.stderr)
     bar = tqdm(desc=f"{args.policy} steps", unit="step", file=sys.stderr)
     finished = 0
 
@@ -89,7 +72,9 @@ def _run(args) -> None:
         bar.set_postfix(finished=f"{finished}/{len(specs)}", tokens=record["num_batched_tokens"])
         bar.update(1)
 
-    records = generate_trace(loaded, specs, config, scenario=args.scenario, on_step=on_step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PriorityIgnoredWarning)
+        records = generate_trace(loaded, specs, config, scenario=args.scenario, on_step=on_step)
     bar.close()
     from steplog import trace
 
@@ -104,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             from engine.workload import list_scenarios
 
             for name, desc in list_scenarios().items():
-                print(f"{name:12s} {desc}")
+                print(f"{name:14s} {desc}")
             return 0
         if args.command == "run":
             _run(args)

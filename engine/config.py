@@ -26,7 +26,7 @@ class ConfigError(ValueError):
 
 @dataclass
 class EngineConfig:
-    """Scheduler and KV-cache limits (names as in vLLM).
+    """Scheduler and KV-cache limits (names as in vLLM; the defaults of the last three are vLLM's).
 
     - ``policy``: batching policy, ``continuous`` or ``static`` (``engine.policies``).
     - ``max_num_seqs``: most requests running at once (the rows of the batch; "slots" in the pictures).
@@ -34,7 +34,18 @@ class EngineConfig:
     - ``block_size``: tokens per KV block.
     - ``num_kv_blocks``: blocks in the preallocated KV pool (capacity = num_kv_blocks * block_size tokens).
     - ``enable_chunked_prefill``: split a prompt larger than the budget left across steps.
-    - ``scheduling_policy``: order of the waiting queue, as vLLM's ``--scheduling-policy`` (``fcfs``).
+    - ``scheduling_policy``: order of the waiting queue, as vLLM's ``--scheduling-policy``: ``fcfs`` (arrival
+      order) or ``priority`` (smallest request ``priority`` first, ties by arrival; ``engine.request_queue``).
+    - ``enable_prefix_caching``: automatic prefix caching (vLLM's ``enable_prefix_caching``): full blocks of a
+      prompt already in the pool are shared instead of recomputed (``engine.block_manager``).
+    - ``reserve_full_prompt``: admit a waiting or preempted request only if the free blocks hold its whole known
+      sequence, net of prefix-cache hits (vLLM's ``scheduler_reserve_full_isl``); off: only its first chunk must
+      fit, the older V1 rule, which can thrash (shared case c01).
+
+    Unlike vLLM, a token budget below ``max_num_seqs`` is allowed. vLLM refuses it so that every running request
+    can decode in every step (its batch shapes and CUDA graphs are sized for that); here it shows what a budget
+    does: running requests then take turns, the earliest admitted first, and the head of the running list still
+    computes every step, so every request still finishes.
 
     Defaults keep the block map readable for a handful of requests: 64 blocks of 16 tokens.
     """
@@ -46,6 +57,8 @@ class EngineConfig:
     num_kv_blocks: int = 64
     enable_chunked_prefill: bool = True
     scheduling_policy: str = "fcfs"
+    enable_prefix_caching: bool = True
+    reserve_full_prompt: bool = True
 
     def validate(self) -> None:
         """Raise ``ConfigError`` naming the first bad field and its allowed range."""
@@ -59,8 +72,9 @@ class EngineConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not (lo <= value <= hi):
                 raise ConfigError(name, value, f"an integer in [{lo}, {hi}]")
-        if not isinstance(self.enable_chunked_prefill, bool):
-            raise ConfigError("enable_chunked_prefill", self.enable_chunked_prefill, "true or false")
+        for name in ("enable_chunked_prefill", "enable_prefix_caching", "reserve_full_prompt"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, getattr(self, name), "true or false")
 
     def header_dict(self) -> dict:
         """The ``config`` object of a trace header (the policy is recorded beside it)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Protocol
@@ -21,8 +22,14 @@ from engine.config import EngineConfig
 from engine.policies import make_scheduler
 from engine.request import FieldError, Request
 from engine.scheduler import SchedulerOutput
-from engine.step_log import header_record, step_record, summary_record
-from steplog.records import HeaderRecord, StepRecord, SummaryRecord, TraceRecords
+from engine.step_log import header_record, kv_record, step_record, summary_record
+from steplog.records import StepRecord, TraceRecords
+
+PRIORITY_RANGE = (-(2**63), 2**63 - 1)  # vLLM's priority is a 64-bit signed integer
+
+
+class PriorityIgnoredWarning(UserWarning):
+    """Requests carry a priority but the waiting queue is FCFS: the priorities change nothing."""
 
 
 class Runner(Protocol):
@@ -71,6 +78,7 @@ def validate_request(req: Request, config: EngineConfig, max_model_len: int | No
         req.sampling.validate(where)
     except FieldError as exc:
         raise RequestError(str(exc), rid, exc.field, exc.value, exc.allowed) from None
+    _validate_priority(req, where)
     total = req.num_prompt_tokens + req.sampling.max_tokens
     if max_model_len is not None and total > max_model_len:
         raise RequestError(
@@ -108,6 +116,34 @@ def validate_request(req: Request, config: EngineConfig, max_model_len: int | No
         )
 
 
+def _validate_priority(req: Request, where: str) -> None:
+    lo, hi = PRIORITY_RANGE
+    p = req.priority
+    if isinstance(p, bool) or not isinstance(p, int) or not lo <= p <= hi:
+        allowed = "an integer in [-2**63, 2**63 - 1]"
+        raise RequestError(
+            f"{where}: priority={p!r} is out of range: {allowed}", req.request_id, "priority", p, allowed
+        )
+
+
+def priority_ignored_message(requests: list[Request], config: EngineConfig) -> str | None:
+    """The warning for requests that carry a non-zero priority under the FCFS queue (None if there is none)."""
+    given = [r.request_id for r in requests if r.priority != 0]
+    if not given or config.scheduling_policy != "fcfs":
+        return None
+    return (
+        f"priority is ignored with scheduling_policy='fcfs' (set on {len(given)} request(s), e.g. {given[0]!r}); "
+        "use scheduling_policy='priority' (--scheduling-policy priority) to apply it"
+    )
+
+
+def warn_if_priority_ignored(requests: list[Request], config: EngineConfig) -> None:
+    """One ``PriorityIgnoredWarning`` when requests carry a non-zero priority under the FCFS queue."""
+    message = priority_ignored_message(requests, config)
+    if message:
+        warnings.warn(PriorityIgnoredWarning(message), stacklevel=3)
+
+
 class LLMEngine:
     """Runs requests to completion on ``runner`` under ``config``, logging every step.
 
@@ -138,7 +174,7 @@ class LLMEngine:
 
     def run(
         self, requests: list[Request], on_step: Callable[[StepRecord], None] | None = None, seed: int = 0
-    ) -> TraceRecords:
+    ) -> list[dict]:
         """Run ``requests`` (validated first: nothing runs if one is bad) and return the trace records.
 
         ``on_step`` is called with each step record as it is made (progress bars, live views).
@@ -153,12 +189,15 @@ class LLMEngine:
             )
         for req in requests:
             validate_request(req, self.config, self.max_model_len)
+        warn_if_priority_ignored(requests, self.config)
         rng = random.Random(seed)
         for req in requests:  # unseeded sampled requests get a recorded seed, so every run can be replayed
             if req.sampling.temperature > 0 and req.sampling.seed is None:
                 req.sampling = replace(req.sampling, seed=rng.randrange(2**31))
         pending = sorted(requests, key=lambda r: (r.arrival_step if r.arrival_step is not None else -1, r.arrival_time))
-        records: TraceRecords = [self._header(requests)]
+        records: TraceRecords = [
+            header_record(self.config, self.meta, requests, set(self.scheduler.eos_token_ids), self.max_model_len)
+        ]
         t0 = time.perf_counter()
         step = 0
         while pending or self.scheduler.has_unfinished():
@@ -182,7 +221,7 @@ class LLMEngine:
             if on_step:
                 on_step(record)
             step += 1
-        records.append(self._summary(requests))
+        records.append(summary_record(requests, self.scheduler.eos_token_ids, self.decode))
         return records
 
     @staticmethod
@@ -194,8 +233,8 @@ class LLMEngine:
         t_start = time.perf_counter() - t0
         out = sched.schedule()
         running = [r.request_id for r in sched.running]  # in the batch this step, admission order
-        stats = sched.step_stats()
         block_tables = {rid: list(t) for rid, t in sched.block_manager.block_tables.items()}
+        kv = kv_record(sched, out, block_tables)
         sampled = self.runner.execute(out, block_tables)
         t_end = time.perf_counter() - t0
         for s in out.scheduled:
@@ -209,12 +248,4 @@ class LLMEngine:
             if req.is_finished:
                 req.finish_time = t_end
                 self.runner.release(req.request_id)
-        return step_record(
-            step, t_start, t_end, out, sampled, finished, sched, running, block_tables, stats, self.decode
-        )
-
-    def _header(self, requests: list[Request]) -> HeaderRecord:
-        return header_record(self.config, self.meta, requests)
-
-    def _summary(self, requests: list[Request]) -> SummaryRecord:
-        return summary_record(requests, self.decode, self.scheduler.eos_token_ids)
+        return step_record(step, (t_start, t_end), sched, out, running, kv, sampled, finished, self.decode)

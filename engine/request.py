@@ -79,6 +79,9 @@ class Request:
     prompt: str = ""  # display text (the rendered chat template for chat requests)
     arrival_time: float = 0.0
     arrival_step: int | None = None  # if set, the request arrives before this step instead of by the clock
+    priority: int = 0  # scheduling_policy "priority": lower runs first (vLLM's ``priority``); ignored by FCFS
+
+    arrival_seq: int = 0  # position in arrival order, set by the scheduler (the priority policy's tie-break)
 
     status: RequestStatus = RequestStatus.WAITING
     output_token_ids: list[int] = field(default_factory=list)

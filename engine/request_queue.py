@@ -8,12 +8,15 @@ A queue answers three questions for the scheduler:
 - ``preemption_victim(running)``: which running request gives back its KV blocks when a block is missing.
 
 ``FCFSQueue`` (first come, first served) is the default: arrival order, preempted requests at the front, and the
-most recently admitted running request as the victim (it has done the least work). To add an order, write a class
-with the same methods and register it in ``QUEUES``.
+most recently admitted running request as the victim (it has done the least work). ``PriorityQueue`` is vLLM's
+``--scheduling-policy priority``: the smallest ``(priority, arrival)`` first, and the running request with the
+largest ``(priority, arrival)`` as the victim, even one already scheduled in this step. To add an order, write a
+class with the same methods and register it in ``QUEUES``.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Iterator
 
@@ -44,6 +47,9 @@ class FCFSQueue:
         """Remove and return the head."""
         return self._queue.popleft()
 
+    # After a request preempts itself, later running requests wait for the next step (vLLM: ``break``).
+    continue_after_self_preemption = False
+
     @staticmethod
     def preemption_victim(running: list[Request]) -> Request:
         """The most recently admitted running request (``running`` is in admission order)."""
@@ -56,4 +62,48 @@ class FCFSQueue:
         return iter(self._queue)
 
 
-QUEUES: dict[str, type[FCFSQueue]] = {"fcfs": FCFSQueue}
+def priority_key(req: Request) -> tuple[int, int]:
+    """Lower runs first: the request's priority, then its arrival (vLLM's ``Request.__lt__``)."""
+    return (req.priority, req.arrival_seq)
+
+
+class PriorityQueue(FCFSQueue):
+    """Smallest ``(priority, arrival)`` first. A preempted request goes back by its key, not to the front.
+
+    Requests that arrive later with a lower priority value overtake the queue; the head still blocks everyone behind
+    it (no skipping when the head does not fit), as in vLLM.
+    """
+
+    name = "priority"
+    # The victim is the lowest-priority running request; when that is the requester itself, the requests after it
+    # have higher priority and may still fit (it just freed its blocks): vLLM ``continue``s with them.
+    continue_after_self_preemption = True
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[tuple[int, int], Request]] = []
+
+    def add(self, req: Request) -> None:
+        heapq.heappush(self._heap, (priority_key(req), req))
+
+    def prepend(self, req: Request) -> None:
+        self.add(req)
+
+    def peek(self) -> Request:
+        return self._heap[0][1]
+
+    def pop(self) -> Request:
+        return heapq.heappop(self._heap)[1]
+
+    @staticmethod
+    def preemption_victim(running: list[Request]) -> Request:
+        """The running request with the largest ``(priority, arrival)``."""
+        return max(running, key=priority_key)
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __iter__(self) -> Iterator[Request]:
+        return iter(r for _, r in sorted(self._heap, key=lambda item: item[0]))
+
+
+QUEUES: dict[str, type[FCFSQueue]] = {"fcfs": FCFSQueue, "priority": PriorityQueue}

@@ -9,12 +9,21 @@ One rule serves prefill and decode (see ``engine.request``): a scheduled request
 Continuous batching (iteration-level scheduling, Orca / vLLM V1):
 
 1. Running requests first, in admission order: a decode gets 1 token, an unfinished prefill its next chunk.
-   If a request needs a block and none is free, the most recently admitted running request is *preempted by
-   recompute*: it gives back all its blocks and goes to the head of the waiting queue (possibly the requester
-   itself). Its K/V will be recomputed when it is re-admitted: that cost is logged.
-2. If nobody was preempted this step, waiting requests are admitted in arrival order (strict FCFS: if the head
-   does not fit, nobody behind it jumps the queue) while ``max_num_seqs``, the budget and free blocks allow.
-   With chunked prefill a prompt larger than the budget left is split; without it, it waits for a step with room.
+   If a request needs a block and none is free, the most recently admitted running request (priority policy: the
+   one with the largest ``(priority, arrival)``) is *preempted by recompute*: it gives back all its blocks and goes
+   back to the waiting queue (FCFS: at its head), possibly the requester itself. Its K/V will be recomputed when it
+   is re-admitted, minus what it finds in the prefix cache: that cost is logged.
+2. If nobody was preempted this step, waiting requests are admitted in queue order (FCFS: arrival order; priority:
+   smallest ``(priority, arrival)``; if the head does not fit, nobody behind it jumps the queue) while
+   ``max_num_seqs``, the budget and free blocks allow. With chunked prefill a prompt larger than the budget left is
+   split; without it, it waits for a step with room.
+3. Admission checks memory as vLLM does (``reserve_full_prompt``, vLLM's ``scheduler_reserve_full_isl``, on by
+   default): the free blocks must hold the request's *whole known sequence* (prompt + tokens generated before a
+   preemption; vLLM caps it at the model's context, which validation already guarantees), net of its prefix-cache
+   hit, not just its first chunk. Otherwise a request admitted with a small first chunk can run out of blocks
+   mid-prompt and be preempted over and over (vllm#25538). With the rule off, only the first chunk must fit.
+4. Prefix caching (``enable_prefix_caching``): an admitted request first adopts the blocks of its longest cached
+   prefix (``engine.block_manager``) and computes only the rest.
 
 Which waiting request is the head and who is the preemption victim is the waiting queue's policy
 (``engine.request_queue``); static batching is the subclass ``engine.static_scheduler.StaticScheduler``.
@@ -67,6 +76,7 @@ class SchedulerOutput:
     admitted_req_ids: list[str] = field(default_factory=list)
     preempted_req_ids: list[str] = field(default_factory=list)
     allocated_blocks: dict[str, list[int]] = field(default_factory=dict)
+    prefix_hit_tokens: dict[str, int] = field(default_factory=dict)  # admitted request -> tokens found in the cache
 
     @property
     def num_batched_tokens(self) -> int:
@@ -88,15 +98,18 @@ class Scheduler:
         config.validate()
         self.config = config
         self.eos_token_ids = frozenset(eos_token_ids)
-        self.block_manager = BlockManager(config.num_kv_blocks, config.block_size)
+        self.block_manager = BlockManager(config.num_kv_blocks, config.block_size, config.enable_prefix_caching)
         self.waiting = QUEUES[config.scheduling_policy]()
         self.running: list[Request] = []  # admission order
         self.rows: dict[str, int] = {}  # request_id -> batch row, while admitted
+        self.num_arrived = 0
 
     # -- queue -------------------------------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
-        """Append an arrived request to the waiting queue (arrival order)."""
+        """Add an arrived request to the waiting queue (``arrival_seq`` records the arrival order)."""
         request.status = RequestStatus.WAITING
+        request.arrival_seq = self.num_arrived
+        self.num_arrived += 1
         self.waiting.add(request)
 
     def has_unfinished(self) -> bool:
@@ -106,6 +119,7 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         """Decide this step: running requests first, then admissions. Checks the invariants before returning."""
         out = SchedulerOutput()
+        self.block_manager.new_step()
         budget = self._schedule_running(out, self.config.max_num_batched_tokens)
         if not out.preempted_req_ids:  # after a preemption memory is known to be tight: admit nobody
             self._admit_waiting(out, budget)
@@ -117,17 +131,18 @@ class Scheduler:
         """Extra KV facts for the step record (none for continuous batching)."""
         return {}
 
-    def _num_tokens_to_schedule(self, req: Request, budget: int) -> int:
-        """Tokens ``req`` computes now: all it lacks, or a budget-sized chunk (0 = must wait)."""
-        n = req.num_new_tokens
+    def _num_tokens_to_schedule(self, req: Request, budget: int, num_computed: int | None = None) -> int:
+        """Tokens ``req`` computes now (from ``num_computed``, default its own): all it lacks, or a budget-sized
+        chunk (0 = must wait)."""
+        n = req.num_tokens - (req.num_computed_tokens if num_computed is None else num_computed)
         if n <= budget:
             return n
         # Chunking off applies to fresh prompts (validated up front to fit the budget); a resumed request's
         # recompute (prompt + outputs) may exceed the budget and is split anyway, or it could never resume.
-        may_chunk = self.config.enable_chunked_prefill or req.num_computed_tokens > 0 or req.num_preemptions > 0
-        return budget if may_chunk else 0
+        return budget if self.config.enable_chunked_prefill or req.num_preemptions > 0 else 0
 
     def _schedule_running(self, out: SchedulerOutput, budget: int) -> int:
+        """Running requests in order; a missing block preempts the queue's victim (see ``engine.request_queue``)."""
         i = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
@@ -136,26 +151,43 @@ class Scheduler:
                 i += 1
                 continue
             while not self.block_manager.can_allocate(req.request_id, req.num_computed_tokens + n):
-                victim = self.waiting.preemption_victim(self.running)  # FCFS: never one already scheduled
+                victim = self.waiting.preemption_victim(self.running)
+                if self.running.index(victim) < i:  # priority: a victim scheduled earlier in this step
+                    budget += self._unschedule(victim, out)
+                    i -= 1
                 self._preempt(victim, out)
                 if victim is req:
                     break
             if req.status == RequestStatus.PREEMPTED:
+                if self.waiting.continue_after_self_preemption:
+                    continue  # ``running[i]`` is now the next request
                 break
             self._schedule(req, n, out)
             budget -= n
             i += 1
         return budget
 
+    def _unschedule(self, req: Request, out: SchedulerOutput) -> int:
+        """Take back ``req``'s work of this step (it is about to be preempted); returns its tokens."""
+        s = next(s for s in out.scheduled if s.request is req)
+        out.scheduled.remove(s)
+        out.allocated_blocks.pop(req.request_id, None)
+        self.block_manager.cancel_step(req.request_id)
+        return s.num_tokens
+
     def _admit_waiting(self, out: SchedulerOutput, budget: int) -> None:
         """Admit from the head of the queue while a row, the budget and free blocks allow; nobody overtakes."""
+        bm = self.block_manager
         while self.waiting and len(self.running) < self.config.max_num_seqs and budget > 0:
             req = self.waiting.peek()
-            n = self._num_tokens_to_schedule(req, budget)
-            if n == 0 or not self.block_manager.can_allocate(req.request_id, n):
+            hits = bm.find_cached_prefix(req)
+            num_hit = len(hits) * self.config.block_size
+            n = self._num_tokens_to_schedule(req, budget, num_hit)
+            full_fits = not self.config.reserve_full_prompt or bm.can_allocate(req.request_id, req.num_tokens, hits)
+            if n == 0 or not full_fits or not bm.can_allocate(req.request_id, num_hit + n, hits):
                 break  # the head waits, and so does everyone behind it
             self.waiting.pop()
-            self._admit(req, out)
+            self._admit(req, out, hits)
             self._schedule(req, n, out)
             budget -= n
 
@@ -166,15 +198,20 @@ class Scheduler:
         """A finished request's row is free for the next admission at the very next step."""
         self.rows.pop(req.request_id)
 
-    def _admit(self, req: Request, out: SchedulerOutput) -> None:
+    def _admit(self, req: Request, out: SchedulerOutput, hits: list[int]) -> None:
+        """Move ``req`` to running, with its prefix-cache hit adopted: it starts computing after the hit."""
         used = set(self.rows.values())
         self.rows[req.request_id] = next(r for r in range(self.config.max_num_seqs) if r not in used)
         req.status = RequestStatus.RUNNING
         self.running.append(req)
         out.admitted_req_ids.append(req.request_id)
+        req.num_computed_tokens = len(hits) * self.config.block_size
+        out.prefix_hit_tokens[req.request_id] = req.num_computed_tokens
+        if hits:
+            self.block_manager.allocate(req, req.num_computed_tokens, hits)
 
     def _schedule(self, req: Request, n: int, out: SchedulerOutput) -> None:
-        new_blocks = self.block_manager.allocate(req.request_id, req.num_computed_tokens + n)
+        new_blocks = self.block_manager.allocate(req, req.num_computed_tokens + n)
         if new_blocks:
             out.allocated_blocks[req.request_id] = new_blocks
         out.scheduled.append(ScheduledRequest(req, n, req.num_computed_tokens, self.rows[req.request_id]))
@@ -207,6 +244,7 @@ class Scheduler:
                 req.status, req.finish_reason = RequestStatus.FINISHED, reason
                 self.running.remove(req)
                 self.block_manager.free(req.request_id)
+                self.block_manager.forget(req.request_id)
                 self._release_row(req)
                 finished.append((req.request_id, reason))
         return finished

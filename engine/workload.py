@@ -8,8 +8,10 @@ A workload line is one request::
 Exactly one of ``prompt`` (plain text), ``messages`` (chat, rendered with the model's chat template) or
 ``prompt_token_ids`` is required; ``max_tokens`` is required; the rest is optional. ``arrival_time`` is in seconds
 from the start of the run; ``arrival_step`` (optional) makes the request arrive before that step instead, for
-reproducible demos. A scenario (``engine/scenarios/NAME.json``, package data) is ``{"name", "description",
-"config": {...}, "requests": [lines as above]}``.
+reproducible demos. ``priority`` (optional, a 64-bit signed integer, default 0): lower runs first under the
+``priority`` scheduling policy; the FCFS policy ignores it (with a warning). A scenario
+(``engine/scenarios/NAME.json``, package data) is ``{"name", "description", "config": {...}, "requests": [lines as
+above]}``.
 
 The workload generators live here too, so the engine, the benchmark tools and the app share one copy:
 ``poisson_arrivals`` (seeded arrival times) and ``output_lengths`` (seeded log-normal lengths with an exact mean).
@@ -40,6 +42,7 @@ _FIELDS = {
     "ignore_eos",
     "arrival_time",
     "arrival_step",
+    "priority",
 }
 _NUMBERS = {"max_tokens": int, "temperature": float, "top_p": float, "top_k": int, "arrival_time": float}
 
@@ -93,6 +96,10 @@ def parse_spec(obj: object, where: str) -> dict:
         raise WorkloadError(f"{where}: field 'prompt_token_ids' must be a list of token ids (integers >= 0)")
     if spec.get("seed") is not None and not isinstance(spec["seed"], int):
         raise WorkloadError(f"{where}: field 'seed' must be an integer or null")
+    if "priority" in spec:
+        p = spec["priority"]
+        if isinstance(p, bool) or not isinstance(p, int) or not -(2**63) <= p < 2**63:
+            raise WorkloadError(f"{where}: field 'priority' must be an integer in [-2**63, 2**63 - 1], got {p!r}")
     return spec
 
 
@@ -181,6 +188,7 @@ def to_requests(specs: list[dict], tokenizer) -> list[Request]:
                 prompt=text,
                 arrival_time=spec.get("arrival_time", 0.0),
                 arrival_step=spec.get("arrival_step"),
+                priority=spec.get("priority", 0),
             )
         )
     return requests

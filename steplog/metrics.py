@@ -33,6 +33,8 @@ import itertools
 import numpy as np
 import pandas as pd
 
+from steplog.prefix_cache import prefix_cache_stats
+
 PERCENTILES = (50, 90, 99)
 
 # metric name -> (unit, description); the per-request columns of ``requests_frame`` use these names.
@@ -241,7 +243,9 @@ def summarize(records: list[dict]) -> dict:
         (``itl_*`` pools all gaps; ``tpot_*`` only requests with >= 2 tokens);
       - ``slot_utilisation`` (useful rows / (steps x max_num_seqs), 0..1), ``padding_slot_steps`` (rows),
         ``kv_utilisation_mean`` / ``kv_utilisation_max`` (0..1), ``num_preemptions`` (events),
-        ``num_recomputed_tokens`` (tokens).
+        ``num_recomputed_tokens`` (tokens);
+      - the prefix-cache figures of ``steplog.prefix_cache.prefix_cache_stats`` (``prefix_cache_hit_rate``: vLLM's
+        hit tokens / queried tokens).
     A run without steps has ``None`` throughputs.
     """
     header, steps, _ = _split(records)
@@ -273,4 +277,5 @@ def summarize(records: list[dict]) -> dict:
     out["kv_utilisation_max"] = float(frame["kv_utilisation"].max()) if num_steps else None
     out["num_preemptions"] = int(frame["num_preempted"].sum())
     out["num_recomputed_tokens"] = sum(r["num_recomputed_tokens"] for r in reqs)
+    out.update(prefix_cache_stats(records))
     return out

@@ -11,7 +11,14 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 
-class ConfigRecord(TypedDict):
+class _ConfigOptional(TypedDict, total=False):
+    enable_prefix_caching: bool
+    reserve_full_prompt: bool  # vLLM's scheduler_reserve_full_isl
+    async_scheduling: bool | None  # a vLLM server's trace
+    max_model_len: int
+
+
+class ConfigRecord(_ConfigOptional):
     """The scheduler's and KV cache's limits (``engine.config.EngineConfig`` without ``policy``)."""
 
     max_num_seqs: int
@@ -49,6 +56,8 @@ class _HeaderOptional(TypedDict, total=False):
     source: Literal["batchscope", "vllm"]  # required from schema version 2
     vllm_version: str
     record_text: bool
+    eos_token_ids: list[int]
+    max_model_len: int | None
 
 
 class HeaderRecord(_HeaderOptional):
@@ -113,6 +122,9 @@ class KVExtras(TypedDict, total=False):
     num_cached_tokens: dict[str, int]
     allocated: dict[str, list[int]]
     num_reserved_blocks: int
+    ref_counts: dict[str, int]  # block id (as text) -> holders, blocks held by more than one request
+    cached_free_blocks: list[int]  # free blocks that keep a cached prefix, in eviction order
+    evicted: list[int]  # cached blocks handed out for new tokens in this step
 
 
 class KVRecord(KVExtras):
@@ -125,7 +137,7 @@ class KVRecord(KVExtras):
 
 class _StepOptional(TypedDict, total=False):
     arrived: list[RequestSpecRecord]  # version 2: requests that arrived since the previous step
-    num_cached_tokens: dict[str, int]  # prefix-cache hit tokens of each request admitted in this step
+    num_prefix_hit_tokens: dict[str, int]  # prefix-cache hit tokens of each request admitted in this step
 
 
 class StepRecord(_StepOptional):

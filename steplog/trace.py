@@ -91,6 +91,44 @@ def validate_records(records: list[dict]) -> None:
         problem = _problem(f"step_v{version}" if kind == "step" else kind, rec)
         if problem is not None:
             raise TraceError(f"line {i} ({kind}), {problem}")
+        if kind == "step" and "block_tables" in rec["kv"]:
+            _check_kv(rec["kv"], i)
+
+
+def _check_kv(kv: dict, line: int) -> None:
+    """Reference counts and cache flags must agree with the block tables (traces that record them).
+
+    A block's count is the number of tables holding it (``ref_counts`` lists counts above 1); a cached free block
+    is in no table; ``num_used_blocks`` counts each held block once.
+    """
+    if "ref_counts" not in kv:
+        return
+    holders: dict[int, list[str]] = {}
+    for rid, table in kv["block_tables"].items():
+        for b in table:
+            holders.setdefault(b, []).append(rid)
+    where = f"line {line} (step), field kv"
+    for b, rids in sorted(holders.items()):
+        recorded = kv["ref_counts"].get(str(b), 1)
+        if recorded != len(rids):
+            raise TraceError(
+                f"{where}/ref_counts/{b}: block {b} is in {len(rids)} block table(s) ({', '.join(rids)}) but its "
+                f"reference count is {recorded}; the count must equal the tables holding the block"
+            )
+    extra = sorted(int(b) for b in kv["ref_counts"] if int(b) not in holders)
+    if extra:
+        raise TraceError(f"{where}/ref_counts/{extra[0]}: block {extra[0]} has a count but is in no block table")
+    for b in kv.get("cached_free_blocks", []):
+        if b in holders:
+            raise TraceError(
+                f"{where}/cached_free_blocks: block {b} is marked cached and free but is in the block table of "
+                f"{holders[b][0]}; a free block (count 0) is in no table"
+            )
+    if kv["num_used_blocks"] != len(holders):
+        raise TraceError(
+            f"{where}/num_used_blocks: {kv['num_used_blocks']}, but the block tables hold {len(holders)} "
+            "distinct blocks"
+        )
 
 
 def dumps(records: list[dict]) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.request import Request, SamplingParams
@@ -28,8 +30,17 @@ class FakeRunner:
         pass
 
 
-def make_request(rid: str, num_prompt_tokens: int, max_tokens: int, arrival_step: int | None = 0, **kw) -> Request:
-    return Request(rid, [5] * num_prompt_tokens, SamplingParams(max_tokens=max_tokens, **kw), arrival_step=arrival_step)
+_TOKENS = itertools.count(100)
+
+
+def make_request(
+    rid: str, num_prompt_tokens: int, max_tokens: int, arrival_step: int | None = 0, priority: int = 0, **kw
+) -> Request:
+    """A request whose prompt tokens are distinct from every other made here (no two share a cached prefix)."""
+    prompt = [next(_TOKENS) for _ in range(num_prompt_tokens)]
+    return Request(
+        rid, prompt, SamplingParams(max_tokens=max_tokens, **kw), arrival_step=arrival_step, priority=priority
+    )
 
 
 def run_fake(requests, natural_lengths=None, **config):

@@ -146,11 +146,12 @@ def player_frame(page, step: int | None = None, min_charts: int = 8):
 
 
 PAGES = [
-    ("walkthrough", "/?step=2", 4, 2200),
+    ("walkthrough", "/?step=2", 0, 2200),
     ("compare", "/compare?scenario=sixteen&step=300", 0, 2400),
     ("metrics", "/metrics?scenario=sixteen", 3, 2600),
-    ("trace", "/trace", 3, 1900),
+    ("trace", "/trace?step=3", 0, 2400),
 ]
+PLAYER_STEP = {"walkthrough": 2, "compare": 300, "trace": 3}  # pages whose views play in the browser player
 
 
 @pytest.mark.parametrize("name,path,charts,height", PAGES, ids=[p[0] for p in PAGES])
@@ -161,8 +162,8 @@ def test_page_loads_without_error_or_outside_request(browser, server, name, path
     page.on("request", lambda r: requests.append(r.url))
     page.goto(server + path)
     wait_ready(page, charts)
-    if name == "compare":  # both traces play in the browser player's frame
-        player_frame(page, step=300)
+    if name in PLAYER_STEP:  # the per-step views play in the browser player's frame; ?step= lands there
+        player_frame(page, step=PLAYER_STEP[name], min_charts=4)
     shot(page, name)
     outside = [u for u in requests if not u.startswith((server, "data:", "blob:"))]
     assert outside == [], f"the app asked the network for {outside[:5]}"
@@ -171,13 +172,14 @@ def test_page_loads_without_error_or_outside_request(browser, server, name, path
 
 def test_step_buttons_and_play_move_the_step(browser, server):
     page = open_page(browser, server + "/")
-    wait_ready(page, 4)
-    page.get_by_text("Step 0:").first.wait_for()
-    page.locator(".st-key-walk-fwd button").click()
-    page.get_by_text("Step 1:").first.wait_for()
-    page.locator(".st-key-walk-play button").click()  # timer-driven fragment reruns advance the step
-    page.get_by_text("Step 3:").first.wait_for()
-    page.locator(".st-key-walk-play button").click()  # pause
+    frame = player_frame(page, step=0, min_charts=4)
+    frame.get_by_text("Step 0:").first.wait_for()
+    frame.locator("#bs-fwd").click()
+    frame.get_by_text("Step 1:").first.wait_for()
+    frame.get_by_text("Why D (head of the queue) waits").first.wait_for()  # the head-of-queue checklist
+    frame.locator("#bs-play").click()  # the browser player advances on its own clock
+    frame.get_by_text("Step 3:").first.wait_for()
+    frame.locator("#bs-play").click()  # pause
     assert page.locator('[data-testid="stException"]').count() == 0
     page.close()
 
@@ -212,8 +214,9 @@ def test_two_users_run_live_at_once_and_each_gets_their_own_trace(browser, serve
     frame = player_frame(a, step=0)  # user A: both policies side by side, in the browser player
     frame.get_by_text("Static · step 0").wait_for()
     frame.get_by_text("Continuous · step 0").wait_for()
-    b.get_by_text("Step 0:").first.wait_for()  # user B: one continuous trace
-    assert b.get_by_text("Static · step 0").count() == 0
+    frame_b = player_frame(b, step=0, min_charts=4)  # user B: one continuous trace, in its own player
+    frame_b.get_by_text("Step 0:").first.wait_for()
+    assert frame_b.get_by_text("Static · step 0").count() == 0
     for p in (a, b):
         assert p.locator('[data-testid="stException"]').count() == 0
     wait_ready(a, 0)
@@ -226,7 +229,7 @@ def test_export_then_import_gives_back_the_same_trace_and_a_bad_file_is_refused(
     from steplog import trace
 
     page = open_page(browser, server + "/trace")
-    wait_ready(page, 3)
+    player_frame(page, min_charts=4)
     with page.expect_download() as dl:
         page.locator(".st-key-trace-export button").click()
     exported = tmp_path / "exported.jsonl"
@@ -244,7 +247,7 @@ def test_export_then_import_gives_back_the_same_trace_and_a_bad_file_is_refused(
     good.write_text(trace.dumps(original))
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(good))
     page.get_by_text("Imported file").first.wait_for()
-    wait_ready(page, 3)
+    player_frame(page, min_charts=4)
     page.close()
 
 
@@ -255,12 +258,11 @@ def test_a_vllm_tracer_trace_opens_with_its_provenance(browser, server, tmp_path
     packed = tmp_path / "server.jsonl.gz"
     packed.write_bytes(gzip.compress((ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl").read_bytes()))
     page = open_page(browser, server + "/trace")
-    wait_ready(page, 3)
+    player_frame(page, min_charts=4)
     page.locator(".st-key-trace-choice").click()
     page.get_by_role("option", name="upload a file").click()
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(packed))
     page.get_by_text("vLLM 0.33.0 server, model-free").first.wait_for()
-    page.get_by_text("Step 0:").first.wait_for()
-    wait_ready(page, 3)
+    player_frame(page, step=0, min_charts=4).get_by_text("Step 0:").first.wait_for()
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0
     page.close()

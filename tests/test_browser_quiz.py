@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_browser import TIMEOUT_MS, browser, open_page, wait_ready  # noqa: F401  (browser: a fixture)
+from test_browser import TIMEOUT_MS, browser, open_page, player_frame, wait_ready  # noqa: F401  (browser: a fixture)
 
 from steplog import trace
 from steplog.view import TraceView
@@ -92,8 +92,7 @@ def test_quiz_right_then_wrong_then_show_me(browser, server):  # noqa: F811
     assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "1 / 2"
     page.get_by_role("link", name="Show me step 2 on the Walkthrough page").click()
     page.wait_for_function("location.search.includes('step=2') && !location.pathname.includes('quiz')")
-    page.get_by_text("Step 2: B and C decode").first.wait_for()
-    wait_ready(page, 4)
+    player_frame(page, step=2, min_charts=4).get_by_text("Step 2: B and C decode").first.wait_for()
     page.close()
 
 
@@ -104,7 +103,8 @@ def test_glossary_renders_and_see_it_lands_on_its_step(browser, server):  # noqa
     step = int(re.search(r"step (\d+)", link.inner_text()).group(1))
     link.click()
     page.wait_for_function(f"location.pathname.endsWith('/trace') && location.search.includes('step={step}')")
-    page.get_by_text(f"Step {step}: ").first.wait_for()
-    page.get_by_text("was preempted").first.wait_for()
+    frame = player_frame(page, step=step, min_charts=4)  # the Trace page's views play in the browser player
+    frame.get_by_text(f"Step {step}: ").first.wait_for()
+    frame.get_by_text("was preempted").first.wait_for()
     assert page.locator('[data-testid="stException"]').count() == 0
     page.close()

@@ -100,6 +100,9 @@ def test_out_of_range_knobs(tmp_path, flag, value, field):
         ({"max_tokens": 3}, "exactly one of"),
         ({"prompt": "hi", "max_tokens": 3, "temprature": 0.5}, "temprature"),
         ({"prompt": "hi", "max_tokens": "many"}, "max_tokens"),
+        ({"prompt": "hi", "max_tokens": 3, "priority": 1.5}, "priority"),
+        ({"prompt": "hi", "max_tokens": 3, "priority": 2**63}, "[-2**63, 2**63 - 1]"),
+        ({"prompt": "hi", "max_tokens": 3, "priority": True}, "priority"),
     ],
 )
 def test_bad_workload_lines(tmp_path, line, needle):
@@ -135,3 +138,43 @@ def test_prompt_longer_than_the_models_context(tmp_path):
         tmp_path, {"request_id": "huge", "prompt": "hello " * 9000, "max_tokens": 10}, "--num-kv-blocks", "4096"
     )
     assert_clear_error(code, err, "'huge'", "context of 8192 tokens")
+
+
+def test_scheduling_policy_flag_is_checked(tmp_path):
+    code, _, err = cli("run", "--scenario", "seed-abcd", "--scheduling-policy", "lottery", "--out", str(tmp_path / "t"))
+    assert code == 2 and "--scheduling-policy" in err and "priority" in err
+
+
+@pytest.mark.real_model
+def test_priority_under_fcfs_runs_and_warns_once(tmp_path):
+    wl = tmp_path / "w.jsonl"
+    lines = [
+        {"request_id": r, "prompt_token_ids": [504, 3575, 282], "max_tokens": 2, "priority": p}
+        for r, p in (("a", 1), ("b", 2))
+    ]
+    wl.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tmp_path / "t.jsonl"
+    code, _, err = cli("run", "--workload", str(wl), "--num-kv-blocks", "8", "--out", str(out))
+    assert code == 0, err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "priority is ignored" in warnings[0] and "fcfs" in warnings[0]
+    code, _, err = cli(
+        "run",
+        "--workload",
+        str(wl),
+        "--scheduling-policy",
+        "priority",
+        "--no-prefix-caching",
+        "--no-reserve-full-prompt",
+        "--num-kv-blocks",
+        "8",
+        "--out",
+        str(out),
+    )
+    assert code == 0 and "warning:" not in err
+    from steplog import trace
+
+    header = trace.read(out)[0]
+    assert header["config"]["scheduling_policy"] == "priority"
+    assert (header["config"]["enable_prefix_caching"], header["config"]["reserve_full_prompt"]) == (False, False)
+    assert [r["priority"] for r in header["requests"]] == [1, 2]

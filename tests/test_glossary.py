@@ -61,7 +61,7 @@ def visible(term: str, records: list[dict], k: int, other: list[dict] | None = N
         "batching": lambda: bool(st["admitted"]) and bool(other[k]["waiting"]) and not other[k]["admitted"],
         "padding": lambda: bool(st["padding_slots"]),
         "preemption": lambda: bool(st["preempted"]),
-        "prefix_caching": lambda: any(v > 0 for v in st.get("num_cached_tokens", {}).values()),
+        "prefix_caching": lambda: any(v > 0 for v in st.get("num_prefix_hit_tokens", {}).values()),
         "ttft": lambda: k in first.values(),
         "itl": lambda: any(s["request_id"] in first and first[s["request_id"]] < k for s in st["sampled"]),
         "tpot": lambda: any(last[r] == k and count[r] >= 2 for r in last),
@@ -108,8 +108,8 @@ def test_links_go_to_the_home_scenarios_and_are_the_first_occurrence(views):
 
 def test_prefix_caching_links_to_a_trace_that_records_hits(views):
     records = copy.deepcopy(views[("seed-abcd", "continuous")].records)
-    records[4]["num_cached_tokens"] = {"D": 0}
-    records[1]["num_cached_tokens"] = {"B": 0, "C": 0, "A": 16}
+    records[4]["num_prefix_hit_tokens"] = {"D": 0}
+    records[1]["num_prefix_hit_tokens"] = {"B": 0, "C": 0, "A": 16}
     term = next(t for t in TERMS if t.key == "prefix_caching")
     where = see_it(term, {**views, ("shared-prefix", "continuous"): TraceView(records)})
     assert where is not None and (where.scenario, where.step) == ("shared-prefix", 0)

@@ -360,3 +360,31 @@ def test_figures_for_the_app(hand_trace):
         vm.request_latency(runs, "itl_s")
     with pytest.raises(ValueError, match="clock"):
         vm.kv_utilisation(runs, clock="minutes")
+
+
+def test_prefix_cache_hit_rate_is_vllms_hits_over_queried_tokens():
+    """By hand: X and Y share a 10-token prompt (2 full blocks of 4), Z has its own 6 tokens; block size 4. X and Z
+    find nothing, Y finds X's 8 tokens (registered when X was scheduled, in the same step): queries 10 + 10 + 6 = 26
+    tokens, hits 8, rate 8/26. A trace without hit counts has no rate."""
+    from fakes import EOS, FakeRunner
+
+    from engine.config import EngineConfig
+    from engine.engine import LLMEngine
+    from engine.request import Request, SamplingParams
+    from steplog.metrics import summarize
+
+    shared = list(range(100, 110))
+    reqs = [
+        Request("X", shared, SamplingParams(max_tokens=2)),
+        Request("Y", list(shared), SamplingParams(max_tokens=2)),
+        Request("Z", list(range(200, 206)), SamplingParams(max_tokens=2)),
+    ]
+    config = EngineConfig(max_num_seqs=3, max_num_batched_tokens=64, block_size=4, num_kv_blocks=16)
+    records = LLMEngine(FakeRunner(), config, eos_token_ids={EOS}).run(reqs)
+    s = summarize(records)
+    assert (s["prefix_cache_queries"], s["prefix_cache_hits"]) == (26, 8)
+    assert s["prefix_cache_hit_rate"] == pytest.approx(8 / 26)
+    assert (s["preempted_prefix_cache_queries"], s["preempted_prefix_cache_hits"]) == (0, 0)
+    for st in records[1:-1]:
+        st.pop("num_prefix_hit_tokens")
+    assert summarize(records)["prefix_cache_hit_rate"] is None

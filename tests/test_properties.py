@@ -94,6 +94,8 @@ def workloads(draw) -> Workload:
         block_size=block_size,
         num_kv_blocks=need + draw(st.integers(0, 1) | st.integers(0, 12)),
         enable_chunked_prefill=chunked,
+        reserve_full_prompt=draw(st.booleans()),
+        enable_prefix_caching=False,  # prefix caching has its own properties (tests/test_prefix_cache.py)
     )
     return Workload(tuple(specs), config)
 
@@ -137,7 +139,7 @@ class CheckingRunner(FakeRunner):
     def execute(self, out, block_tables):
         if len(self.steps) >= self.max_steps:
             raise AssertionError(f"no progress: still running after {self.max_steps} steps (livelock or starvation)")
-        self.free_lists.append(list(self.engine.scheduler.block_manager.free_block_ids))
+        self.free_lists.append(self.engine.scheduler.block_manager.pool.free_queue())
         return super().execute(out, block_tables)
 
 
@@ -267,6 +269,8 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
             assert table[: len(before)] == before, "a running request's blocks moved"
             assert kv["allocated"].get(rid, []) == table[len(before) :]
         prev_tables = {rid: list(t) for rid, t in tables.items()}
+        if not static:
+            check_admission_memory(w, rec, queue, running, n_out, preemptions, len(free), used)
 
         # -- sampling, finishing, padding ------------------------------------------------------------------
         if static:
@@ -312,6 +316,30 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
     for a, b in itertools.pairwise(order):
         if first_scheduled[a] > first_scheduled[b]:
             assert static and not cfg.enable_chunked_prefill and admitted_at[a][0] == admitted_at[b][0], (a, b)
+
+
+def check_admission_memory(w, rec, queue, running, n_out, preemptions, num_free: int, used: int) -> None:
+    """Continuous batching, caching off: each admitted request fit when admitted, by the configured rule (its whole
+    known sequence with ``reserve_full_prompt``, else its first chunk); and a head left waiting in a step that
+    preempted nobody, with a row and budget left, did not fit."""
+    cfg, spec = w.config, {s.rid: s for s in w.specs}
+    bs, budget = cfg.block_size, cfg.max_num_batched_tokens
+    tables, adm = rec["kv"]["block_tables"], rec["admitted"]
+    free = num_free + sum(len(tables[r]) for r in adm)  # free blocks before the first admission of the step
+    for rid in adm:
+        n = next(x["num_tokens"] for x in rec["scheduled"] if x["request_id"] == rid)
+        need = spec[rid].prompt + n_out[rid] if cfg.reserve_full_prompt else n
+        assert math.ceil(need / bs) <= free, (rec["step"], rid, need, free)
+        free -= len(tables[rid])
+    if not queue or rec["preempted"] or len(running) >= cfg.max_num_seqs or used >= budget:
+        return
+    head = queue[0]
+    known = spec[head].prompt + n_out[head]
+    left = budget - used
+    n = known if known <= left else (left if cfg.enable_chunked_prefill or preemptions[head] else 0)
+    if n:
+        need = known if cfg.reserve_full_prompt else n
+        assert math.ceil(need / bs) > free, f"step {rec['step']}: head {head} fit ({need} tokens, {free} free)"
 
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -451,8 +479,10 @@ def tiny_workloads(draw):
     block_size = draw(st.integers(1, 8))
     chunked = draw(st.booleans())
     reqs = []
+    stem = draw(st.lists(st.integers(2, 127), max_size=16))  # a shared prefix: prefix caching reuses its blocks
     for i in range(draw(st.sampled_from(range(2, 5)))):  # one request alone is covered by test_runner_tiny
-        prompt = draw(st.lists(st.integers(2, 127), min_size=1, max_size=24))
+        own = draw(st.lists(st.integers(2, 127), min_size=1, max_size=24))
+        prompt = (stem[: draw(st.integers(0, len(stem)))] + own)[:24]
         reqs.append((f"r{i}", prompt, draw(st.integers(1, 8)), draw(st.just(0) | st.integers(0, 3))))
     need = max(math.ceil((len(p) + m - 1) / block_size) for _, p, m, _ in reqs)
     budget = draw(st.integers(1, 8) | st.integers(16, 64))  # small: chunked prefills next to decodes
@@ -465,6 +495,8 @@ def tiny_workloads(draw):
         block_size=block_size,
         num_kv_blocks=need + draw(st.integers(0, 1) | st.integers(4, 24)),  # tight: preemption
         enable_chunked_prefill=chunked,
+        enable_prefix_caching=draw(st.booleans()),
+        reserve_full_prompt=draw(st.booleans()),
     )
     return reqs, config
 
@@ -472,8 +504,9 @@ def tiny_workloads(draw):
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(w=tiny_workloads())
 def test_real_runner_greedy_equals_generate(tiny_model, w):
-    """Whatever the batching (policy, budget, chunks, block size, pool size, preemption), each request's greedy
-    output equals transformers ``generate`` on that request alone, EOS stop included."""
+    """Whatever the batching (policy, budget, chunks, block size, pool size, preemption, prefix caching on shared
+    prefixes, admission rule), each request's greedy output equals transformers ``generate`` on that request alone,
+    EOS stop included."""
     from engine.model_runner import ModelRunner
 
     reqs, config = w

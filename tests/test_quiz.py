@@ -82,7 +82,7 @@ class Raw:
         if q.kind == "padding":
             return len(st["padding_slots"])
         if q.kind == "prefix_hit":
-            return st["num_cached_tokens"][rid]
+            return st["num_prefix_hit_tokens"][rid]
         ts, arrival = self.token_steps[rid], self.first_seen[rid]
         if q.kind == "ttft":
             return ts[0] + 1 - arrival
@@ -165,7 +165,7 @@ def test_at_least_eight_kinds_across_the_shipped_scenarios():
 def test_prefix_cache_questions_appear_when_the_trace_records_hits():
     records = copy.deepcopy(trace.read(TRACES[0].parent / "seed-abcd-continuous.jsonl"))
     for st in records[1:-1]:
-        st["num_cached_tokens"] = {r: (8 if r == "A" else 0) for r in st["admitted"]}
+        st["num_prefix_hit_tokens"] = {r: (8 if r == "A" else 0) for r in st["admitted"]}
     view, raw = TraceView(records), Raw(records)
     qs = [q for k in range(view.num_steps) for q in questions(view, k, seed=3) if q.kind == "prefix_hit"]
     assert [(q.step, q.subject) for q in qs] == [(0, "A"), (3, "D")]  # a positive hit is asked about first

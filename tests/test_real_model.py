@@ -1,7 +1,9 @@
 """SmolLM2-135M-Instruct (the default model, float32 CPU) on the shared reference cases.
 
 Token ids in the cases come from transformers ``generate`` on the GGUF model (greedy, CPU, float32); where a case
-gives none, we compute the reference with ``generate`` here. Schedules are the cases' hand-derived values.
+gives none, we compute the reference with ``generate`` here. Schedules are the cases' hand-derived values, which
+assume no prefix caching (every chat prompt here starts with the same system prompt, so with caching on later
+requests skip its blocks and the schedules change: tests_vllm checks those against vLLM's own scheduler).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ HAIKU = [504, 6147, 282, 260, 3426, 28, 253, 13879, 6122, 28, 198, 49, 9154, 303
 
 
 def run(smollm, specs, **config):
+    config.setdefault("enable_prefix_caching", False)  # the case texts' schedules (see the module docstring)
     records = generate_trace(smollm, specs, EngineConfig(**config))
     trace.validate_records(records)
     return records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}
@@ -38,16 +41,20 @@ def finish_step(steps, rid):
     return next(st["step"] for st in steps if any(f["request_id"] == rid for f in st["finished"]))
 
 
+C01 = dict(policy="continuous", block_size=4, num_kv_blocks=14, max_num_batched_tokens=16, max_num_seqs=2)
+
+
+def test_c01_full_prompt_admission_waits(smollm):
+    """vLLM's admission rule (the default): B waits until A finishes; 20 steps, 0 preemptions, B first at step 10."""
+    steps, summary = run(smollm, case_workload("c01"), **C01)
+    assert outputs(summary) == {"A": MOON[:8], "B": COMPILER[:8]}
+    assert len(steps) == 20 and not any(st["preempted"] for st in steps)
+    assert next(st["step"] for st in steps if st["scheduled"][-1]["request_id"] == "B") == 10
+
+
 def test_c01_preemption_thrash_is_bounded_and_exact(smollm):
-    steps, summary = run(
-        smollm,
-        case_workload("c01"),
-        policy="continuous",
-        block_size=4,
-        num_kv_blocks=14,
-        max_num_batched_tokens=16,
-        max_num_seqs=2,
-    )
+    """The first-chunk rule (``--no-reserve-full-prompt``): B is admitted with an 11-token chunk and thrashes."""
+    steps, summary = run(smollm, case_workload("c01"), **C01, reserve_full_prompt=False)
     assert outputs(summary) == {"A": MOON[:8], "B": COMPILER[:8]}
     assert len(steps) == 20
     assert [st["step"] for st in steps if st["preempted"]] == [3, 5]
@@ -89,6 +96,44 @@ def test_c07_identical_prompts_get_identical_outputs_and_own_blocks(smollm, poli
         owned = [b for t in st["kv"]["block_tables"].values() for b in t]
         assert len(owned) == len(set(owned)), f"step {st['step']}: a block in two block tables"
     assert all(r["finish_reason"] == "length" for r in summary.values())
+
+
+def test_c07_prefix_caching_shares_blocks_and_outputs_stay_exact(smollm):
+    """Caching on: Y, admitted after X in step 0, reads X's 9 full blocks (written in the same forward, before any
+    row attends) and computes 2 tokens; Z at step 1 too. Outputs exact; at the end every count is 0 and no block is
+    used (cached free blocks count as free)."""
+    from engine.llm import build_engine
+    from engine.workload import to_requests
+
+    specs = [dict(s, arrival_time=0.0, arrival_step=1 if i == 2 else 0) for i, s in enumerate(case_workload("c07"))]
+    config = EngineConfig(block_size=4, num_kv_blocks=32, max_num_batched_tokens=128, max_num_seqs=3)
+    engine = build_engine(smollm, config)
+    records = engine.run(to_requests(specs, smollm.tokenizer))
+    trace.validate_records(records)
+    steps, summary = records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}
+    assert outputs(summary) == {"X": HAIKU, "Y": HAIKU, "Z": HAIKU}
+    assert steps[0]["num_prefix_hit_tokens"] == {"X": 0, "Y": 36}
+    assert [s["num_tokens"] for s in steps[0]["scheduled"]] == [38, 2]
+    assert steps[1]["num_prefix_hit_tokens"] == {"Z": 36}
+    assert steps[1]["kv"]["ref_counts"] == {str(b): 3 for b in steps[1]["kv"]["block_tables"]["X"][:9]}
+    bm = engine.scheduler.block_manager
+    assert bm.num_used_blocks == 0 and not any(bm.pool.ref_counts) and bm.pool.cached_free_blocks()
+
+
+def test_sixteen_first_requests_with_prefix_caching_equal_generate(smollm):
+    """The sixteen scenario's first five chat requests (shared system-prompt block), caching on: S02 finds 16 of its
+    35 prompt tokens in the cache at step 0 and prefills 19; every output equals ``generate`` alone."""
+    from engine.workload import load_scenario
+
+    sc = load_scenario("sixteen")
+    specs = [dict(s, max_tokens=24) for s in sc["requests"][:5]]
+    steps, summary = run(smollm, specs, **sc["config"], enable_prefix_caching=True)
+    s02 = next(s for s in steps[0]["scheduled"] if s["request_id"] == "S02")
+    assert (steps[0]["num_prefix_hit_tokens"]["S02"], s02["num_computed_tokens"], s02["num_tokens"]) == (16, 16, 19)
+    for spec in specs:
+        _, ids = render_prompt(spec, smollm.tokenizer)
+        ref = hf_greedy(smollm.model, ids, 24, eos_token_id=2)
+        assert summary[spec["request_id"]]["output_token_ids"] == ref, spec["request_id"]
 
 
 C08_RUNS = {

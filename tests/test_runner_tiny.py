@@ -97,3 +97,48 @@ def test_paged_attention_refuses_to_run_without_metadata(tiny_model):
             tiny_model(torch.tensor([[3, 4]]))
     finally:
         tiny_model.config._attn_implementation = "sdpa"
+
+
+# -- prefix caching: shared blocks are read, never recomputed, and the outputs do not change ---------------------
+
+
+def shared_prompts() -> list[list[int]]:
+    """A 22-token stem (5 full blocks of 4) before each prompt, and the stem alone twice (identical prompts)."""
+    stem = prompts()[3]
+    return [stem + p for p in prompts()] + [list(stem), list(stem)]
+
+
+SHARED_CONFIGS = {
+    "same-step-hits": EngineConfig(max_num_seqs=7, max_num_batched_tokens=256, block_size=4, num_kv_blocks=96),
+    "chunked-tiny-budget": EngineConfig(max_num_seqs=4, max_num_batched_tokens=5, block_size=4, num_kv_blocks=96),
+    "preemption-priority": EngineConfig(
+        max_num_seqs=5, max_num_batched_tokens=32, block_size=2, num_kv_blocks=40, scheduling_policy="priority"
+    ),
+    "first-chunk-rule": EngineConfig(
+        max_num_seqs=5, max_num_batched_tokens=32, block_size=2, num_kv_blocks=40, reserve_full_prompt=False
+    ),
+    "static": EngineConfig(policy="static", max_num_seqs=3, max_num_batched_tokens=64, block_size=4, num_kv_blocks=96),
+}
+
+
+@pytest.mark.parametrize("name", SHARED_CONFIGS)
+def test_greedy_matches_generate_with_prefix_caching(tiny_model, name):
+    config = SHARED_CONFIGS[name]
+    lengths = (6, 9, 4, 7, 5, 8, 8)
+    by_priority = config.scheduling_policy == "priority"
+    reqs = [
+        Request(f"r{i}", p, SamplingParams(max_tokens=m, ignore_eos=True), arrival_step=i % 3)
+        for i, (p, m) in enumerate(zip(shared_prompts(), lengths))
+    ]
+    for i, r in enumerate(reqs):
+        r.priority = (-i) % 3 if by_priority else 0
+    records = LLMEngine(ModelRunner(tiny_model, config), config).run(reqs)
+    summary = {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}
+    expected = [hf_greedy(tiny_model, p, m) for p, m in zip(shared_prompts(), lengths)]
+    assert [summary[f"r{i}"] for i in range(len(expected))] == expected
+    hits = [n for st in records[1:-1] for n in st["num_prefix_hit_tokens"].values()]
+    assert sum(hits) >= 5 * 4 * 3, hits  # most requests found the stem's blocks in the cache
+    if name == "same-step-hits":
+        assert records[1]["num_prefix_hit_tokens"]["r3"] == 20  # admitted after r0 in step 0: r0's blocks
+    if name == "preemption-priority":
+        assert any(st["preempted"] for st in records[1:-1])

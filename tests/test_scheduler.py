@@ -14,9 +14,26 @@ def step_of(steps, rid, key):
     return [st["step"] for st in steps if any((x if isinstance(x, str) else x["request_id"]) == rid for x in st[key])]
 
 
-def test_c01_preemption_by_recompute_matches_hand_schedule():
+C01 = dict(block_size=4, num_kv_blocks=14, max_num_batched_tokens=16, max_num_seqs=2)
+
+
+def test_c01_full_prompt_admission_waits_instead_of_thrashing():
+    """vLLM's default (``reserve_full_prompt``): B is admitted only when its whole prompt fits, after A finishes.
+    Case text: A prefills 16 + 16 + 5 in steps 0-2 and decodes to step 9; B prefills 16 + 16 + 4 in steps 10-12 and
+    finishes at step 19; 20 steps, 0 preemptions."""
     reqs = [make_request("A", 37, 8), make_request("B", 36, 8)]
-    steps, summary, _ = run_fake(reqs, block_size=4, num_kv_blocks=14, max_num_batched_tokens=16, max_num_seqs=2)
+    steps, _, _ = run_fake(reqs, **C01)
+    assert len(steps) == 20 and not any(st["preempted"] for st in steps)
+    assert [n for st in table(steps)[:3] for _, _, n in st] == [16, 16, 5]
+    assert step_of(steps, "A", "finished") == [9] and step_of(steps, "B", "admitted") == [10]
+    assert [n for st in table(steps)[10:13] for _, _, n in st] == [16, 16, 4]
+    assert step_of(steps, "B", "finished") == [19]
+
+
+def test_c01_preemption_by_recompute_matches_hand_schedule():
+    """The first-chunk rule (``reserve_full_prompt=False``), without prefix caching, as the case text computes it."""
+    reqs = [make_request("A", 37, 8), make_request("B", 36, 8)]
+    steps, summary, _ = run_fake(reqs, **C01, reserve_full_prompt=False, enable_prefix_caching=False)
     assert len(steps) == 20
     assert table(steps)[2] == [("A", "prefill", 5), ("B", "prefill", 11)]
     assert step_of(steps, "B", "preempted") == [3, 5]
@@ -29,9 +46,10 @@ def test_c01_preemption_by_recompute_matches_hand_schedule():
 
 
 def test_c01_with_big_budget_has_no_preemption():
-    reqs = [make_request("A", 37, 8), make_request("B", 36, 8)]
-    steps, summary, _ = run_fake(reqs, block_size=4, num_kv_blocks=14, max_num_batched_tokens=64, max_num_seqs=2)
-    assert len(steps) == 16 and summary["B"]["num_preemptions"] == 0
+    for rule in (True, False):
+        reqs = [make_request("A", 37, 8), make_request("B", 36, 8)]
+        steps, summary, _ = run_fake(reqs, **{**C01, "max_num_batched_tokens": 64}, reserve_full_prompt=rule)
+        assert len(steps) == 16 and summary["B"]["num_preemptions"] == 0
 
 
 def test_c09_mixed_step_prefill_next_to_decode():
@@ -141,3 +159,69 @@ def test_request_that_cannot_fit_alone_is_rejected_up_front():
         run_fake([make_request("long", 9, 1)], max_num_batched_tokens=8, enable_chunked_prefill=False)
     with pytest.raises(RequestError, match="empty"):
         run_fake([make_request("empty", 0, 1)])
+
+
+def test_priority_late_request_overtakes_the_queue():
+    """One slot, priority policy: A and B (priority 1) arrive first, C (priority 0) at step 1. By hand: A runs
+    steps 0-1 (prompt 4, 2 tokens), then C (lower value first) in steps 2-3, then B in steps 4-5; FCFS: A, B, C."""
+    import warnings
+
+    from engine.engine import PriorityIgnoredWarning
+
+    for policy, order in (("priority", ["A", "C", "B"]), ("fcfs", ["A", "B", "C"])):
+        reqs = [make_request("A", 4, 2, priority=1), make_request("B", 4, 2, priority=1)]
+        reqs.append(make_request("C", 4, 2, arrival_step=1))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            steps, _, _ = run_fake(reqs, max_num_seqs=1, block_size=4, num_kv_blocks=8, scheduling_policy=policy)
+        ignored = [w for w in caught if issubclass(w.category, PriorityIgnoredWarning)]
+        assert len(ignored) == (policy == "fcfs"), ignored  # FCFS says once that the priorities are ignored
+        assert [a for st in steps for a in st["admitted"]] == order
+        assert [st["step"] for st in steps if st["admitted"]] == [0, 2, 4]
+
+
+def test_priority_victim_already_scheduled_is_taken_back():
+    """vLLM's priority preemption: the victim is the running request with the largest (priority, arrival), even
+    one scheduled earlier in the step, whose work is then taken back. By hand (block size 2, 5 blocks, budget 4):
+    step 0 L prefills 3 (blocks 0, 1); step 1 L decodes, H (priority 0) is admitted (blocks 2, 3); step 2 L takes
+    block 4; step 3 L's decode is scheduled, then H needs a block and none is free: L (priority 1) is preempted and
+    un-scheduled, its blocks go back tail first ([4, 1, 0]) and H takes block 4."""
+    reqs = [make_request("L", 3, 7, priority=1, ignore_eos=True), make_request("H", 3, 5, arrival_step=1)]
+    steps, summary, _ = run_fake(
+        reqs, max_num_seqs=2, max_num_batched_tokens=4, block_size=2, num_kv_blocks=5, scheduling_policy="priority"
+    )
+    assert table(steps)[1] == [("L", "decode", 1), ("H", "prefill", 3)]
+    assert table(steps)[3] == [("H", "decode", 1)] and steps[3]["preempted"] == ["L"]
+    assert steps[3]["num_batched_tokens"] == 1 and steps[3]["kv"]["block_tables"] == {"H": [2, 3, 4]}
+    assert steps[3]["kv"]["evicted"] == [4] and steps[3]["kv"]["cached_free_blocks"] == [1, 0]
+    assert summary["L"]["num_preemptions"] == 1 and summary["H"]["num_preemptions"] == 0
+
+
+def test_static_batch_reserves_its_worst_case_net_of_prefix_cache_hits():
+    """By hand (block size 4, 6 blocks, static): P (12-token prompt T, 1 token) runs alone and leaves T's 3 full
+    blocks cached. Q and R (T + 1 token, 4 tokens each: worst case 16 tokens = 4 blocks) arrive at step 1. With the
+    cache each finds T's 3 blocks and needs 1 more: 1 + 1 + 3 shared = 5 <= 6, one batch. Without it 4 + 4 > 6:
+    two batches."""
+    from engine.request import Request, SamplingParams
+
+    def run(caching: bool):
+        t = list(range(100, 112))
+        reqs = [Request("P", t, SamplingParams(max_tokens=1), arrival_step=0)]
+        reqs += [Request(r, [*t, 7], SamplingParams(max_tokens=4, ignore_eos=True), arrival_step=1) for r in "QR"]
+        cfg = dict(policy="static", max_num_seqs=2, max_num_batched_tokens=64, block_size=4, num_kv_blocks=6)
+        return run_fake(reqs, **cfg, enable_prefix_caching=caching)[0]
+
+    steps = run(True)
+    assert steps[1]["admitted"] == ["Q", "R"] and steps[1]["num_prefix_hit_tokens"] == {"Q": 12, "R": 12}
+    assert steps[1]["kv"]["num_reserved_blocks"] == 5 and not any(st["preempted"] for st in steps)
+    assert len(steps) == 5
+    steps = run(False)
+    assert [st["admitted"] for st in steps if st["admitted"]] == [["P"], ["Q"], ["R"]]
+
+
+def test_priority_outside_64_bits_is_refused_before_any_step():
+    from engine.engine import RequestError
+
+    for bad in (2**63, -(2**63) - 1, 1.5, True):
+        with pytest.raises(RequestError, match=r"priority=.* is out of range: an integer in \[-2\*\*63, 2\*\*63 - 1\]"):
+            run_fake([make_request("x", 3, 1, priority=bad)], scheduling_policy="priority")

@@ -58,3 +58,43 @@ def test_round_trip():
     records = trace.loads(good_text())
     assert trace.loads(trace.dumps(records)) == records
     assert json.loads(good_text().splitlines()[0])["type"] == "header"
+
+
+def _c07_like_records():
+    """A fake-runner run where two identical prompts share 2 blocks (block size 4, 10 tokens)."""
+    from fakes import EOS, FakeRunner
+
+    from engine.config import EngineConfig
+    from engine.engine import LLMEngine
+    from engine.request import Request, SamplingParams
+
+    reqs = [Request(r, list(range(100, 110)), SamplingParams(max_tokens=3)) for r in ("X", "Y")]
+    config = EngineConfig(max_num_seqs=2, max_num_batched_tokens=64, block_size=4, num_kv_blocks=8)
+    return LLMEngine(FakeRunner(), config, eos_token_ids={EOS}).run(reqs)
+
+
+def test_a_trace_with_shared_blocks_validates():
+    records = _c07_like_records()
+    trace.validate_records(records)
+    kv = records[1]["kv"]
+    assert kv["block_tables"]["X"][:2] == kv["block_tables"]["Y"][:2] and kv["ref_counts"] == {"0": 2, "1": 2}
+    assert kv["num_used_blocks"] == 4 and records[1]["num_prefix_hit_tokens"] == {"X": 0, "Y": 8}
+
+
+@pytest.mark.parametrize(
+    "mutate,needle",
+    [
+        (lambda kv: kv["ref_counts"].pop("1"), r"kv/ref_counts/1: block 1 is in 2 block table\(s\) \(X, Y\)"),
+        (lambda kv: kv["ref_counts"].update({"3": 2}), "kv/ref_counts/3: block 3 is in 1 block table"),
+        (lambda kv: kv["ref_counts"].update({"7": 2}), "block 7 has a count but is in no block table"),
+        (lambda kv: kv["cached_free_blocks"].append(2), "kv/cached_free_blocks: block 2 is marked cached and free"),
+        (lambda kv: kv.update(num_used_blocks=5), "kv/num_used_blocks: 5, but the block tables hold 4"),
+        (lambda kv: kv["ref_counts"].update({"1": 1}), "kv/ref_counts/1"),  # the schema: a listed count is >= 2
+    ],
+)
+def test_reference_counts_and_cache_flags_that_contradict_the_tables_are_refused(mutate, needle):
+    records = _c07_like_records()
+    mutate(records[1]["kv"])
+    with pytest.raises(trace.TraceError, match=needle) as err:
+        trace.validate_records(records)
+    assert str(err.value).startswith("line 2 (step), field kv")

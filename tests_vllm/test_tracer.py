@@ -130,7 +130,7 @@ def test_prefix_cache_hits_and_shared_blocks(tmp_path, monkeypatch):
     workload = {"config": config, "eos_token_ids": [], "requests": reqs, "sampled": {"A": [7] * 3, "B": [7] * 3}}
     steps, trace = traced(workload, tmp_path / "t.jsonl", monkeypatch)
     assert schema_problems(trace) == []
-    assert trace[2]["num_cached_tokens"] == {"B": 8} and trace[2]["kv"]["num_used_blocks"] == 4
+    assert trace[2]["num_prefix_hit_tokens"] == {"B": 8} and trace[2]["kv"]["num_used_blocks"] == 4
     v1 = to_v1(trace)
     assert [st["kv"]["block_tables"] for st in v1[1:-1]] == [st["block_tables"] for st in steps]
     assert v1[2]["kv"]["block_tables"]["A"][:2] == v1[2]["kv"]["block_tables"]["B"][:2]

@@ -1,8 +1,8 @@
-"""The shipped continuous traces, replayed through vLLM 0.33.0's real scheduler, agree on every step.
-
-They were recorded without prefix caching under the first-chunk admission rule, so vLLM runs with
-``enable_prefix_caching=False`` and ``scheduler_reserve_full_isl=False``. Also: the driver's and the comparison's
-own behaviour on small hand-made workloads. Run in vLLM's venv: ``.venv-vllm/bin/python -m pytest tests_vllm``.
+"""The shipped continuous traces, replayed through vLLM 0.33.0's real scheduler, agree on every step: as recorded
+(with the config in their header: vLLM's defaults unless the scenario says otherwise), and re-run by Batchscope's
+scheduler with their recorded tokens under both admission rules with prefix caching on and off. Also: the driver's
+and the comparison's own behaviour on small hand-made workloads. Run in vLLM's venv:
+``.venv-vllm/bin/python -m pytest tests_vllm``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from replay import run_both
 
 from batchscope_vllm.compare import SYNTHETIC_TOKEN_BASE, compare, first_difference, workload_from_trace
 from batchscope_vllm.driver import main, run_vllm
@@ -24,22 +25,42 @@ def read_trace(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+RULES = {
+    "full-prompt+caching": {"reserve_full_prompt": True, "enable_prefix_caching": True},
+    "full-prompt": {"reserve_full_prompt": True, "enable_prefix_caching": False},
+    "first-chunk+caching": {"reserve_full_prompt": False, "enable_prefix_caching": True},
+    "first-chunk": {"reserve_full_prompt": False, "enable_prefix_caching": False},
+}
+
+
 @pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
 def test_shipped_trace_agrees_with_vllm(path):
     records = read_trace(path)
-    workload = workload_from_trace(records)
-    workload["config"].update(enable_prefix_caching=False, reserve_full_prompt=False)
-    steps = run_vllm(workload)
+    steps = run_vllm(workload_from_trace(records))
     assert compare(records, steps) == [], first_difference(records, steps)
     assert first_difference(records, steps) == f"agrees on all {len(records) - 2} steps"
 
 
-def test_there_are_continuous_traces():
+@pytest.mark.parametrize("rules", RULES)
+@pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
+def test_shipped_scenario_agrees_with_vllm_under_every_rule(path, rules):
+    """The trace's requests and recorded tokens, re-run by Batchscope's scheduler under ``rules``, against vLLM."""
+    header, *_, summary = read_trace(path)
+    outputs = {r["request_id"]: r["output_token_ids"] for r in summary["requests"]}
+    requests = [
+        {**r, "arrival_step": r.get("arrival_step") or 0, "output_token_ids": outputs[r["request_id"]]}
+        for r in header["requests"]
+    ]
+    config = {**header["config"], **RULES[rules], "policy": "continuous"}
+    records, steps = run_both(requests, config, header["eos_token_ids"], header["max_model_len"])
+    assert compare(records, steps) == [], first_difference(records, steps)
+
+
+def test_there_are_continuous_traces_with_prompt_ids():
     assert {p.name for p in TRACES} >= {
-        "seed-abcd-continuous.jsonl",
-        "preemption-continuous.jsonl",
-        "sixteen-continuous.jsonl",
+        f"{name}-continuous.jsonl" for name in ("seed-abcd", "preemption", "sixteen", "shared-prefix", "priority")
     }
+    assert all("prompt_token_ids" in r for p in TRACES for r in read_trace(p)[0]["requests"])
 
 
 def config(**overrides) -> dict:
@@ -77,7 +98,7 @@ def test_empty_steps_before_the_first_arrival_and_hand_computed_schedule():
     assert [
         [(s["request_id"], s["num_tokens"], s["num_computed_tokens"]) for s in st["scheduled"]] for st in steps
     ] == [[], [], [("A", 8, 0)], [("A", 2, 8)], [("A", 1, 10)]]
-    assert steps[2]["admitted"] == ["A"] and steps[2]["num_cached_tokens"] == {"A": 0}
+    assert steps[2]["admitted"] == ["A"] and steps[2]["num_prefix_hit_tokens"] == {"A": 0}
     assert steps[2]["block_tables"] == {"A": [0, 1]} and steps[2]["num_used_blocks"] == 2
     assert steps[3]["block_tables"] == {"A": [0, 1, 2]}
     assert steps[4]["finished"] == [{"request_id": "A", "reason": "stop"}]
@@ -118,7 +139,14 @@ def test_preemption_is_recorded_in_order_and_the_victim_resumes():
 
 
 def test_workload_from_trace_synthesizes_prompts_and_infers_eos():
+    """An old trace (no prompt ids, no EOS ids, no new config fields) still replays, as it was recorded."""
     records = read_trace(ROOT / "assets" / "traces" / "sixteen-continuous.jsonl")
+    for r in records[0]["requests"]:
+        del r["prompt_token_ids"]
+    for key in ("eos_token_ids", "max_model_len"):
+        del records[0][key]
+    for key in ("enable_prefix_caching", "reserve_full_prompt", "scheduling_policy"):
+        del records[0]["config"][key]
     workload = workload_from_trace(records)
     prompts = [r["prompt_token_ids"] for r in workload["requests"]]
     flat = [t for p in prompts for t in p]
@@ -178,7 +206,7 @@ def test_prefix_cache_hit_counts_full_blocks_and_shared_blocks_count_once():
             "sampled": {"A": [7] * 3, "B": [7] * 2},
         }
     )
-    assert steps[1]["num_cached_tokens"] == {"B": 8}
+    assert steps[1]["num_prefix_hit_tokens"] == {"B": 8}
     assert steps[1]["scheduled"][-1] == {"request_id": "B", "num_tokens": 1, "num_computed_tokens": 8}
     tables = steps[1]["block_tables"]
     assert tables["A"][:2] == tables["B"][:2] and tables["A"][2] != tables["B"][2]

@@ -17,7 +17,7 @@ from steplog.view import TraceView
 # Where a trace may say how many prompt tokens a request found in the prefix cache when it was admitted. The
 # scheduler's prefix caching writes one of these per step (``{request_id: hit tokens}`` for the step's admissions);
 # the vLLM driver in batchscope_vllm already writes the first. Traces without any of them have no prefix-cache facts.
-PREFIX_HIT_FIELDS = ("num_cached_tokens", "prefix_cache_hits", "num_prefix_cached_tokens")
+PREFIX_HIT_FIELDS = ("num_prefix_hit_tokens",)  # the step field of prefix-cache hits (docs/trace-format.md)
 
 
 def queue_at_start(view: TraceView, step: int) -> list[str]:

@@ -1,0 +1,54 @@
+"""The engine's knobs as command-line flags, shared by ``python -m engine run`` and the tools' commands."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+from engine.config import LIMITS, EngineConfig
+from engine.policies import SCHEDULERS
+from engine.request_queue import QUEUES
+
+
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """The engine's knobs as flags (``run`` and the tools' commands share them); read back by ``config_from_args``."""
+    parser.add_argument("--policy", choices=list(SCHEDULERS), default="continuous")
+    for name, (lo, hi) in LIMITS.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=f"integer in [{lo}, {hi}]")
+    parser.add_argument("--no-chunked-prefill", action="store_true", help="never split a prompt across steps")
+    parser.add_argument(
+        "--scheduling-policy", choices=list(QUEUES), default=None, help="waiting-queue order (default fcfs)"
+    )
+    parser.add_argument(
+        "--no-prefix-caching", action="store_true", help="turn automatic prefix caching off (vLLM: on by default)"
+    )
+    parser.add_argument(
+        "--no-reserve-full-prompt",
+        action="store_true",
+        help="admit a request when its first chunk fits, not its whole prompt (vLLM's scheduler_reserve_full_isl)",
+    )
+    parser.add_argument(
+        "--model", default="SmolLM2-135M-Instruct", help="HF causal-LM id (in the local cache) or local folder"
+    )
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+
+
+def config_from_args(args, overrides: dict) -> EngineConfig:
+    """The ``EngineConfig`` of a scenario's or workload's ``overrides`` with the command's flags on top."""
+    cfg: dict = {f.name: f.default for f in fields(EngineConfig)}
+    cfg.update(overrides)
+    for name in LIMITS:
+        if getattr(args, name) is not None:
+            cfg[name] = getattr(args, name)
+    flags = {
+        "enable_chunked_prefill": args.no_chunked_prefill,
+        "enable_prefix_caching": args.no_prefix_caching,
+        "reserve_full_prompt": args.no_reserve_full_prompt,
+    }
+    cfg.update({name: False for name, off in flags.items() if off})
+    if args.scheduling_policy is not None:
+        cfg["scheduling_policy"] = args.scheduling_policy
+    cfg["policy"] = args.policy
+    config = EngineConfig(**cfg)
+    config.validate()
+    return config
