@@ -12,7 +12,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: app test lint test-vllm chromium traces case-tokens
+.PHONY: app test lint test-vllm sysdeps traces case-tokens
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -31,7 +31,7 @@ $(VLLM_STAMP):
 app: $(STAMP)
 	$(VENV)/bin/streamlit run app.py
 
-test: lint $(STAMP) chromium test-vllm
+test: lint $(STAMP) sysdeps test-vllm
 	$(PY) -m pytest
 
 lint: $(STAMP)
@@ -45,8 +45,10 @@ lint: $(STAMP)
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_PY) -m pytest -p no:cacheprovider tests_vllm
 
-chromium:
-	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+# Debian's chromium (browser tests, driven by Playwright; never a downloaded browser) and shellcheck
+sysdeps:
+	@command -v chromium >/dev/null && command -v shellcheck >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq chromium shellcheck >/dev/null)
 
 traces: $(STAMP)
 	PATH=$(VENV)/bin:$$PATH bash scripts/record-traces.sh

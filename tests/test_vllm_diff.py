@@ -1,5 +1,5 @@
 """``python -m engine vllm-diff``: a recorded trace replayed through vLLM's own scheduler (in vLLM's venv, made by
-``make test-vllm``; these tests skip without it), the verdict printed, and a clear error without the venv."""
+``make test-vllm``, which ``make test`` runs first), the verdict printed, and a clear error without the venv."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from bench.vllm_diff import ROOT, VLLM_PYTHON_ENV, add_vllm_diff, vllm_python
 
 TRACE = ROOT / "assets" / "traces" / "seed-abcd-continuous.jsonl"
 VLLM = Path(os.environ.get(VLLM_PYTHON_ENV) or ROOT / ".venv-vllm" / "bin" / "python")
-needs_vllm = pytest.mark.skipif(not VLLM.exists(), reason="no vLLM venv: run `make test-vllm` once")
 
 
 def vllm_diff(*argv: str) -> int:
@@ -29,7 +28,6 @@ def test_missing_vllm_venv_says_what_to_do(tmp_path):
         vllm_python(str(tmp_path / "no-venv" / "bin" / "python"))
 
 
-@needs_vllm
 def test_a_shipped_trace_agrees_and_a_changed_one_does_not(tmp_path, capsys):
     assert vllm_diff("--trace", str(TRACE)) == 0
     steps = len(TRACE.read_text().splitlines()) - 2
