@@ -98,8 +98,10 @@ def to_v1(records: list[dict]) -> list[dict]:
 
 def to_v2(records: list[dict]) -> list[dict]:
     """A version 1 trace as version 2 (``source`` "batchscope"): each step's tables replaced by ``kv.freed`` and
-    ``kv.allocated``. A table that does not extend the previous step's (freed and rebuilt in one step) is listed
-    as freed and allocated whole."""
+    ``kv.allocated`` (every block a table gained, prefix-cache hits included, as vLLM's new block ids); the hits
+    among them, blocks adopted from the cache rather than newly written, are listed in ``kv.cache_hits``. A table
+    that does not extend the previous step's (freed and rebuilt in one step) is listed as freed and allocated
+    whole."""
     header = {**records[0], "schema_version": 2}
     header.setdefault("source", "batchscope")
     out = [header]
@@ -108,11 +110,16 @@ def to_v2(records: list[dict]) -> list[dict]:
         kv = dict(st["kv"])
         cur = kv.pop("block_tables")
         freed = [rid for rid, t in prev.items() if cur.get(rid, [])[: len(t)] != t or rid not in cur]
-        allocated = {}
+        allocated, hits = {}, {}
+        written = kv.get("allocated", {})
         for rid, t in cur.items():
             have = 0 if rid in freed or rid not in prev else len(prev[rid])
             if len(t) > have:
                 allocated[rid] = t[have:]
-        out.append({**st, "kv": {**kv, "freed": freed, "allocated": allocated}})
+                adopted = [b for b in t[have:] if b not in written.get(rid, ())]
+                if adopted:
+                    hits[rid] = adopted
+        deltas = {"freed": freed, "allocated": allocated, **({"cache_hits": hits} if hits else {})}
+        out.append({**st, "kv": {**kv, **deltas}})
         prev = cur
     return [*out, records[-1]]

@@ -125,6 +125,7 @@ class KVExtras(TypedDict, total=False):
     ref_counts: dict[str, int]  # block id (as text) -> holders, blocks held by more than one request
     cached_free_blocks: list[int]  # free blocks that keep a cached prefix, in eviction order
     evicted: list[int]  # cached blocks handed out for new tokens in this step
+    cache_hits: dict[str, list[int]]  # version 2: blocks of ``allocated`` adopted from the prefix cache
 
 
 class KVRecord(KVExtras):

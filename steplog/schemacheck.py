@@ -24,7 +24,7 @@ ANNOTATIONS = {"description", "title", "$schema", "$id", "$comment", "default", 
 KEYWORDS = {
     "type", "const", "enum", "properties", "required", "additionalProperties", "items", "minimum", "maximum",
     "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems", "maxItems", "pattern", "$ref",
-    "allOf", "anyOf", "if", "then", "else",
+    "allOf", "anyOf", "if", "then", "else", "propertyNames",
 }  # fmt: skip
 _PY_TYPES = {"object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,), "number": (int, float)}
 _BOUNDS = {
@@ -163,12 +163,15 @@ def _object(root: dict, schema: dict, compile_: Callable[[dict], Predicate]) -> 
     required = tuple(schema.get("required", ()))
     extra = schema.get("additionalProperties", True)
     extra_ok = compile_(extra) if isinstance(extra, dict) else None
+    names_ok = compile_(schema["propertyNames"]) if "propertyNames" in schema else None
     missing = object()
 
     def check(v: Any) -> bool:
         if type(v) is not dict:
             return True  # "type" decides whether it must be an object
         if not all(map(v.__contains__, required)):
+            return False
+        if names_ok is not None and not all(map(names_ok, v)):
             return False
         for k, ok in pairs:
             x = v.get(k, missing)
@@ -269,6 +272,8 @@ def _explain(root: dict, schema: Any, v: Any, path: list) -> tuple[list, str] | 
         props = schema.get("properties", {})
         extra = schema.get("additionalProperties", True)
         for k, x in v.items():
+            if "propertyNames" in schema and _explain(root, schema["propertyNames"], k, [*path, k]):
+                return [*path, k], f"the key {k!r:.80} is not allowed here"
             found = _explain(root, props.get(k, extra), x, [*path, k])
             if found and k not in props and extra is False:
                 return path, f"additional property {k!r} is not allowed"

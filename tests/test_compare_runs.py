@@ -33,7 +33,7 @@ def test_config_diff_names_the_policy_and_every_changed_field():
         "model: SmolLM2-135M-Instruct → tiny",
         "enable_chunked_prefill: on → off",
         "max_num_batched_tokens: 128 → 32",
-        "scheduling_policy: not recorded → priority",
+        "scheduling_policy: fcfs → priority",
     ]
 
 

@@ -57,7 +57,9 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
     cached = kv.get("num_cached_tokens") or {
         s["request_id"]: s["num_computed_tokens"] + s["num_tokens"] for s in st["scheduled"]
     }
-    allocated = {b for blocks in kv.get("allocated", {}).values() for b in blocks}
+    # newly written blocks: a version 2 trace lists prefix-cache hits among its allocated blocks, and names them
+    hits = kv.get("cache_hits", {})
+    allocated = {b for rid, blocks in kv.get("allocated", {}).items() for b in blocks if b not in hits.get(rid, ())}
     freed = freed_blocks(view, step)
     releasing = {b for blocks in freed["finished"].values() for b in blocks}
     preempted = {b: rid for rid, blocks in freed["preempted"].items() for b in blocks}
