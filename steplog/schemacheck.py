@@ -5,8 +5,8 @@ a minute for 5,000 steps. ``compile_schema`` turns the same schema, once, into p
 ids and token ids are checked by C-level set and min calls) that answer valid / not valid about 50 times faster;
 ``explain`` walks the schema slowly to name the first problem of a record the predicate refused. Both implement
 the keywords the schema uses, with draft 2020-12's meaning (an integer-valued float is an integer, a bool is not a
-number), and refuse a schema with any other validation keyword, so they never silently accept what
-``jsonschema`` would refuse. ``tests/test_schemacheck.py`` holds them to ``jsonschema``'s answers.
+number), and refuse a schema with any other keyword, so they never silently accept what ``jsonschema`` would
+refuse (``tests/test_schemacheck.py`` holds them to its answers).
 
     valid = compile_schema(schema, "step_v2")
     if not valid(record):

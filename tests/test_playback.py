@@ -167,6 +167,7 @@ def test_clock_events_timeline_and_counters(packed):
 def test_slot_grid_windows_turn_like_pages():
     class Steps:
         num_steps = 500
+        header = {"config": {"max_num_seqs": 4}}  # few slots: the window is not narrowed
 
     for window in (3, 8, 12, 40):
         ranges = [grid_range(Steps, k, window) for k in range(Steps.num_steps)]

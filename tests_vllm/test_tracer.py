@@ -59,8 +59,7 @@ def traced(workload: dict, path: Path, monkeypatch, cls=TracingScheduler, **env:
 
 def shipped(name: str) -> tuple[list[dict], dict]:
     records = read(ROOT / "assets" / "traces" / f"{name}-continuous.jsonl")
-    workload = workload_from_trace(records)
-    workload["config"].update(enable_prefix_caching=False, reserve_full_prompt=False)  # as they were recorded
+    workload = workload_from_trace(records)  # the config each trace was recorded under (vLLM's defaults)
     return records, workload
 
 
