@@ -9,8 +9,7 @@ number), and refuse a schema with any other keyword, so they never silently acce
 refuse (``tests/test_schemacheck.py`` holds them to its answers).
 
     valid = compile_schema(schema, "step_v2")
-    if not valid(record):
-        print(explain(schema, "step_v2", record))   # "scheduled/0/kind: 'warmup' is not one of [...]"
+    if not valid(record): print(explain(schema, "step_v2", record))   # "scheduled/0/kind: 'warmup' is not one of"
 """
 
 from __future__ import annotations
