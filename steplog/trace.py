@@ -2,15 +2,24 @@
 
 The format is documented in ``docs/trace-format.md`` and pinned by the JSON Schema ``steplog/trace.schema.json``
 (package data, found through the installed package); every trace written or read here is validated against it.
-Traces are plain data: never pickle, never eval.
+Traces are plain data: never pickle, never eval. Reading is strict and bounded (``steplog.strict_json``: no
+``NaN`` or ``Infinity``, no 1000-digit integers, no deep nesting, no endless line) and then checks what the schema
+cannot (``steplog.checks``: finite numbers, time that never runs backwards, ids, slots and blocks that exist), so
+that every trace read here can be measured and drawn. Writing never emits a non-finite number and replaces the
+file atomically (a temporary file in the same folder, then a rename).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+
+from steplog.checks import CheckError, check_records
+from steplog.strict_json import JSONLineError, parse_line
 
 SCHEMA_VERSION = 1
 MAX_TRACE_BYTES = 50 * 1024 * 1024
@@ -61,17 +70,35 @@ def validate_records(records: list[dict]) -> None:
         if error is not None:
             path = "/".join(map(str, error.absolute_path)) or "(record)"
             raise TraceError(f"line {i} ({kind}), field {path}: {error.message[:300]}")
+    try:
+        check_records(records)
+    except CheckError as exc:
+        raise TraceError(str(exc)) from None
 
 
 def dumps(records: list[dict]) -> str:
-    """Records as JSON Lines text (validated first)."""
+    """Records as JSON Lines text (validated first; never ``NaN`` or ``Infinity``)."""
     validate_records(records)
-    return "".join(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n" for rec in records)
+    return "".join(json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n" for rec in records)
+
+
+def write_text_atomic(text: str, path: str | Path) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename: a reader (or a crash)
+    sees the old file or the new one, never half of one."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write(records: list[dict], path: str | Path) -> None:
-    """Validate and write a trace file."""
-    Path(path).write_text(dumps(records), encoding="utf-8")
+    """Validate and write a trace file (atomically)."""
+    write_text_atomic(dumps(records), path)
 
 
 def loads(text: str | bytes) -> list[dict]:
@@ -88,9 +115,9 @@ def loads(text: str | bytes) -> list[dict]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"line {i}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+            rec = parse_line(line, f"line {i}")
+        except JSONLineError as exc:
+            raise TraceError(str(exc)) from None
         if not isinstance(rec, dict):
             raise TraceError(f"line {i}: expected a JSON object, got {type(rec).__name__}")
         records.append(rec)
@@ -101,6 +128,8 @@ def loads(text: str | bytes) -> list[dict]:
 def read(path: str | Path) -> list[dict]:
     """Read and validate a trace file."""
     p = Path(path)
+    if p.is_dir():
+        raise TraceError(f"{p} is a folder, not a trace file")
     if p.stat().st_size > MAX_TRACE_BYTES:
         raise TraceError(f"{p.name} is {p.stat().st_size / 1e6:.1f} MB; the limit is {MAX_TRACE_BYTES / 1e6:.0f} MB")
     return loads(p.read_bytes())
