@@ -50,6 +50,8 @@ def run_bench(
     """Run every row ``opts.rounds`` times, interleaved, then the decode-step measurements.
 
     Returns the result dict written to ``assets/bench.json`` (see ``bench.report.to_markdown`` for the table).
+    Ctrl-C (``KeyboardInterrupt``) stops the run cleanly: the result then holds the rounds and rows done so far
+    and ``"partial": true`` (no decode-step figures and no targets if it stopped before them).
     Raises:
         ParityError: outputs differ and parity is strict (``opts.parity == "strict"``, or ``"auto"`` with a
             dtype of 32 bits or more).
@@ -57,21 +59,35 @@ def run_bench(
     say = progress or (lambda msg: None)
     order = _schedule(opts)
     labels = [f"{row}@{n}" if n else row for row, n in order]
-    say("warm-up")
-    n_warm = min(4, work.max_tokens)
-    warm = Workload([dict(s, max_tokens=n_warm) for s in work.specs[:2]], work.prompts[:2], n_warm, work.ignore_eos)
-    for row, n in order:
-        _call(row, loaded, warm, max(1, min(n, 2)), opts)
-    times, outputs, extras = _rounds(loaded, work, opts, order, labels, say)
-    strict = opts.parity == "strict" or (opts.parity == "auto" and loaded.dtype.itemsize >= 4)
+    times: dict[str, list[float]] = {label: [] for label in labels}
+    outputs: dict[str, dict[str, list[int]]] = {}
+    extras: dict[str, list[dict]] = {label: [] for label in labels}  # per round (Batchscope rows)
+    partial = False
+    try:
+        say("warm-up")
+        n_warm = min(4, work.max_tokens)
+        warm = Workload([dict(s, max_tokens=n_warm) for s in work.specs[:2]], work.prompts[:2], n_warm, work.ignore_eos)
+        for row, n in order:
+            _call(row, loaded, warm, max(1, min(n, 2)), opts)
+        _rounds(loaded, work, opts, order, labels, say, (times, outputs, extras))
+    except KeyboardInterrupt:
+        partial = True
+    strict = not partial and (opts.parity == "strict" or (opts.parity == "auto" and loaded.dtype.itemsize >= 4))
+    reference = next((label for label in labels if label in outputs), labels[0])
     parity_error = None
     try:
-        check_parity(outputs, labels[0])
+        check_parity(outputs, reference)
     except ParityError as exc:
         if strict:
             raise
         parity_error = str(exc)
-    say("decode steps")
+    decode_step: dict = {"batches": []}
+    if not partial:
+        try:
+            say("decode steps")
+            decode_step = _decode_steps(loaded, work, opts)
+        except KeyboardInterrupt:
+            partial = True
     result = {
         "provenance": provenance(loaded),
         "workload": {
@@ -94,11 +110,12 @@ def run_bench(
         "parity": {
             "strict": strict,
             "identical": parity_error is None,
-            "reference": labels[0],
-            "agreement": agreement(outputs, labels[0]),
+            "reference": reference,
+            "agreement": agreement(outputs, reference) if outputs else {},
             "error": parity_error,
         },
-        "decode_step": _decode_steps(loaded, work, opts),
+        "decode_step": decode_step,
+        **({"partial": True} if partial else {}),
     }
     result["targets"] = evaluate_targets(result)
     return result
@@ -111,11 +128,11 @@ def _rounds(
     order: list[tuple[str, int]],
     labels: list[str],
     say: Callable[[str], None],
-) -> tuple[dict, dict, dict]:
-    """Seconds per round, outputs and Batchscope extras per row label; outputs must not change between rounds."""
-    times: dict[str, list[float]] = {label: [] for label in labels}
-    outputs: dict[str, dict[str, list[int]]] = {}
-    extras: dict[str, list[dict]] = {label: [] for label in labels}  # per round (Batchscope rows)
+    into: tuple[dict, dict, dict],
+) -> None:
+    """Fill ``into`` = (seconds per round, outputs, Batchscope extras) per row label, round by round (so that an
+    interrupted run keeps what it measured); outputs must not change between rounds."""
+    times, outputs, extras = into
     for r in range(opts.rounds):
         seq = list(zip(order, labels))
         for (row, n), label in seq if r % 2 == 0 else seq[::-1]:
@@ -130,7 +147,6 @@ def _rounds(
             outputs.setdefault(label, out)
             if outputs[label] != out:
                 raise ParityError(f"{label}: greedy outputs changed between rounds")
-    return times, outputs, extras
 
 
 def _row_table(order: list[tuple[str, int]], labels: list[str], times: dict, outputs: dict, extras: dict) -> list:
@@ -139,6 +155,8 @@ def _row_table(order: list[tuple[str, int]], labels: list[str], times: dict, out
     rows = []
     base = None
     for (row, n), label in zip(order, labels):
+        if not times[label]:  # never ran (an interrupted run)
+            continue
         best_s = min(times[label])
         extra = extras[label][times[label].index(best_s)]
         tps = total_tokens[label] / best_s

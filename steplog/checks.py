@@ -9,6 +9,8 @@ the tokens the steps sampled. Each check names the line (1-based, as in the file
 
 from __future__ import annotations
 
+import itertools
+
 from steplog.strict_json import non_finite_path
 
 MAX_ID_CHARS = 64
@@ -63,7 +65,9 @@ def _step_ids(st: dict) -> list[tuple[str, str]]:
     out += [("finished", f["request_id"]) for f in st["finished"]]
     out += [("padding_slots", p["request_id"]) for p in st["padding_slots"]]
     out += [(name, rid) for name in ("admitted", "preempted", "waiting", "running") for rid in st[name]]
-    out += [(f"kv/{name}", rid) for name in ("block_tables", "num_cached_tokens", "allocated") for rid in kv.get(name, {})]
+    out += [
+        (f"kv/{name}", rid) for name in ("block_tables", "num_cached_tokens", "allocated") for rid in kv.get(name, {})
+    ]
     return out
 
 
@@ -143,7 +147,7 @@ def _check_times(r: dict, where: str, last_end: float) -> None:
         for name in ("arrival_time", "first_scheduled_time", "first_token_time", "finish_time")
         if r[name] is not None
     ]
-    for (a, ta), (b, tb) in zip(chain, chain[1:]):
+    for (a, ta), (b, tb) in itertools.pairwise(chain):
         if tb < ta:
             raise CheckError(f"{where}/{b}: {tb} is before {a} {ta}")
     if len(chain) > 1 and chain[-1][1] > last_end:

@@ -77,9 +77,7 @@ def parse_line(line: str, where: str) -> object:
     if nesting_depth(line) > MAX_DEPTH:
         raise JSONLineError(f"{where}: nested deeper than {MAX_DEPTH} levels")
     try:
-        return json.loads(
-            line, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int
-        )
+        return json.loads(line, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
     except _Refused as exc:
         field = _field_of(line, exc.token)
         return _raise(f"{where}: {'field ' + repr(field) + ': ' if field else ''}{exc.token} {exc.why}")

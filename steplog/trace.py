@@ -79,7 +79,9 @@ def validate_records(records: list[dict]) -> None:
 def dumps(records: list[dict]) -> str:
     """Records as JSON Lines text (validated first; never ``NaN`` or ``Infinity``)."""
     validate_records(records)
-    return "".join(json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n" for rec in records)
+    return "".join(
+        json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n" for rec in records
+    )
 
 
 def write_text_atomic(text: str, path: str | Path) -> None:
