@@ -6,6 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from steplog.view import FREE_COLOR, TraceView
+from visuals.safe import esc
 from visuals.slots import hatch
 
 
@@ -14,7 +15,7 @@ def budget_segments(view: TraceView, step: int) -> list[dict]:
     st = view.steps[step]
     segs = [
         {
-            "label": f"{s['request_id']} {s['kind']}",
+            "label": f"{esc(s['request_id'])} {s['kind']}",
             "request_id": s["request_id"],
             "kind": "recompute" if s.get("recompute") else s["kind"],
             "num_tokens": s["num_tokens"],
@@ -39,7 +40,7 @@ def budget_bar(view: TraceView, step: int) -> go.Figure:
             x=[seg["num_tokens"]],
             name=seg["label"],
             marker=dict(color=color, pattern=hatch(seg["kind"]), line=dict(color="white", width=1)),
-            text=[f"{rid or ''} {seg['num_tokens']}".strip() if seg["num_tokens"] else ""],
+            text=[f"{esc(rid or '')} {seg['num_tokens']}".strip() if seg["num_tokens"] else ""],
             textposition="inside",
             insidetextanchor="middle",
             hovertemplate=f"{seg['label']}: {seg['num_tokens']} tokens<extra></extra>",
@@ -50,7 +51,7 @@ def budget_bar(view: TraceView, step: int) -> go.Figure:
         height=130,
         margin=dict(l=10, r=10, t=36, b=24),
         showlegend=False,
-        title=f"{view.policy}: token budget at step {step}: {used}/{budget} tokens",
+        title=f"{esc(view.policy)}: token budget at step {view.step_number(step)}: {used}/{budget} tokens",
         xaxis=dict(range=[0, budget], title="tokens"),
         yaxis=dict(visible=False),
     )

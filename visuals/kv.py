@@ -5,13 +5,14 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from steplog.view import FREE_COLOR, TraceView
+from visuals.safe import esc
 from visuals.stepinfo import freed_blocks
 
 
 def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
     """Stacked areas: KV blocks held by each request at every step, against the pool size."""
     fig = go.Figure()
-    x = [st["step"] for st in view.steps]
+    x = list(range(view.num_steps))
     for rid in view.request_ids:
         y = [len(st["kv"]["block_tables"].get(rid, ())) for st in view.steps]
         if not any(y):
@@ -19,13 +20,13 @@ def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = N
         fig.add_scatter(
             x=x,
             y=y,
-            name=rid,
+            name=esc(rid),
             stackgroup="kv",
             mode="lines",
             line=dict(width=0.5, shape="hv"),
             fillcolor=view.colors[rid],
             marker=dict(color=view.colors[rid]),
-            hovertemplate=f"{rid}: %{{y}} blocks at step %{{x}}<extra></extra>",
+            hovertemplate=f"{esc(rid)}: %{{y}} blocks<extra></extra>",
         )
     total = view.header["config"]["num_kv_blocks"]
     fig.add_hline(
@@ -35,11 +36,15 @@ def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = N
         annotation_position="top left",
     )
     fig.update_layout(
-        title=f"{view.policy}: KV blocks used per request",
+        title=f"{esc(view.policy)}: KV blocks used per request",
         height=300,
         margin=dict(l=10, r=10, t=40, b=30),
         showlegend=False,
-        xaxis=dict(title="step", range=[-0.5, (num_steps or view.num_steps) - 0.5]),
+        xaxis=dict(
+            title="step",
+            range=[-0.5, (num_steps or view.num_steps) - 0.5],
+            **view.step_ticks(0, (num_steps or view.num_steps) - 1),
+        ),
         yaxis=dict(title="blocks", range=[0, total * 1.08]),
     )
     if step is not None:
@@ -88,17 +93,18 @@ def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
         xs.append(c["block"] % columns)
         ys.append(c["block"] // columns)
         owner = c["owner"]
+        name = esc(owner) if owner else ""
         colors.append(view.colors[owner] if owner else FREE_COLOR)
         mark = " ✕" if c["releasing"] else ""
         if owner:
-            texts.append(f"{owner}{mark}<br>{c['fill']}/{bs}")
+            texts.append(f"{name}{mark}<br>{c['fill']}/{bs}")
             hovers.append(
-                f"block {c['block']}: {owner}, {c['fill']}/{bs} slots"
+                f"block {c['block']}: {name}, {c['fill']}/{bs} slots"
                 + (" (released at the end of this step)" if mark else "")
             )
         elif c["preempted_from"]:
-            texts.append(f"⟲{c['preempted_from']}")
-            hovers.append(f"block {c['block']}: free (taken from {c['preempted_from']} by preemption)")
+            texts.append(f"⟲{esc(c['preempted_from'])}")
+            hovers.append(f"block {c['block']}: free (taken from {esc(c['preempted_from'])} by preemption)")
         else:
             texts.append("")
             hovers.append(f"block {c['block']}: free")
@@ -121,7 +127,8 @@ def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
     kv = view.steps[step]["kv"]
     reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
     fig.update_layout(
-        title=f"{view.policy}: KV blocks at step {step}: {kv['num_used_blocks']}/{len(cells)} used{reserved}",
+        title=f"{esc(view.policy)}: KV blocks at step {view.step_number(step)}: {kv['num_used_blocks']}/{len(cells)} "
+        f"used{reserved}",
         height=90 + 40 * rows,
         margin=dict(l=10, r=10, t=40, b=10),
         showlegend=False,
