@@ -33,9 +33,8 @@ def narrate(view: TraceView, step: int) -> str:
     cfg = view.header["config"]
     parts = _work(view, step)
     number, idle = st["step"], st.get("idle_steps_before", 0)
-    sentences = (
-        [f"Steps {number - idle}–{number - 1} were idle (nothing to run until the next arrival)."] if idle else []
-    )
+    gap = f"Step {number - 1} was" if idle == 1 else f"Steps {number - idle}–{number - 1} were"
+    sentences = [f"{gap} idle: nothing to run until the next arrival."] if idle else []
     sentences.append(f"Step {number}: " + ("; ".join(parts) if parts else "nothing is scheduled") + ".")
     sentences += _events(view, step)
     if st["waiting"]:
