@@ -157,6 +157,9 @@ def _run(args) -> int:
             loaded, specs, config, scenario=args.scenario, on_step=on_step, seed=args.seed, should_stop=lambda: stop[0]
         )
     bar.close()
+    if len(records) == 2:  # stopped before the first step: nothing to keep
+        print("stopped by Ctrl-C before the first step: no trace written", file=sys.stderr)
+        return 130
     trace.write(records, out)
     partial = records[-1].get("partial", False)
     print(

@@ -39,6 +39,8 @@ def check_records(records: list[dict]) -> None:
         if path:
             raise CheckError(f"line {i}, field {path}: numbers must be finite (NaN and Infinity are not JSON)")
     header, steps, summary = records[0], records[1:-1], records[-1]
+    if not steps:
+        raise CheckError(f"line {len(records)}: the trace has no step records (at least one step is needed to draw it)")
     ids = _check_header(header)
     _check_steps(header, steps, ids)
     _check_summary(summary, steps, ids, len(records))

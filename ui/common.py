@@ -1,8 +1,16 @@
-"""Shared glue: loading traces, the provenance badge, request chips, and the step state of a page."""
+"""Shared glue: loading traces, the provenance badge, request chips, and the step state of a page.
+
+Text that comes from a trace or a workload (request ids, file names, the header's model and policy, error messages
+that quote them) is escaped before it joins HTML (``html.escape``) or Markdown (``md``): an id such as
+``<img src=https://example.com/x.png>`` or ``![x](https://example.com/x.png)`` then shows as those characters and
+never makes the browser fetch anything.
+"""
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -33,18 +41,30 @@ def model_and_lock():
     serialises live runs (one forward at a time on this machine's cores), so two users each get their own correct
     trace. ``$BATCHSCOPE_MODEL`` picks another model (a local folder or a cached Hugging Face id)."""
     from engine.models import DEFAULT_MODEL, load_model
+    from engine.threads import use_threads
 
+    use_threads()  # one core left for the browser and other neighbours (engine/threads.py)
     return load_model(os.environ.get("BATCHSCOPE_MODEL", DEFAULT_MODEL)), threading.Lock()
+
+
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<>&$~|])")
+
+
+def md(text: object) -> str:
+    """``text`` as literal characters in Streamlit Markdown: no links, images, HTML, code, LaTeX or emphasis."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
 def badge(view: TraceView) -> None:
     """Where the picture comes from: a live run, a recorded trace (model, device, date) or an imported file."""
     source = getattr(view, "source", "recorded")
     label = {"recorded": "Recorded trace", "live": "Live run", "imported": "Imported file"}.get(source, source)
-    name = getattr(view, "filename", "")
+    name = md(getattr(view, "filename", ""))
+    partial = " · :orange-badge[partial: stopped early]" if view.partial else ""
     c = view.header["config"]
     st.caption(
-        f":material/verified: **{label}**{' ' + name if name else ''} · {view.policy} · {view.provenance()} · "
+        f":material/verified: **{label}**{' ' + name if name else ''}{partial} · {md(view.policy)} · "
+        f"{md(view.provenance())} · "
         f"{c['max_num_seqs']} slots (max_num_seqs), token budget {c['max_num_batched_tokens']} "
         f"(max_num_batched_tokens), KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens, "
         f"chunked prefill {'on' if c['enable_chunked_prefill'] else 'off'}"
@@ -62,7 +82,7 @@ def chips(view: TraceView, request_ids: list[str], empty: str = "none") -> str:
         return f"<span style='opacity:0.6'>{empty}</span>"
     return " ".join(
         f"<span style='background:{view.colors[r]};color:{_text_color(view.colors[r])};padding:1px 7px;"
-        f"border-radius:4px;margin-right:3px;font-family:monospace'>{r}</span>"
+        f"border-radius:4px;margin-right:3px;font-family:monospace'>{html.escape(r)}</span>"
         for r in request_ids
     )
 

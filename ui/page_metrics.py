@@ -11,7 +11,8 @@ from engine.workload import list_scenarios
 from steplog.frames import summary_frame
 from steplog.metrics import LATENCY_METRICS, summarize
 from steplog.view import TraceView
-from ui.common import POLICIES, recorded_records
+from ui import state
+from ui.common import POLICIES, md, recorded_records
 from visuals.metrics import REQUEST_METRICS, kv_utilisation, latency_cdf, request_latency, sweep_ratio, sweep_throughput
 
 SWEEP = Path(__file__).resolve().parent.parent / "assets" / "sweep.json"
@@ -19,7 +20,7 @@ SWEEP = Path(__file__).resolve().parent.parent / "assets" / "sweep.json"
 
 def _fmt(value) -> str:
     if value is None:
-        return "–"
+        return "n/a"
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
@@ -54,7 +55,7 @@ def page() -> None:
         "on the recording machine; figures in **steps** count engine steps and are reproducible."
     )
     names = list(list_scenarios())
-    live = st.session_state.get("pg:result") or {}
+    live = state.live_result()
     options = names + (["last playground run"] if len(live) == 2 else [])
     wanted = st.query_params.get("scenario", "sixteen")
     choice = st.selectbox(
@@ -65,7 +66,12 @@ def page() -> None:
         runs = {p: recorded_records(choice, p) for p in POLICIES}
     else:
         runs = live
-    st.caption(" | ".join(f"{p}: {TraceView(r).provenance()}" for p, r in runs.items()))
+    st.caption(
+        " | ".join(
+            f"{p}: {md(TraceView(r).provenance())}" + (" (partial: stopped early)" if TraceView(r).partial else "")
+            for p, r in runs.items()
+        )
+    )
     headline(runs)
     metric = st.selectbox(
         "Per-request figure",

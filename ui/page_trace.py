@@ -8,7 +8,8 @@ import streamlit as st
 from engine.workload import list_scenarios
 from steplog import trace
 from steplog.view import TraceView
-from ui.common import badge, recorded_records
+from ui import state
+from ui.common import badge, md, recorded_records
 from ui.panels import narration, step_panel
 from ui.player import player
 from visuals.stepinfo import event_steps
@@ -38,7 +39,7 @@ def choose_trace() -> tuple[list[dict], str, str]:
     """(records, source, name) of the trace the user picked: recorded, the last live run, or an uploaded file."""
     names = sorted(list_scenarios(), key=lambda n: n != "seed-abcd")  # the walkthrough's story first
     options = [f"recorded: {sc} / {p}" for sc in names for p in ("continuous", "static")]
-    live = st.session_state.get("pg:result") or {}
+    live = state.live_result()
     options += [f"live run: {p}" for p in live]
     options.append("upload a file…")
     choice = st.selectbox("Trace", options, key="trace:choice")
@@ -55,12 +56,12 @@ def choose_trace() -> tuple[list[dict], str, str]:
     if up is None:
         st.stop()
     if up.size > trace.MAX_TRACE_BYTES:
-        st.error(f"{up.name} is {up.size / 1e6:.1f} MB; the limit is {trace.MAX_TRACE_BYTES / 1e6:.0f} MB.")
+        st.error(f"{md(up.name)} is {up.size / 1e6:.1f} MB; the limit is {trace.MAX_TRACE_BYTES / 1e6:.0f} MB.")
         st.stop()
     try:
         records = trace.loads(up.getvalue())
     except trace.TraceError as exc:
-        st.error(f"{up.name} is not a valid Batchscope trace: {exc}", icon=":material/error:")
+        st.error(f"{md(up.name)} is not a valid Batchscope trace: {md(exc)}", icon=":material/error:")
         st.stop()
     return records, "imported", up.name
 

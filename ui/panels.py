@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from steplog.view import TraceView
-from ui.common import chips
+from ui.common import chips, md
 from visuals.budget import budget_bar
 from visuals.kv import block_map
 from visuals.narration import BEAT_TEXT, narrate, story_beats
@@ -15,7 +15,7 @@ from visuals.stepinfo import queues, text_so_far
 
 
 def narration(view: TraceView, step: int, beats: bool = True) -> None:
-    st.markdown(f"**{narrate(view, step)}**")
+    st.markdown(f"**{md(narrate(view, step))}**")
     if beats:
         for beat in story_beats(view).get(step, []):
             st.info(BEAT_TEXT[beat], icon=":material/lightbulb:")
