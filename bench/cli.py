@@ -34,7 +34,7 @@ BENCH_RANGES = {
 
 def add_bench(sub) -> None:
     """Entry point: the ``bench`` command."""
-    from bench.rows import ROW_TITLES
+    from bench.names import ROW_TITLES
 
     b = sub.add_parser(
         "bench",
@@ -76,7 +76,7 @@ def add_bench(sub) -> None:
 
 def add_sweep(sub) -> None:
     """Entry point: the ``sweep`` command."""
-    from bench.sweep import DEFAULT_SIGMAS
+    from bench.names import DEFAULT_SIGMAS
 
     w = sub.add_parser(
         "sweep",

@@ -75,21 +75,7 @@ def measure_contention(
         partial = True
     finally:
         use_threads(before)
-    rows = []
-    for n in threads:
-        quiet, busy = runs.get((n, "quiet"), []), runs.get((n, "busy"), [])
-        q = statistics.median(quiet) if quiet else None
-        b = statistics.median(busy) if busy else None
-        rows.append(
-            {
-                "threads": n,
-                "quiet_ms": q,
-                "busy_ms": b,
-                "slowdown": b / q - 1 if q and b else None,
-                "quiet_ms_per_round": quiet,
-                "busy_ms_per_round": busy,
-            }
-        )
+    rows = [_row(n, runs.get((n, "quiet"), []), runs.get((n, "busy"), [])) for n in threads]
     chosen = default_threads()
     row = next((x for x in rows if x["threads"] == chosen), None)
     return {
@@ -102,6 +88,20 @@ def measure_contention(
         "rows": rows,
         "chosen_ok": None if not row or row["slowdown"] is None else row["slowdown"] <= MAX_SLOWDOWN,
         **({"partial": True} if partial else {}),
+    }
+
+
+def _row(n: int, quiet: list[float], busy: list[float]) -> dict:
+    """One thread count's figures: medians over rounds (ms) and the slowdown with a busy core."""
+    q = statistics.median(quiet) if quiet else None
+    b = statistics.median(busy) if busy else None
+    return {
+        "threads": n,
+        "quiet_ms": q,
+        "busy_ms": b,
+        "slowdown": b / q - 1 if q and b else None,
+        "quiet_ms_per_round": quiet,
+        "busy_ms_per_round": busy,
     }
 
 

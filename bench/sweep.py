@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import statistics
 
+from bench.names import DEFAULT_SIGMAS
 from bench.report import provenance
 from bench.rows import Workload, engine_config, run_engine
 from engine.models import LoadedModel
@@ -37,8 +38,6 @@ ANYSCALE = {
     "continuous_batching_alone_max_ratio": 8.0,
     "vllm_vs_naive_hf_ratio": 23.0,
 }
-
-DEFAULT_SIGMAS = (0.0, 0.5, 1.0, 1.5, 2.0)  # coefficient of variation 0, 0.53, 1.31, 2.91, 7.32 before the cap
 
 
 def sweep_workloads(

@@ -107,6 +107,7 @@ def _config(args, overrides: dict) -> EngineConfig:
 def _specs(args) -> tuple[list[dict], dict]:
     """The run's request specs (shrunk by --num-requests / --max-tokens) and the scenario's config overrides."""
     from engine.cli_util import CLIError
+    from engine.threads import check_threads
     from engine.workload import load_scenario, read_workload
 
     if args.scenario:
@@ -124,10 +125,16 @@ def _specs(args) -> tuple[list[dict], dict]:
         specs = [dict(s, max_tokens=args.max_tokens) for s in specs]
     if args.seed is not None and not 0 <= args.seed < 2**63:
         raise CLIError(f"--seed={args.seed} is out of range: an integer in [0, 2**63)")
+    if args.threads is not None:
+        check_threads(args.threads)
     return specs, overrides
 
 
 def _run(args) -> int:
+    specs, overrides = _specs(args)  # every input checked before torch and the model load (seconds)
+    config = _config(args, overrides)
+    out = check_out_path(args.out, "--out", inputs=(args.workload,), force=args.force)
+    check_device(args.device)
     from engine.llm import generate_trace, validate_requests
     from engine.models import check_model_name, load_model
     from engine.progress import Progress
@@ -135,10 +142,6 @@ def _run(args) -> int:
     from engine.workload import to_requests
     from steplog import trace
 
-    specs, overrides = _specs(args)  # every input checked before the model loads
-    config = _config(args, overrides)
-    out = check_out_path(args.out, "--out", inputs=(args.workload,), force=args.force)
-    check_device(args.device)
     check_model_name(args.model)
     use_threads(args.threads)
     loaded = load_model(args.model, args.device)

@@ -30,8 +30,6 @@ from engine.scheduler import SchedulerOutput
 from engine.validation import RequestError, validate_request
 from steplog.trace import SCHEMA_VERSION
 
-__all__ = ["LLMEngine", "RequestError", "Runner", "validate_request"]
-
 
 class Runner(Protocol):
     """What the engine needs from a model runner (the real ``ModelRunner`` or a test's fake)."""

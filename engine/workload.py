@@ -30,8 +30,6 @@ from engine.request import Request, SamplingParams
 from engine.spec import WorkloadError, parse_spec
 from steplog.strict_json import JSONLineError, parse_line
 
-__all__ = ["WorkloadError", "load_scenario", "parse_spec", "read_workload", "to_requests"]
-
 MAX_WORKLOAD_BYTES = 50 * 1024 * 1024
 
 

@@ -218,5 +218,5 @@ def test_random_or_truncated_workload_lines(lines, cut):
 
 @pytest.mark.parametrize("junk", ["[" * 100_000, '{"max_tokens": ' + "9" * 10_000 + "}", '{"prompt": NaN}', "x" * 100])
 def test_workload_junk_is_refused(junk):
-    with pytest.raises(WorkloadError, match="w.jsonl line 1"):
+    with pytest.raises(WorkloadError, match=r"w\.jsonl line 1"):
         parse_workload_text(junk, "w.jsonl")

@@ -140,7 +140,7 @@ def test_records_that_contradict_each_other_are_refused(fn, needles):
 
 def test_a_partial_trace_with_unfinished_requests_is_accepted_and_measured():
     recs = records()
-    cut = recs[:6] + [copy.deepcopy(recs[-1])]  # steps 0-4 only, as a cancelled run leaves them
+    cut = [*recs[:6], copy.deepcopy(recs[-1])]  # steps 0-4 only, as a cancelled run leaves them
     summary = cut[-1]
     summary["partial"] = True
     sampled: dict[str, list[int]] = {}
