@@ -175,7 +175,16 @@ def _load(args):
         scenario = load_scenario(args.scenario)
         specs, budget = scenario["requests"], scenario.get("config", {}).get("max_num_batched_tokens", 128)
     use_threads(args.threads)
-    return load_model(args.model, args.device), specs, budget
+    loaded = load_model(args.model, args.device)
+    from engine.config import EngineConfig
+    from engine.llm import validate_requests
+    from engine.workload import to_requests
+
+    roomy = EngineConfig(
+        num_kv_blocks=LIMITS["num_kv_blocks"][1], max_num_batched_tokens=LIMITS["max_num_batched_tokens"][1]
+    )
+    validate_requests(loaded, to_requests(specs, loaded.tokenizer), roomy)  # ids in the vocabulary, the context
+    return loaded, specs, budget
 
 
 def _contention(args, loaded, work, out_json, out_md) -> int:
