@@ -14,6 +14,7 @@ from engine.block_manager import blocks_needed
 from engine.config import EngineConfig
 from engine.models import LoadedModel
 from engine.workload import render_prompt, to_requests
+from steplog.records import TraceRecords
 
 if TYPE_CHECKING:  # imported where used: transformers takes seconds to import
     from engine.model_runner import ModelRunner
@@ -184,7 +185,7 @@ def engine_config(
 
 def run_engine(
     loaded: LoadedModel, specs: list[dict], config: EngineConfig, time_forward: bool = False
-) -> tuple[list[dict], ModelRunner]:
+) -> tuple[TraceRecords, ModelRunner]:
     """Run Batchscope on ``specs`` (``engine.llm.build_engine``) and keep the runner for its forward timings."""
     from engine.llm import build_engine
     from engine.model_runner import ModelRunner

@@ -26,6 +26,7 @@ from importlib.metadata import entry_points
 from engine.cli_util import HelpFormatter, check_device, check_out_path, stop_on_ctrl_c, version
 from engine.config import LIMITS, EngineConfig
 from engine.policies import SCHEDULERS
+from steplog.records import StepRecord
 
 RUN_EXAMPLE = """example:
   python -m engine run --scenario seed-abcd --out t.jsonl
@@ -149,7 +150,7 @@ def _run(args) -> int:
     bar = Progress(f"{args.policy}", total=len(specs))
     finished = 0
 
-    def on_step(record: dict) -> None:
+    def on_step(record: StepRecord) -> None:
         nonlocal finished
         finished += len(record["finished"])
         note = f"step {record['step']}, {finished}/{len(specs)} requests finished"

@@ -15,7 +15,6 @@ the trace then ends with a summary marked ``partial``.
 
 from __future__ import annotations
 
-import datetime as _dt
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -27,8 +26,9 @@ from engine.detokenizer import IncrementalDetokenizer, is_partial
 from engine.policies import make_scheduler
 from engine.request import Request
 from engine.scheduler import SchedulerOutput
+from engine.step_log import header_record, step_record, summary_record
 from engine.validation import RequestError, validate_request
-from steplog.trace import SCHEMA_VERSION
+from steplog.records import HeaderRecord, SampledRecord, StepRecord, SummaryRecord, TraceRecords
 
 
 class Runner(Protocol):
@@ -73,10 +73,10 @@ class LLMEngine:
     def run(
         self,
         requests: list[Request],
-        on_step: Callable[[dict], None] | None = None,
+        on_step: Callable[[StepRecord], None] | None = None,
         seed: int | None = None,
         should_stop: Callable[[], bool] | None = None,
-    ) -> list[dict]:
+    ) -> TraceRecords:
         """Run ``requests`` (validated first: nothing runs if one is bad) and return the trace records.
 
         Args:
@@ -97,7 +97,7 @@ class LLMEngine:
         eos = self.scheduler.eos_token_ids
         self.detok = {r.request_id: IncrementalDetokenizer(self.decode, eos) for r in requests}
         pending = sorted(requests, key=lambda r: (r.arrival_step if r.arrival_step is not None else -1, r.arrival_time))
-        records = [self._header(requests, seed)]
+        records: TraceRecords = [self._header(requests, seed)]
         t0 = time.perf_counter()
         step = idle = 0
         stopped = False
@@ -151,7 +151,7 @@ class LLMEngine:
     def _arrived(req: Request, now: float, step: int) -> bool:
         return req.arrival_step <= step if req.arrival_step is not None else req.arrival_time <= now
 
-    def _step(self, step: int, t0: float) -> dict:
+    def _step(self, step: int, t0: float) -> StepRecord:
         sched = self.scheduler
         t_start = time.perf_counter() - t0
         out = sched.schedule()
@@ -171,105 +171,29 @@ class LLMEngine:
             if req.is_finished:
                 req.finish_time = t_end
                 self.runner.release(req.request_id)
-        return {
-            "type": "step",
-            "step": step,
-            "t_start": t_start,
-            "t_end": t_end,
-            "scheduled": [
-                {
-                    "request_id": s.request.request_id,
-                    "kind": s.kind,
-                    "num_tokens": s.num_tokens,
-                    "num_computed_tokens": s.num_computed_tokens,
-                    "slot": s.row,
-                    "recompute": s.recompute,
-                }
-                for s in out.scheduled
-            ],
-            "num_batched_tokens": out.num_batched_tokens,
-            "sampled": self._sampled(sampled, {rid for rid, _ in finished}),
-            "admitted": out.admitted_req_ids,
-            "finished": [{"request_id": rid, "reason": reason.value} for rid, reason in finished],
-            "preempted": out.preempted_req_ids,
-            "waiting": [r.request_id for r in sched.waiting],
-            "running": running,
-            "padding_slots": [{"slot": row, "request_id": rid} for row, rid in out.padding],
-            "kv": {
-                "num_blocks": self.config.num_kv_blocks,
-                "block_size": self.config.block_size,
-                "num_used_blocks": sum(len(t) for t in block_tables.values()),
-                "block_tables": block_tables,
-                "num_cached_tokens": {
-                    s.request.request_id: s.num_computed_tokens + s.num_tokens for s in out.scheduled
-                },
-                "allocated": out.allocated_blocks,
-                **stats,
-            },
-        }
+        record = step_record(
+            step, t_start, t_end, out, sampled, finished, sched, running, block_tables, stats, self.decode
+        )
+        record["sampled"] = self._sampled(record["sampled"], {rid for rid, _ in finished})
+        return record
 
-    def _sampled(self, sampled: dict[str, int], finished: set[str]) -> list[dict]:
-        """One entry per sampled token: the token alone (``text``, ``partial`` if it is part of a character) and
-        ``text_delta``, what it adds to the request's output text (``engine.detokenizer``)."""
-        out = []
-        for rid, tok in sampled.items():
-            text = self.decode([tok])
-            entry = {"request_id": rid, "token_id": tok, "text": text}
-            if is_partial(text):
+    def _sampled(self, sampled: list[SampledRecord], finished: set[str]) -> list[SampledRecord]:
+        """Each sampled token plus ``partial`` (its text alone is part of a character) and ``text_delta``, what it
+        adds to the request's output text (``engine.detokenizer``)."""
+        for entry in sampled:
+            rid = entry["request_id"]
+            if is_partial(entry["text"]):
                 entry["partial"] = True
-            entry["text_delta"] = self.detok[rid].add(tok, final=rid in finished)
-            out.append(entry)
-        return out
+            entry["text_delta"] = self.detok[rid].add(entry["token_id"], final=rid in finished)
+        return sampled
 
-    def _header(self, requests: list[Request], seed: int | None = None) -> dict:
-        return {
-            "type": "header",
-            "schema_version": SCHEMA_VERSION,
-            "model": self.meta.get("model", "unknown"),
-            "device": self.meta.get("device", "cpu"),
-            "dtype": self.meta.get("dtype", "float32"),
-            "policy": self.config.policy,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "seed": seed,
-            "scenario": self.meta.get("scenario"),
-            "config": self.config.header_dict(),
-            "requests": [
-                {
-                    "request_id": r.request_id,
-                    "prompt": r.prompt,
-                    "num_prompt_tokens": r.num_prompt_tokens,
-                    "max_tokens": r.sampling.max_tokens,
-                    "temperature": r.sampling.temperature,
-                    "top_p": r.sampling.top_p,
-                    "top_k": r.sampling.top_k,
-                    "seed": r.sampling.seed,
-                    "ignore_eos": r.sampling.ignore_eos,
-                    "arrival_time": r.arrival_time,
-                    "arrival_step": r.arrival_step,
-                }
-                for r in requests
-            ],
-        }
+    def _header(self, requests: list[Request], seed: int | None = None) -> HeaderRecord:
+        record = header_record(self.config, self.meta, requests)
+        record["seed"] = seed
+        return record
 
-    def _summary(self, requests: list[Request], partial: bool = False) -> dict:
-        return {
-            "type": "summary",
-            **({"partial": True} if partial else {}),
-            "requests": [
-                {
-                    "request_id": r.request_id,
-                    "output_text": self.decode(
-                        [t for t in r.output_token_ids if t not in self.scheduler.eos_token_ids]
-                    ),
-                    "output_token_ids": r.output_token_ids,
-                    "finish_reason": r.finish_reason.value if r.finish_reason else None,
-                    "num_preemptions": r.num_preemptions,
-                    "num_recomputed_tokens": r.num_recomputed_tokens,
-                    "arrival_time": r.arrival_time,
-                    "first_scheduled_time": r.first_scheduled_time,
-                    "first_token_time": r.first_token_time,
-                    "finish_time": r.finish_time,
-                }
-                for r in requests
-            ],
-        }
+    def _summary(self, requests: list[Request], partial: bool = False) -> SummaryRecord:
+        record = summary_record(requests, self.decode, self.scheduler.eos_token_ids)
+        if partial:
+            record["partial"] = True
+        return record

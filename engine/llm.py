@@ -11,6 +11,7 @@ from engine.models import LoadedModel
 from engine.request import Request
 from engine.validation import validate_request
 from engine.workload import to_requests
+from steplog.records import StepRecord, TraceRecords
 
 
 def model_limits(loaded: LoadedModel) -> tuple[int | None, int | None]:
@@ -70,10 +71,10 @@ def generate_trace(
     specs: list[dict],
     config: EngineConfig,
     scenario: str | None = None,
-    on_step: Callable[[dict], None] | None = None,
+    on_step: Callable[[StepRecord], None] | None = None,
     seed: int | None = None,
     should_stop: Callable[[], bool] | None = None,
-) -> list[dict]:
+) -> TraceRecords:
     """Run ``specs`` (see ``engine.workload``) to completion and return the trace records.
 
     ``seed`` and ``should_stop``: see ``LLMEngine.run`` (a fresh seed per run unless given; stop between steps,

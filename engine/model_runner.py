@@ -185,7 +185,7 @@ class ModelRunner:
             if s.samples:
                 sample_rows.append(num_q - 1)
                 sample_reqs.append(req)
-        for _slot, _rid in out.padding:  # a finished static member: one dummy token on the scratch slot
+        for _row, _rid in out.padding:  # a finished static member: one dummy token on the scratch slot
             ids.append(self.pad_token_id)
             pos.append(torch.zeros(1, dtype=torch.long))
             slots.append(torch.tensor([self.pool.padding_slot]))

@@ -108,11 +108,6 @@ class Request:
         return self.num_tokens - self.num_computed_tokens
 
     @property
-    def is_prefill(self) -> bool:
-        """True until the K/V of every prompt (and, after preemption, every earlier output) token is computed."""
-        return self.num_new_tokens > 1 or (self.num_computed_tokens < self.num_prompt_tokens)
-
-    @property
     def max_kv_tokens(self) -> int:
         """Most tokens this request ever holds in the KV cache: the last sampled token is never fed back."""
         return self.num_prompt_tokens + self.sampling.max_tokens - 1

@@ -27,11 +27,13 @@ tokens. A request keeps its batch *row* (``0 .. max_num_seqs-1``, a row of the p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.request import FinishReason, Request, RequestStatus
 from engine.request_queue import QUEUES
+from steplog.records import KVExtras
 
 
 @dataclass
@@ -42,7 +44,9 @@ class ScheduledRequest:
     num_tokens: int
     num_computed_tokens: int  # before this step
     row: int  # batch row (the trace's ``slot``)
-    kind: str = field(init=False)  # "decode": computing exactly the last sampled token; else "prefill"
+    kind: Literal["prefill", "decode"] = field(
+        init=False
+    )  # "decode": computing exactly the last sampled token; else "prefill"
     samples: bool = field(init=False)  # this step reaches the end of the known tokens, so a token is sampled
     recompute: bool = field(init=False)  # a prefill that redoes K/V dropped by a preemption
 
@@ -109,7 +113,7 @@ class Scheduler:
         self._check_invariants(out)
         return out
 
-    def step_stats(self) -> dict[str, int]:
+    def step_stats(self) -> KVExtras:
         """Extra KV facts for the step record (none for continuous batching)."""
         return {}
 

@@ -16,6 +16,7 @@ from engine.block_manager import blocks_needed
 from engine.config import EngineConfig
 from engine.request import Request
 from engine.scheduler import Scheduler, SchedulerOutput
+from steplog.records import KVExtras
 
 
 class StaticScheduler(Scheduler):
@@ -54,5 +55,5 @@ class StaticScheduler(Scheduler):
         """Worst-case blocks reserved for the unfinished members of the current batch."""
         return sum(blocks_needed(r.max_kv_tokens, self.config.block_size) for r in self.batch if not r.is_finished)
 
-    def step_stats(self) -> dict[str, int]:
+    def step_stats(self) -> KVExtras:
         return {"num_reserved_blocks": self.num_reserved_blocks}

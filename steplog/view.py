@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, cast
+
+from steplog.records import HeaderRecord, StepRecord, SummaryRecord
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with the common colour-vision deficiencies.
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
@@ -36,15 +39,17 @@ class TraceView:
     """A trace's records split into header, steps and summary; ``source`` says where it came from (recorded, live,
     imported) and ``filename`` names an imported file."""
 
-    records: list[dict]
+    records: list[Any]  # [HeaderRecord, StepRecord..., SummaryRecord], as ``steplog.trace.read`` returns them
     source: str = "recorded"
     filename: str = ""
-    header: dict = field(init=False)
-    steps: list[dict] = field(init=False)
-    summary: dict = field(init=False)
+    header: HeaderRecord = field(init=False)
+    steps: list[StepRecord] = field(init=False)
+    summary: SummaryRecord = field(init=False)
 
     def __post_init__(self):
-        self.header, self.steps, self.summary = self.records[0], self.records[1:-1], self.records[-1]
+        self.header = cast(HeaderRecord, self.records[0])
+        self.steps = cast(list[StepRecord], self.records[1:-1])
+        self.summary = cast(SummaryRecord, self.records[-1])
 
     @property
     def num_steps(self) -> int:

@@ -142,7 +142,7 @@ def test_playground_rejects_a_pool_too_small_next_to_the_knob_and_keeps_values()
 def wait_for_live_run(at, timeout: float = 180) -> AppTest:
     """Rerun the page until this session's live run (a background thread) has ended and been collected."""
     deadline = time.monotonic() + timeout
-    while "pg:job" in at.session_state:
+    while "playground:live-job" in at.session_state:
         assert time.monotonic() < deadline, "the live run did not end"
         time.sleep(0.3)
         at.run()
@@ -169,7 +169,7 @@ def test_playground_cancel_keeps_the_partial_trace_and_the_trace_page_says_parti
     at.slider(key="pg:maxtok").set_value(300).run()  # minutes of work: it must be cancelled, not finished
     assert not at.button(key="pg:run").disabled, [e.value for e in at.error]
     click(at, "pg:run")
-    job = at.session_state["pg:job"]
+    job = at.session_state["playground:live-job"]
     deadline = time.monotonic() + 120
     while not (job.status == "running" and "step 3," in job.text):
         assert time.monotonic() < deadline and not job.finished, (job.status, job.text, job.error)
@@ -181,12 +181,12 @@ def test_playground_cancel_keeps_the_partial_trace_and_the_trace_page_says_parti
     assert job.status == "cancelled"
     wait_for_live_run(at)
     assert any("Cancelled" in w.value for w in at.warning)
-    (records,) = at.session_state["pg:result"].values()  # static ran first; continuous never started
+    (records,) = at.session_state["playground:live-runs"].values()  # static ran first; continuous never started
     assert records[-1]["partial"] is True and 4 <= len(records) - 2 < 100
     assert any(r["finish_reason"] is None for r in records[-1]["requests"])
     trace.validate_records(records)
     tr = AppTest.from_string("from ui import page_trace\npage_trace.page()", default_timeout=120)
-    tr.session_state["pg:result"] = at.session_state["pg:result"]
+    tr.session_state["playground:live-runs"] = at.session_state["playground:live-runs"]
     tr.run()
     tr.selectbox(key="trace:choice").set_value("live run: static").run()
     assert not tr.exception, tr.exception
@@ -199,6 +199,6 @@ def test_metrics_page_shows_both_policies_from_the_traces():
     at = page("page_metrics", scenario="seed-abcd")
     values = [(m.label, m.value) for m in at.metric]
     runs = {p: trace.read(TRACE_DIR / f"seed-abcd-{p}.jsonl") for p in ("static", "continuous")}
-    pads = [v for label, v in values if label == "padding slot-steps"]
-    assert pads == [str(summarize(runs[p])["padding_slot_steps"]) for p in ("static", "continuous")]
+    pads = [v for label, v in values if label == "padding"]
+    assert pads == [f"{summarize(runs[p])['padding_slot_steps']} slot-steps" for p in ("static", "continuous")]
     assert len(at.get("plotly_chart")) >= 3

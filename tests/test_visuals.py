@@ -88,3 +88,25 @@ def test_preemption_is_visible_as_recompute_cells_and_freed_blocks():
     recomputed = next(r["num_recomputed_tokens"] for r in view.summary["requests"] if r["request_id"] == victim)
     # the re-admission prefill redoes every token whose K/V was dropped, plus the one sampled token not yet fed
     assert sum(c.num_tokens for c in recompute) == recomputed + 1
+
+
+def test_recompute_wording_matches_the_metrics():
+    """The narration says the dropped tokens (= the summary's num_recomputed_tokens) and the tokens computed on
+    resume (one more: the last sampled token never had K/V), the same numbers as the metrics."""
+    from visuals.narration import narrate
+
+    view = TraceView(trace.read(TRACES / "preemption-continuous.jsonl"))
+    victim_step = next(st["step"] for st in view.steps if st["preempted"])
+    victim = view.steps[victim_step]["preempted"][0]
+    dropped = next(r["num_recomputed_tokens"] for r in view.summary["requests"] if r["request_id"] == victim)
+    assert f"{dropped} tokens of K/V" in narrate(view, victim_step)
+    assert "most recently admitted" in narrate(view, victim_step)
+    resume = next(
+        st["step"]
+        for st in view.steps[victim_step + 1 :]
+        if any(s["request_id"] == victim and s.get("recompute") for s in st["scheduled"])
+    )
+    text = narrate(view, resume)
+    assert f"the {dropped} whose K/V the preemption dropped" in text
+    computed = next(s["num_tokens"] for s in view.steps[resume]["scheduled"] if s["request_id"] == victim)
+    assert computed == dropped + 1 and f"computes {computed} tokens" in text

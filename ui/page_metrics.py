@@ -11,11 +11,16 @@ from engine.workload import list_scenarios
 from steplog.frames import summary_frame
 from steplog.metrics import LATENCY_METRICS, summarize
 from steplog.view import TraceView
-from ui import state
 from ui.common import POLICIES, md, recorded_records
+from ui.state import live_runs
 from visuals.metrics import REQUEST_METRICS, kv_utilisation, latency_cdf, request_latency, sweep_ratio, sweep_throughput
 
 SWEEP = Path(__file__).resolve().parent.parent / "assets" / "sweep.json"
+TPOT_HELP = (
+    "TPOT = (E2E - TTFT) / (output tokens - 1). Continuous batching can show a higher TPOT than static batching: "
+    "it keeps more rows busy in every step (and mixes prefill chunks into decode steps), so each step, and with it "
+    "each token of a running request, takes a little longer, while requests wait far less to start and finish."
+)
 
 
 def _fmt(value) -> str:
@@ -26,24 +31,26 @@ def _fmt(value) -> str:
 
 def headline(runs: dict[str, list[dict]]) -> None:
     sums = {p: summarize(r) for p, r in runs.items()}
+    # short labels (they must not be cut off at 1280 px in a third of half the page); the unit goes in the value
     rows = [
-        ("output throughput", "output_throughput_tok_s", "tokens/s"),
-        ("output throughput (step clock)", "output_throughput_tok_step", "tokens/step"),
-        ("mean TTFT", ("ttft_s", "mean"), "s"),
-        ("mean TPOT", ("tpot_s", "mean"), "s"),
-        ("p90 E2E latency", ("e2e_s", "p90"), "s"),
-        ("p90 E2E (step clock)", ("e2e_steps", "p90"), "steps"),
-        ("slot utilisation", "slot_utilisation", "0-1"),
-        ("padding slot-steps", "padding_slot_steps", ""),
-        ("preemptions", "num_preemptions", ""),
+        ("throughput", "output_throughput_tok_s", "tok/s", "output tokens per second (wall clock)"),
+        ("throughput/step", "output_throughput_tok_step", "tok/step", "output tokens per engine step"),
+        ("mean TTFT", ("ttft_s", "mean"), "s", "time to first token: first token - arrival"),
+        ("mean TPOT", ("tpot_s", "mean"), "s", TPOT_HELP),
+        ("p90 E2E", ("e2e_s", "p90"), "s", "90th percentile of last token - arrival (wall clock)"),
+        ("p90 E2E steps", ("e2e_steps", "p90"), "steps", "the same on the step clock (reproducible)"),
+        ("slot use", "slot_utilisation", "", "useful rows / max_num_seqs, averaged over steps (0-1)"),
+        ("padding", "padding_slot_steps", "slot-steps", "rows that ran for an already finished static member"),
+        ("preemptions", "num_preemptions", "", "requests preempted (their K/V dropped and recomputed later)"),
     ]
     for policy, col in zip(runs, st.columns(len(runs))):
         with col:
             st.subheader(policy.capitalize())
             cells = st.columns(3)
-            for i, (label, key, unit) in enumerate(rows):
+            for i, (label, key, unit, help_text) in enumerate(rows):
                 value = sums[policy][key[0]][key[1]] if isinstance(key, tuple) else sums[policy][key]
-                cells[i % 3].metric(f"{label} ({unit})" if unit else label, _fmt(value))
+                cells[i % 3].metric(label, f"{_fmt(value)} {unit}".strip(), help=help_text)
+    st.caption(TPOT_HELP)
 
 
 def page() -> None:
@@ -55,7 +62,7 @@ def page() -> None:
         "on the recording machine; figures in **steps** count engine steps and are reproducible."
     )
     names = list(list_scenarios())
-    live = state.live_result()
+    live = live_runs()
     options = names + (["last playground run"] if len(live) == 2 else [])
     wanted = st.query_params.get("scenario", "sixteen")
     choice = st.selectbox(

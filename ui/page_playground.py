@@ -11,10 +11,11 @@ from engine.engine import RequestError, validate_request
 from engine.workload import output_lengths, poisson_arrivals, to_requests
 from steplog.view import TraceView
 from ui import playground_run, state
-from ui.common import model_and_lock
+from ui.common import md, model_and_lock
 from ui.compare import compare
 from ui.panels import narration, step_panel
 from ui.player import player
+from ui.state import live_runs, live_settings
 from visuals.stepinfo import event_steps
 
 PROMPT_SETS = {
@@ -203,14 +204,14 @@ def page() -> None:
         playground_run.start(settings_key, specs, {p: engine_config(s, p) for p in policies(s)})
         job = state.live_job()
     if job is not None and job.status == "error":
-        st.error(f"The live run failed: {job.error}", icon=":material/error:")
+        st.error(f"The live run failed: {md(job.error)}", icon=":material/error:")
     elif job is not None:
         playground_run.watch()
         return
-    result = state.live_result()
+    result = live_runs()
     if not result:
         return
-    if state.live_result_settings() != settings_key:
+    if live_settings() != settings_key:
         st.info(
             "The knobs changed since the last run: press **Run live** to see these settings. (The last run "
             "stays available on the Trace and Metrics pages.)",

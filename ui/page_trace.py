@@ -8,10 +8,10 @@ import streamlit as st
 from engine.workload import list_scenarios
 from steplog import trace
 from steplog.view import TraceView
-from ui import state
-from ui.common import badge, md, recorded_records
+from ui.common import badge, md, query_int, recorded_records
 from ui.panels import narration, step_panel
 from ui.player import player
+from ui.state import live_runs
 from visuals.stepinfo import event_steps
 
 
@@ -35,23 +35,41 @@ def steps_table(records: list[dict]) -> pd.DataFrame:
     )
 
 
-def choose_trace() -> tuple[list[dict], str, str]:
-    """(records, source, name) of the trace the user picked: recorded, the last live run, or an uploaded file."""
+def _linked_option(options: list[str]) -> int:
+    """The option a link asked for (``?scenario=..&policy=..`` or ``?live=policy``), else the first."""
+    q = st.query_params
+    wanted = f"live run: {q['live']}" if "live" in q else f"recorded: {q.get('scenario')} / {q.get('policy')}"
+    return options.index(wanted) if wanted in options else 0
+
+
+def choose_trace(prefix: str = "trace", follow_url: bool = True) -> tuple[list[dict], str, str]:
+    """(records, source, name) of the trace the user picked: recorded, the last live run, or an uploaded file.
+
+    ``prefix`` keys the widgets (other pages reuse this picker); with ``follow_url`` the URL's ``scenario`` and
+    ``policy`` (or ``live``) choose the default and the choice is written back, so the page can be linked to."""
     names = sorted(list_scenarios(), key=lambda n: n != "seed-abcd")  # the walkthrough's story first
     options = [f"recorded: {sc} / {p}" for sc in names for p in ("continuous", "static")]
-    live = state.live_result()
+    live = live_runs()
     options += [f"live run: {p}" for p in live]
     options.append("upload a file…")
-    choice = st.selectbox("Trace", options, key="trace:choice")
+    index = _linked_option(options) if follow_url else 0
+    choice = st.selectbox("Trace", options, index=index, key=f"{prefix}:choice")
+    if follow_url:
+        for name in ("scenario", "policy", "live"):
+            st.query_params.pop(name, None)
     if choice.startswith("recorded"):
         sc, p = choice.split(": ", 1)[1].split(" / ")
+        if follow_url:
+            st.query_params.update(scenario=sc, policy=p)
         return recorded_records(sc, p), "recorded", f"{sc}-{p}.jsonl"
     if choice.startswith("live"):
+        if follow_url:
+            st.query_params["live"] = choice.split(": ", 1)[1]
         return live[choice.split(": ", 1)[1]], "live", ""
     up = st.file_uploader(
         f"Batchscope trace (.jsonl, at most {trace.MAX_TRACE_BYTES // 2**20} MB)",
         type=["jsonl", "json"],
-        key="trace:upload",
+        key=f"{prefix}:upload",
     )
     if up is None:
         st.stop()
@@ -94,4 +112,5 @@ def page() -> None:
         with st.expander(f"Raw record of step {step}"):
             st.json(view.steps[step])
 
-    player(f"trace:{source}:{name}", view.num_steps, event_steps(view), render)
+    initial = query_int("step", 0, 0, view.num_steps - 1)
+    player(f"trace:{source}:{name}", view.num_steps, event_steps(view), render, initial=initial)

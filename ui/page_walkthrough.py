@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.common import badge, query_int, recorded_view
-from ui.panels import narration, queue_panel, text_panel
+from ui.panels import checklist_panel, narration, queue_panel, text_panel
 from ui.player import player
 from visuals.budget import budget_bar
 from visuals.kv import block_map
@@ -51,6 +51,7 @@ def page() -> None:
                 "Each block holds block_size tokens; the number is its fill."
             )
             queue_panel(view, step)
+            checklist_panel(view, step)
         text_panel(view, step)
         st.plotly_chart(timeline(view, step), key="walk:timeline", width="stretch")
 

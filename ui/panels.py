@@ -8,6 +8,7 @@ import streamlit as st
 from steplog.view import TraceView
 from ui.common import chips, md
 from visuals.budget import budget_bar
+from visuals.checklist import head_checklist
 from visuals.kv import block_map
 from visuals.narration import BEAT_TEXT, narrate, story_beats
 from visuals.slots import slot_grid
@@ -37,6 +38,21 @@ def queue_panel(view: TraceView, step: int) -> None:
     st.markdown(html, unsafe_allow_html=True)
 
 
+def checklist_panel(view: TraceView, step: int) -> None:
+    """The head of the waiting queue: each admission limit with its numbers, and the one that binds."""
+    items = head_checklist(view, step)
+    if not items:
+        st.caption("Nobody is waiting after this step's admissions.")
+        return
+    head = view.steps[step]["waiting"][0]
+    st.markdown(f"**Why {md(head)} (head of the queue) waits**")
+    rows = [
+        {"limit": i["limit"], "this step": i["numbers"], "": "binds ✗" if i["binds"] else ("ok ✓" if i["ok"] else "✗")}
+        for i in items
+    ]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
 def text_panel(view: TraceView, step: int) -> None:
     texts = text_so_far(view, step)
     q = queues(view, step)
@@ -56,7 +72,7 @@ def step_panel(view: TraceView, step: int, key: str, window: int | None = 12, co
     """Every per-step view of ``view`` at ``step`` (the trace's last step if ``step`` is past its end)."""
     shown = min(step, view.num_steps - 1)
     if step > shown:
-        st.success(f"{view.policy} finished at step {shown}; holding its final state.", icon=":material/flag:")
+        st.success(f"{md(view.policy)} finished at step {shown}; holding its final state.", icon=":material/flag:")
     st.plotly_chart(slot_grid(view, shown, window), key=f"{key}:slots", width="stretch")
     st.plotly_chart(budget_bar(view, shown), key=f"{key}:budget", width="stretch")
     st.plotly_chart(block_map(view, shown), key=f"{key}:blocks", width="stretch")

@@ -32,7 +32,7 @@ def start(settings_key: str, specs: list[dict], configs: dict[str, EngineConfig]
     from engine.llm import generate_trace
 
     if settings_key in run_cache():
-        state.set_live_result(run_cache()[settings_key], settings_key)
+        state.set_live_runs(run_cache()[settings_key], settings_key)
         return
     loaded, lock = model_and_lock()
 
@@ -71,7 +71,7 @@ def collect() -> LiveRun | None:
     if job.status == "done":
         run_cache()[job.settings_key] = result
     if result:
-        state.set_live_result(result, job.settings_key)
+        state.set_live_runs(result, job.settings_key)
     else:
         st.info("The live run was cancelled before its first step: nothing to show.", icon=":material/cancel:")
     return None

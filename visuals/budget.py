@@ -13,7 +13,7 @@ from visuals.slots import hatch
 def budget_segments(view: TraceView, step: int) -> list[dict]:
     """Segments of the budget bar in batch order, then ``unused``: ``{label, request_id, kind, num_tokens}``."""
     st = view.steps[step]
-    segs = [
+    segs: list[dict] = [
         {
             "label": f"{esc(s['request_id'])} {s['kind']}",
             "request_id": s["request_id"],

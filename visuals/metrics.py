@@ -1,9 +1,9 @@
-"""Pure functions from metrics (``engine.metrics``) and sweep results (``engine.sweep``) to plotly figures.
+"""Pure functions from metrics (``steplog.metrics``) and sweep results (``bench.sweep``) to plotly figures.
 
 Every function takes plain data and returns a ``plotly.graph_objects.Figure``; nothing here touches Streamlit.
 ``runs`` arguments map a label to a trace's records, e.g. ``{"static": static_records, "continuous": cont_records}``;
 the labels become legend entries in the given order. Axis titles carry the unit: ``s`` (wall clock) or ``steps``
-(the step clock of ``engine.metrics``: reproducible).
+(the step clock of ``steplog.metrics``: reproducible).
 """
 
 from __future__ import annotations
@@ -17,6 +17,13 @@ from visuals.safe import esc
 
 # per-request scalar metrics (ITL is a list per request: see ``latency_cdf``)
 REQUEST_METRICS = [m for m in LATENCY_METRICS if not m.startswith("itl_")]
+# One colour per policy in every chart (Okabe-Ito vermillion and blue); other run labels take the palette in order.
+POLICY_COLORS = {"static": OKABE_ITO[5], "continuous": OKABE_ITO[4]}
+
+
+def run_color(label: str, i: int) -> str:
+    """The colour of run ``label`` (the ``i``-th run of a chart): its policy's colour, else the palette's."""
+    return POLICY_COLORS.get(label, OKABE_ITO[i % len(OKABE_ITO)])
 
 
 def _unit(metric: str) -> str:
@@ -50,7 +57,7 @@ def request_latency(runs: dict[str, list[dict]], metric: str = "ttft_s") -> go.F
             x=[esc(r["request_id"]) for r in reqs],
             y=[r[metric] for r in reqs],
             name=label,
-            marker_color=OKABE_ITO[i % len(OKABE_ITO)],
+            marker_color=run_color(label, i),
             hovertemplate=f"%{{x}} ({esc(label)}): %{{y:.3g}} {_unit(metric)}<extra></extra>",
         )
     fig.update_layout(
@@ -68,7 +75,7 @@ def latency_cdf(runs: dict[str, list[dict]], metric: str = "e2e_s") -> go.Figure
     """Empirical CDF of ``metric`` per run (fraction of requests, or of token gaps for ``itl_*``, at or below x).
 
     Args:
-        metric: any of ``engine.metrics.LATENCY_METRICS``; ``itl_*`` pools every gap of every request.
+        metric: any of ``steplog.metrics.LATENCY_METRICS``; ``itl_*`` pools every gap of every request.
     Raises:
         ValueError: unknown ``metric``.
     """
@@ -87,7 +94,7 @@ def latency_cdf(runs: dict[str, list[dict]], metric: str = "e2e_s") -> go.Figure
             mode="lines",
             line_shape="hv",
             name=label,
-            line=dict(color=OKABE_ITO[i % len(OKABE_ITO)], width=2),
+            line=dict(color=run_color(label, i), width=2),
         )
     fig.update_layout(
         title=f"{_label(metric)}: distribution",
@@ -118,7 +125,7 @@ def kv_utilisation(runs: dict[str, list[dict]], clock: str = "steps") -> go.Figu
             mode="lines",
             line_shape="hv",
             name=label,
-            line=dict(color=OKABE_ITO[i % len(OKABE_ITO)]),
+            line=dict(color=run_color(label, i)),
         )
     fig.update_layout(
         title="KV-cache utilisation",
@@ -141,42 +148,54 @@ def sweep_ratio(result: dict) -> go.Figure:
     scale (13B parameters, outputs up to 1536 tokens, a GPU), shown for orientation, not as a like-for-like target.
 
     Args:
-        result: the dict of ``engine.sweep.run_sweep`` (``assets/sweep.json``).
+        result: the dict of ``bench.sweep.run_sweep`` (``assets/sweep.json``).
     """
     levels = result["levels"]
     cv = [lv["spread"]["cv"] for lv in levels]
-    text = [f"sigma {lv['sigma']:g}, max {lv['spread']['max']} tokens" for lv in levels]
     fig = go.Figure()
-    fig.add_scatter(
-        x=cv,
-        y=[lv["ratio_s"] for lv in levels],
-        mode="lines+markers",
-        name="tokens/s (wall clock)",
-        text=text,
-        line=dict(color=OKABE_ITO[4], width=3),
-        hovertemplate="CV %{x:.2f} (%{text}): %{y:.2f}x<extra>seconds</extra>",
-    )
-    fig.add_scatter(
-        x=cv,
-        y=[lv["ratio_steps"] for lv in levels],
-        mode="lines+markers",
-        name="tokens/step",
-        text=text,
-        line=dict(color=OKABE_ITO[0], width=2, dash="dash"),
-        hovertemplate="CV %{x:.2f} (%{text}): %{y:.2f}x<extra>steps</extra>",
-    )
+    for key, name, color, dash, pos in (
+        ("ratio_s", "tokens/s (wall clock)", OKABE_ITO[2], "solid", "top center"),
+        ("ratio_steps", "tokens/step", OKABE_ITO[0], "dash", "bottom center"),
+    ):
+        y = [lv[key] for lv in levels]
+        fig.add_scatter(
+            x=cv,
+            y=y,
+            mode="lines+markers+text",
+            name=name,
+            text=[f"{v:.2f}×" for v in y],
+            textposition=pos,
+            customdata=[f"sigma {lv['sigma']:g}, longest {lv['spread']['max']} tokens" for lv in levels],
+            line=dict(color=color, width=3 if dash == "solid" else 2, dash=dash),
+            hovertemplate="CV %{x:.2f} (%{customdata}): %{y:.2f}×<extra>" + name + "</extra>",
+        )
     fig.add_hline(y=1, line=dict(color="#777", width=1))
     _anyscale_lines(fig, result.get("anyscale", {}))
-    cfg, prov = result.get("config", {}), result.get("provenance", {})
+    prov = result.get("provenance", {})
     fig.update_layout(
-        title=f"continuous / static throughput vs output-length spread ({prov.get('model', '?')}, "
-        f"{prov.get('device', '?')}, max_num_seqs {cfg.get('max_num_seqs', '?')})",
+        title=f"continuous / static throughput vs output-length spread<br><sup>{_workload(result)}; "
+        f"{prov.get('model', '?')} on {prov.get('device', '?')}</sup>",
         xaxis=dict(title="spread of output lengths (coefficient of variation, same mean)"),
-        yaxis=dict(title="throughput ratio continuous / static", type="log", range=[np.log10(0.8), np.log10(30)]),
+        yaxis=dict(
+            title="throughput ratio continuous / static (log scale)",
+            type="log",
+            range=[np.log10(0.8), np.log10(30)],
+            tickvals=[1, 1.5, 2, 3, 4, 8, 16, 23],
+            ticktext=["1×", "1.5×", "2×", "3×", "4×", "8×", "16×", "23×"],
+        ),
         margin=dict(l=10, r=10, t=50, b=30),
         legend=dict(orientation="h", y=-0.25),
     )
     return fig
+
+
+def _workload(result: dict) -> str:
+    """The sweep's workload in words: requests, mean output length, slots."""
+    cfg = result.get("config", {})
+    return (
+        f"{cfg.get('num_requests', '?')} requests, mean output {cfg.get('mean_output_tokens', '?')} tokens, "
+        f"max_num_seqs {cfg.get('max_num_seqs', '?')}"
+    )
 
 
 def _anyscale_lines(fig: go.Figure, ref: dict) -> None:
@@ -213,11 +232,19 @@ def sweep_throughput(result: dict, clock: str = "s") -> go.Figure:
     key = "tok_per_s" if clock == "s" else "tok_per_step"
     x = [f"CV {lv['spread']['cv']:.2f}" for lv in result["levels"]]
     fig = go.Figure()
-    for i, policy in enumerate(("static", "continuous")):
-        fig.add_bar(x=x, y=[lv[policy][key] for lv in result["levels"]], name=policy, marker_color=OKABE_ITO[[5, 4][i]])
+    for policy in ("static", "continuous"):
+        y = [lv[policy][key] for lv in result["levels"]]
+        fig.add_bar(
+            x=x,
+            y=y,
+            name=policy,
+            marker_color=POLICY_COLORS[policy],
+            text=[f"{v:.3g}" for v in y],
+            textposition="outside",
+        )
     fig.update_layout(
         barmode="group",
-        title="output throughput per spread level",
+        title=f"output throughput per spread level ({_workload(result)})",
         yaxis=dict(title="output tokens / s" if clock == "s" else "output tokens / step"),
         xaxis=dict(title="spread of output lengths", type="category"),
         margin=dict(l=10, r=10, t=40, b=30),

@@ -12,6 +12,7 @@ a finished row), ``drain`` (the batch shrinks because nobody is waiting).
 from __future__ import annotations
 
 from steplog.view import TraceView
+from visuals.checklist import binding_reason
 from visuals.stepinfo import freed_blocks
 
 REASONS = {"stop": "emitted EOS", "length": "hit max_tokens"}
@@ -38,7 +39,7 @@ def narrate(view: TraceView, step: int) -> str:
     sentences.append(f"Step {number}: " + ("; ".join(parts) if parts else "nothing is scheduled") + ".")
     sentences += _events(view, step)
     if st["waiting"]:
-        sentences.append(f"Waiting: {_join(st['waiting'])} ({_why_waiting(view, step)}).")
+        sentences.append(f"Waiting: {_join(st['waiting'])} ({binding_reason(view, step)}).")
     sentences.append(
         f"{st['num_batched_tokens']} of {cfg['max_num_batched_tokens']} budget tokens used; "
         f"{st['kv']['num_used_blocks']}/{st['kv']['num_blocks']} KV blocks in use."
@@ -70,13 +71,7 @@ def _work(view: TraceView, step: int) -> list[str]:
             "all the budget left" if is_last and st["num_batched_tokens"] == budget and rid not in sampled else ""
         )
         if s.get("recompute"):
-            what = f"{n} tokens" if rid in sampled and c == 0 else f"a {n}-token chunk"
-            nxt = " and samples its next token" if rid in sampled else ""
-            lead = (
-                f"{rid} resumes after its preemption: it recomputes {what} whose K/V were dropped"
-                + (f" ({all_left})" if all_left else "")
-                + nxt
-            )
+            lead = _resume(view, step, rid, n, c, rid in sampled) + (f" ({all_left})" if all_left else "")
             parts.append(lead if rid not in admitted else lead.replace(f"{rid} resumes", f"{rid} is admitted again"))
             continue
         span = (
@@ -96,9 +91,23 @@ def _events(view: TraceView, step: int) -> list[str]:
     sentences = []
     freed = freed_blocks(view, step)
     for rid, blocks in freed["preempted"].items():
+        dropped = _kv_tokens_before(view, step, rid)
+        why = (
+            f"{rid} had the lowest priority among the running (largest priority value, then latest arrival)"
+            if view.header["config"].get("scheduling_policy") == "priority"
+            else f"{rid} was the most recently admitted running request (the FCFS victim rule: it has done the least "
+            f"work)"
+        )
         sentences.append(
-            f"{rid} was preempted: its {_plural(len(blocks), 'KV block')} were freed and it went back "
-            f"to the head of the waiting queue (its tokens will be recomputed)."
+            f"{rid} was preempted: a running request needed a KV block and none was free, and {why}. Its "
+            f"{_plural(len(blocks), 'KV block')} ({_plural(dropped, 'token')} of K/V) were freed and it went back "
+            f"to the head of the waiting queue; those {dropped} tokens will be recomputed."
+        )
+    together = _arrived_together(view, st["admitted"])
+    if together:
+        sentences.append(
+            f"{_join(together)} arrived together, so they are admitted in arrival order, ties in the order of the "
+            f"workload file."
         )
     for f in st["finished"]:
         blocks = freed["finished"].get(f["request_id"], [])
@@ -114,35 +123,49 @@ def _events(view: TraceView, step: int) -> list[str]:
     return sentences
 
 
-def _why_waiting(view: TraceView, step: int) -> str:
-    """Why the head of the waiting queue was not admitted in ``step`` (from the log and the config)."""
-    st, cfg = view.steps[step], view.header["config"]
-    head = st["waiting"][0]
-    behind = "; the others wait behind it, first come first served" if len(st["waiting"]) > 1 else ""
-    if view.policy == "static":
-        kv = st["kv"]
-        if st["admitted"] and len(st["running"]) < cfg["max_num_seqs"] and "num_reserved_blocks" in kv:
-            return (
-                f"the new static batch took {len(st['running'])} of {cfg['max_num_seqs']} slots: each member "
-                f"reserves its worst-case KV blocks, {kv['num_reserved_blocks']} of {kv['num_blocks']} reserved"
-            )
-        return "a static batch takes new requests only when the whole batch has finished"
-    if st["preempted"]:
-        return "no admissions in a step that preempted"
-    if len(st["running"]) >= cfg["max_num_seqs"]:
-        return f"all {cfg['max_num_seqs']} slots are busy{behind}"
-    left = cfg["max_num_batched_tokens"] - st["num_batched_tokens"]
-    if left <= 0:
-        return f"the token budget is used up{behind}"
-    done = sum(1 for s in view.steps[:step] for t in s["sampled"] if t["request_id"] == head)
-    tokens = next(r["num_prompt_tokens"] for r in view.header["requests"] if r["request_id"] == head) + done
-    chunk = min(tokens, left) if cfg["enable_chunked_prefill"] else tokens
-    if not cfg["enable_chunked_prefill"] and tokens > left:
-        return f"its {tokens} tokens do not fit the {left} budget tokens left (chunked prefill is off){behind}"
-    need = -(-chunk // cfg["block_size"])
-    free = st["kv"]["num_blocks"] - st["kv"]["num_used_blocks"]
-    what = f"a {chunk}-token chunk" if chunk < tokens else f"its {tokens} tokens"
-    return f"{head} needs {need} KV blocks for {what} and {free} are free{behind}"
+def _kv_tokens_before(view: TraceView, step: int, rid: str) -> int:
+    """Tokens of ``rid`` that had K/V before ``step``: what a preemption in ``step`` drops."""
+    for st in reversed(view.steps[:step]):
+        for s in st["scheduled"]:
+            if s["request_id"] == rid:
+                return s["num_computed_tokens"] + s["num_tokens"]
+    return 0
+
+
+def _resume(view: TraceView, step: int, rid: str, n: int, c: int, samples: bool) -> str:
+    """How a preempted request resumes: the dropped tokens it recomputes, plus the ones that never had K/V.
+
+    Example: C had 31 tokens of K/V when preempted; on resume it computes 32: the 31 dropped and its last sampled
+    token, which is never fed back before the next step and so never had K/V. The metrics count 31 recomputed.
+    """
+    start = next(k for k in range(step, -1, -1) if any(p == rid for p in view.steps[k]["admitted"]))
+    preempted_at = max(k for k in range(start + 1) if rid in view.steps[k]["preempted"])
+    dropped = _kv_tokens_before(view, preempted_at, rid)
+    known = c + n if samples else None
+    verb = "resumes after its preemption" if start < step else "is admitted again after its preemption"
+    if known is not None and c == 0:
+        fresh = known - dropped
+        return (
+            f"{rid} {verb}: it computes {n} tokens, the {dropped} whose K/V the preemption dropped (recomputed) "
+            f"plus {_plural(fresh, 'token')} that never had K/V (its last sampled token), and samples its next token"
+        )
+    tail = " and samples its next token" if samples else ""
+    return (
+        f"{rid} {verb}: it recomputes a {n}-token chunk ({c}→{c + n}) of the {dropped} tokens whose K/V the "
+        f"preemption dropped{tail}"
+    )
+
+
+def _arrived_together(view: TraceView, admitted: list[str]) -> list[str]:
+    """Requests admitted in this step that arrived at the same time (so file order broke the tie), if any."""
+    if len(admitted) < 2:
+        return []
+    arrival = {
+        r["request_id"]: (r.get("arrival_step"), r["arrival_time"] if r.get("arrival_step") is None else 0)
+        for r in view.header["requests"]
+    }
+    first = arrival.get(admitted[0])
+    return admitted if all(arrival.get(rid) == first for rid in admitted) else []
 
 
 def story_beats(view: TraceView) -> dict[int, list[str]]:

@@ -61,13 +61,4 @@ def freed_blocks(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:
 
 def event_steps(view: TraceView) -> list[int]:
     """Steps where something happens to membership: an admission, a finish or a preemption."""
-    return [st["step"] for st in view.steps if any(st[k] for k in EVENT_KINDS)]
-
-
-def next_event(view: TraceView, step: int) -> int | None:
-    """The first event step after ``step`` (None if there is none)."""
-    return next((s for s in event_steps(view) if s > step), None)
-
-
-def previous_event(view: TraceView, step: int) -> int | None:
-    return next((s for s in reversed(event_steps(view)) if s < step), None)
+    return [st["step"] for st in view.steps if st["admitted"] or st["finished"] or st["preempted"]]

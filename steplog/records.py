@@ -1,0 +1,170 @@
+"""The trace's record types: one definition, used by the engine that writes them, the reader and the visuals.
+
+A trace is JSON Lines: one ``HeaderRecord``, one ``StepRecord`` per engine step, one ``SummaryRecord``. These
+``TypedDict`` s are what a type checker sees; the JSON Schema ``steplog/trace.schema.json`` stays the contract for
+files (ranges, required fields) and ``docs/trace-format.md`` explains every field. Units: tokens, blocks, seconds
+from the start of the run. Optional fields are declared in a ``total=False`` base class.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+
+class ConfigRecord(TypedDict):
+    """The scheduler's and KV cache's limits (``engine.config.EngineConfig`` without ``policy``)."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    num_kv_blocks: int
+    enable_chunked_prefill: bool
+    scheduling_policy: str
+
+
+class _RequestSpecOptional(TypedDict, total=False):
+    ignore_eos: bool
+    arrival_step: int | None
+
+
+class RequestSpecRecord(_RequestSpecOptional):
+    """A request as the header lists it."""
+
+    request_id: str
+    prompt: str
+    num_prompt_tokens: int
+    max_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    seed: int | None
+    arrival_time: float
+
+
+class _HeaderOptional(TypedDict, total=False):
+    created: str
+    scenario: str | None
+    seed: int | None  # the run's seed: unseeded sampled requests drew their seeds from it
+
+
+class HeaderRecord(_HeaderOptional):
+    """First line: where the trace comes from and under which limits it ran."""
+
+    type: Literal["header"]
+    schema_version: int
+    model: str
+    device: str
+    dtype: str
+    policy: str  # batching policy: continuous or static
+    config: ConfigRecord
+    requests: list[RequestSpecRecord]
+
+
+class _ScheduledOptional(TypedDict, total=False):
+    recompute: bool
+
+
+class ScheduledRecord(_ScheduledOptional):
+    """One request's work in a step: ``num_tokens`` tokens from position ``num_computed_tokens``; ``slot`` is its
+    batch row (``0 .. max_num_seqs - 1``)."""
+
+    request_id: str
+    kind: Literal["prefill", "decode"]
+    num_tokens: int
+    num_computed_tokens: int
+    slot: int
+
+
+class _SampledOptional(TypedDict, total=False):
+    partial: bool  # ``text`` (the token alone) is only part of a character
+    text_delta: str  # what the token adds to the output text (incremental detokenization)
+
+
+class SampledRecord(_SampledOptional):
+    request_id: str
+    token_id: int
+    text: str
+
+
+class FinishedRecord(TypedDict):
+    request_id: str
+    reason: Literal["stop", "length"]
+
+
+class PaddingRecord(TypedDict):
+    """A finished member of a static batch that still runs a row."""
+
+    slot: int
+    request_id: str
+
+
+class KVExtras(TypedDict, total=False):
+    """Optional KV facts; a scheduler adds its own through ``step_stats`` (static batching: reserved blocks)."""
+
+    num_cached_tokens: dict[str, int]
+    allocated: dict[str, list[int]]
+    num_reserved_blocks: int
+
+
+class KVRecord(KVExtras):
+    """The KV pool after the step's scheduling: every request's block table."""
+
+    num_blocks: int
+    block_size: int
+    num_used_blocks: int
+    block_tables: dict[str, list[int]]
+
+
+class _StepOptional(TypedDict, total=False):
+    idle_steps_before: int  # empty steps skipped right before this one (the step clock jumped to an arrival)
+
+
+class StepRecord(_StepOptional):
+    """One engine step: who ran and how, what was sampled, who joined, left or was preempted, and the KV pool."""
+
+    type: Literal["step"]
+    step: int
+    t_start: float
+    t_end: float
+    scheduled: list[ScheduledRecord]
+    num_batched_tokens: int
+    sampled: list[SampledRecord]
+    admitted: list[str]
+    finished: list[FinishedRecord]
+    preempted: list[str]
+    waiting: list[str]
+    running: list[str]
+    padding_slots: list[PaddingRecord]
+    kv: KVRecord
+
+
+class RequestResultRecord(TypedDict):
+    """A request's outcome and its timestamps (seconds from the start of the run)."""
+
+    request_id: str
+    output_text: str
+    output_token_ids: list[int]
+    finish_reason: Literal["stop", "length"] | None
+    num_preemptions: int
+    num_recomputed_tokens: int
+    arrival_time: float
+    first_scheduled_time: float | None
+    first_token_time: float | None
+    finish_time: float | None
+
+
+class _SummaryOptional(TypedDict, total=False):
+    partial: bool  # stopped early: unfinished requests have finish_reason null
+
+
+class SummaryRecord(_SummaryOptional):
+    """Last line: every request's outcome."""
+
+    type: Literal["summary"]
+    requests: list[RequestResultRecord]
+
+
+Record = HeaderRecord | StepRecord | SummaryRecord
+# A whole trace as the writer returns it and ``steplog.trace.read`` gives it back: [HeaderRecord, StepRecord...,
+# SummaryRecord]. A list type cannot say "first, middle, last", so code that needs the parts uses ``TraceView``.
+TraceRecords = list[Any]

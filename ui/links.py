@@ -1,0 +1,23 @@
+"""Links between pages that carry a step: ``st.page_link`` needs the linked page as a ``st.Page`` whose url_path
+matches the one ``app.py`` registers, so the link stays in the same session (the score, a live run) and the
+target page reads its step from the URL."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from visuals.quiz import Target
+
+TITLES = {"walkthrough": "Walkthrough", "trace": "Trace", "compare": "Static vs continuous"}
+
+
+def _page(url_path: str):
+    from ui import page_lockstep, page_trace, page_walkthrough
+
+    pages = {"walkthrough": page_walkthrough.page, "trace": page_trace.page, "compare": page_lockstep.page}
+    return st.Page(pages[url_path], title=TITLES[url_path], url_path=url_path)
+
+
+def step_link(target: Target, label: str) -> None:
+    """A link that opens ``target`` (a page and its query: scenario, policy, step)."""
+    st.page_link(_page(target.page), label=label, query_params=target.query, icon=":material/visibility:")

@@ -1,0 +1,40 @@
+"""The registry of quiz kinds: name -> generator ``(view, step, rng) -> Question | None`` (``None`` where the
+question makes no sense at that step). ``visuals.quiz.questions`` walks it in this order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from visuals import quiz_more, quiz_sched
+
+KINDS: dict[str, Callable] = {
+    "admitted": quiz_sched.admitted,
+    "num_tokens": quiz_sched.num_tokens,
+    "kv_blocks": quiz_sched.kv_blocks,
+    "samples": quiz_sched.samples,
+    "preempted": quiz_sched.preempted,
+    "recompute": quiz_sched.recompute,
+    "finished": quiz_sched.finished,
+    "unused_budget": quiz_more.unused_budget,
+    "padding": quiz_more.padding,
+    "prefix_hit": quiz_more.prefix_hit,
+    "ttft": quiz_more.ttft,
+    "tpot": quiz_more.tpot,
+    "e2e": quiz_more.e2e,
+}
+
+KIND_TITLES = {
+    "admitted": "Admission",
+    "num_tokens": "Tokens computed",
+    "kv_blocks": "KV blocks in use",
+    "samples": "Sampling",
+    "preempted": "Preemption",
+    "recompute": "Recompute cost",
+    "finished": "Finishing",
+    "unused_budget": "Unused budget",
+    "padding": "Static padding",
+    "prefix_hit": "Prefix cache",
+    "ttft": "TTFT",
+    "tpot": "TPOT",
+    "e2e": "E2E latency",
+}

@@ -1,0 +1,245 @@
+"""Quiz kinds about one scheduling decision: who is admitted (or why the head waits), how many tokens a request
+computes, KV blocks in use afterwards, whether a request samples, who is preempted and what it will recompute,
+who finishes and what they release. Each function returns ``None`` where its question makes no sense."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from steplog.view import TraceView
+from visuals.narration import narrate
+from visuals.quiz import Choice, Question, int_choices, make_choices, show_me
+from visuals.quiz_facts import (
+    head_limit,
+    known_tokens,
+    kv_tokens_at_start,
+    limit_is_false,
+    prompt_lengths,
+    queue_at_start,
+    released_blocks,
+    running_at_start,
+    used_blocks_after,
+)
+
+LIMIT_TEXT = {
+    "preempted": "a preemption in this step stops admissions",
+    "slots": "all slots are busy (max_num_seqs)",
+    "budget": "the token budget is used up",
+    "chunking": "the head's prompt does not fit the budget left (chunked prefill off)",
+    "kv": "not enough free KV blocks for the head",
+    "static_batch": "the static batch has not finished",
+}
+LIMIT_WHY = {
+    "preempted": "After a preemption memory is known to be tight, so the scheduler admits nobody in that step.",
+    "slots": "Every row (max_num_seqs) is taken by a running request, so the head of the queue waits.",
+    "budget": "The running requests use the whole token budget, so not even a chunk of the head's prompt fits.",
+    "chunking": "With chunked prefill off a fresh prompt runs whole or waits, and it is longer than the budget left.",
+    "kv": "A slot and budget tokens are free, but the head's tokens need more KV blocks than the pool has free.",
+    "static_batch": "Static batching forms a new batch only when every member of the current one has finished.",
+}
+
+
+def join(ids: list[str] | tuple[str, ...]) -> str:
+    ids = list(ids)
+    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def ask(view: TraceView, step: int, kind: str, text: str, value, why: str, **kw) -> Question:
+    """A question whose explanation is the reason plus the step's narration (the log of the step)."""
+    explanation = f"{why} From the log: {narrate(view, step)}"
+    return Question(kind, step, text, value, explanation, show_me(view, step), **kw)
+
+
+def _admission_label(value: tuple) -> str:
+    return f"nobody: {LIMIT_TEXT[value[1]]}" if value and value[0] is None else join(value)
+
+
+def _limits(view: TraceView) -> tuple[str, ...]:
+    """The limits that can stop the head under this trace's policy (the most plausible last)."""
+    if view.policy == "static":
+        return ("static_batch",)
+    return ("preempted", "budget", "chunking", "slots", "kv")
+
+
+def admitted(view: TraceView, step: int, rng: random.Random) -> Question | None:
+    """Who is admitted from the queue, or nobody and which limit stops the head."""
+    queue = queue_at_start(view, step)
+    if not queue:
+        return None
+    adm = tuple(view.steps[step]["admitted"])
+    limit = head_limit(view, step)
+    value = adm if adm else (None, limit)
+    wrong: list[tuple] = []
+    if adm:
+        wrong += [tuple(queue[: len(adm) + 1]), tuple(queue[: len(adm) - 1])]
+        wrong += [(None, lim) for lim in _limits(view)[-2:]]
+    else:
+        wrong.append(tuple(queue[:1]))
+        wrong += [(None, lim) for lim in _limits(view) if lim != limit and limit_is_false(view, step, lim)]
+    if len(queue) > 1:
+        wrong.append((queue[1],))  # the second in line jumping the head: FCFS never does that
+    right = Choice(_admission_label(value), value)
+    choices = make_choices(right, [Choice(_admission_label(w), w) for w in wrong if w], rng)
+    if adm:
+        order = "priority" if view.header["config"].get("scheduling_policy") == "priority" else "arrival"
+        why = (
+            f"{join(adm)} {'is' if len(adm) == 1 else 'are'} admitted: the scheduler takes requests from the head "
+            f"of the queue, in {order} order, while a slot, the token budget and free KV blocks allow; nobody "
+            "overtakes the head."
+        )
+    else:
+        why = f"Nobody: {LIMIT_WHY[limit or 'kv']}"
+    text = f"Step {step} starts with {join(queue)} waiting (head first). Who is admitted in step {step}?"
+    return ask(view, step, "admitted", text, value, why, choices=choices)
+
+
+def _pick(rows: list[Any], rng: random.Random) -> Any:
+    return rows[rng.randrange(len(rows))]
+
+
+def num_tokens(view: TraceView, step: int, rng: random.Random) -> Question | None:
+    """How many tokens request X computes: a prefill chunk (limited by the budget left) or 1 for a decode."""
+    sched = view.steps[step]["scheduled"]
+    if not sched:
+        return None
+    prefills = [s for s in sched if s["kind"] == "prefill"]
+    s = _pick(prefills or sched, rng)
+    rid, n, c = s["request_id"], s["num_tokens"], s["num_computed_tokens"]
+    budget = view.header["config"]["max_num_batched_tokens"]
+    before = sum(x["num_tokens"] for x in sched[: sched.index(s)])
+    lacks = known_tokens(view, step, rid) - c
+    if s["kind"] == "decode":
+        why = f"{rid} decodes: it computes exactly its last sampled token, 1 token."
+    elif n < lacks:
+        why = (
+            f"{rid} lacks {lacks} tokens of K/V, but only {budget - before} of the {budget} budget tokens were "
+            f"left after the rows scheduled before it, so it gets a {n}-token chunk (positions {c}..{c + n - 1})."
+        )
+    else:
+        why = f"{rid} lacks {lacks} tokens of K/V and all of them fit the {budget - before} budget tokens left."
+    text = f"How many tokens does {rid} compute in step {step}?"
+    choices = int_choices(n, [lacks, 1, n - 1, n + 1, budget], rng, "token", lo=1)
+    return ask(view, step, "num_tokens", text, n, why, choices=choices, subject=rid)
+
+
+def kv_blocks(view: TraceView, step: int, rng: random.Random) -> Question | None:
+    """KV blocks in use at the end of the step, after finished requests release theirs."""
+    st = view.steps[step]
+    released = sum(len(b) for b in released_blocks(view, step).values())
+    allocated = sum(len(b) for b in st["kv"].get("allocated", {}).values())
+    if not (allocated or released or st["preempted"]):
+        return None  # nothing changes: not worth asking
+    value = used_blocks_after(view, step)
+    during = st["kv"]["num_used_blocks"]
+    before = used_blocks_after(view, step - 1) if step else 0
+    why = (
+        f"During the forward pass {during} blocks hold K/V ({plural(allocated, 'block')} allocated in this step"
+        + (f", {len(st['preempted'])} request(s) preempted" if st["preempted"] else "")
+        + f"); finishing requests then release {plural(released, 'block')}: {during} - {released} = {value}."
+    )
+    text = (
+        f"How many KV blocks are in use at the end of step {step}, once any request that finishes has released "
+        f"its blocks? (Pool: {st['kv']['num_blocks']} blocks of {st['kv']['block_size']} tokens.)"
+    )
+    choices = int_choices(value, [during, before, value + allocated], rng, "block", lo=0)
+    return ask(view, step, "kv_blocks", text, value, why, choices=choices)
+
+
+def samples(view: TraceView, step: int, rng: random.Random) -> Question | None:
+    """Does X (a prefill chunk or a recompute) sample a token at the end of the step?"""
+    prefills = [s for s in view.steps[step]["scheduled"] if s["kind"] == "prefill"]
+    if not prefills:
+        return None
+    s = _pick(prefills, rng)
+    rid, n, c = s["request_id"], s["num_tokens"], s["num_computed_tokens"]
+    known = known_tokens(view, step, rid)
+    value = c + n == known
+    if value:
+        why = f"{rid} computes positions {c}..{c + n - 1}, reaching the end of its {known} known tokens: it samples."
+    else:
+        why = (
+            f"{rid} computes positions {c}..{c + n - 1} of its {known} known tokens; a chunk that stops short of "
+            "the end samples nothing (its logits would predict a token the prompt already has)."
+        )
+    choices = make_choices(Choice("yes", True), [Choice("no", False)], rng)
+    text = f"Does {rid} sample a token at the end of step {step}?"
+    return ask(view, step, "samples", text, value, why, choices=choices, subject=rid)
+
+
+def preempted(view: TraceView, step: int, rng: random.Random) -> Question | None:
+    """Which running request gives back its blocks when the pool runs out."""
+    st = view.steps[step]
+    if not st["preempted"]:
+        return None
+    value = tuple(st["preempted"])
+    running = running_at_start(view, step)
+    wrong = [(r,) for r in running if (r,) != value] + [()]
+
+    def label(v: tuple) -> str:
+        return join(v) if v else "nobody"
+
+    choices = make_choices(Choice(label(value), value), [Choice(label(w), w) for w in wrong], rng)
+    held = kv_tokens_at_start(view, step)
+    victim = (
+        "the running request with the lowest priority (largest value, then latest arrival)"
+        if view.header["config"].get("scheduling_policy") == "priority"
+        else "the most recently admitted running request"
+    )
+    why = (
+        f"A running request needed a new block and none was free, so {victim} gives back all its blocks and "
+        f"returns to the head of the queue: {join(value)} (it held K/V for "
+        + ", ".join(f"{r}: {plural(held.get(r, 0), 'token')}" for r in value)
+        + ", to be recomputed)."
+    )
+    text = f"Step {step} starts with {join(running)} running. Which request is preempted in step {step}?"
+    return ask(view, step, "preempted", text, value, why, choices=choices)
+
+
+def recompute(view: TraceView, step: int, rng: random.Random) -> Question | None:
+    """How many tokens of K/V the preempted request loses (and will recompute when it resumes)."""
+    st = view.steps[step]
+    if not st["preempted"]:
+        return None
+    rid = st["preempted"][rng.randrange(len(st["preempted"]))]
+    value = kv_tokens_at_start(view, step).get(rid, 0)
+    prompt = prompt_lengths(view)[rid]
+    why = (
+        f"When step {step} started, {rid} held K/V for {value} tokens ({prompt} prompt tokens and "
+        f"{value - prompt} output tokens already fed back). Preemption by recompute drops them all; when {rid} "
+        "resumes it computes them again, with its last sampled token, in one prefill."
+    )
+    text = f"{rid} is preempted in step {step}. How many tokens of K/V does it lose, to be recomputed when it resumes?"
+    return ask(view, step, "recompute", text, value, why, subject=rid)
+
+
+def finished(view: TraceView, step: int, rng: random.Random) -> Question | None:
+    """Which requests finish at the end of the step, and how many blocks they release."""
+    st = view.steps[step]
+    if not st["finished"]:
+        return None
+    freed = released_blocks(view, step)
+    ids = tuple(f["request_id"] for f in st["finished"])
+    count = sum(len(b) for b in freed.values())
+    value = (ids, count)
+    tables = st["kv"]["block_tables"]
+    others = [s["request_id"] for s in st["scheduled"] if s["request_id"] not in ids]
+    wrong = [(ids, count + 1), (ids, count - 1)] + [((r,), len(tables.get(r, []))) for r in others]
+    wrong += [((*ids, r), count + len(tables.get(r, []))) for r in others[:1]]
+
+    def label(v: tuple) -> str:
+        return f"{join(v[0])}, releasing {plural(v[1], 'block')}"
+
+    choices = make_choices(Choice(label(value), value), [Choice(label(w), w) for w in wrong if w[1] >= 0], rng)
+    reasons = {"stop": "emitted EOS", "length": "reached max_tokens"}
+    why = " ".join(
+        f"{f['request_id']} {reasons.get(f['reason'], f['reason'])} and releases "
+        f"{plural(len(freed[f['request_id']]), 'block')}."
+        for f in st["finished"]
+    )
+    text = f"Which requests finish at the end of step {step}, and how many KV blocks do they release in all?"
+    return ask(view, step, "finished", text, value, why, choices=choices)
