@@ -5,15 +5,16 @@ run, a build. PyTorch's CPU kernels split each operation over OpenMP threads tha
 one of those threads' cores is taken by another process, every other thread waits for it, at every operation. This
 measures the median decode step (Batchscope continuous, ``batch`` requests all decoding) for each thread count, on a
 quiet machine and with one core kept busy by a spinning subprocess, interleaved (quiet, busy, busy, quiet, ...) so
-that drift hurts both alike. The engine's rule (``engine.threads``: available cores - 1, at least 1) must keep the
+that drift hurts both alike. Each figure is the best (lowest) of its rounds: other processes on a shared machine only
+ever add time, so the best round is the one closest to "quiet" and to "exactly one busy neighbour"; every round is
+kept in the JSON. The engine's rule (``engine.threads``: available cores - 1, at least 1) must keep the
 slowdown within ``MAX_SLOWDOWN``.
 
-Units: milliseconds per step; slowdown = busy / quiet - 1 (0.2 = 20 % slower).
+Units: milliseconds per step (median over the steps of a run); slowdown = busy / quiet - 1 (0.2 = 20 % slower).
 """
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 import sys
 import time
@@ -92,9 +93,9 @@ def measure_contention(
 
 
 def _row(n: int, quiet: list[float], busy: list[float]) -> dict:
-    """One thread count's figures: medians over rounds (ms) and the slowdown with a busy core."""
-    q = statistics.median(quiet) if quiet else None
-    b = statistics.median(busy) if busy else None
+    """One thread count's figures: the best round of each (ms) and the slowdown with a busy core."""
+    q = min(quiet) if quiet else None
+    b = min(busy) if busy else None
     return {
         "threads": n,
         "quiet_ms": q,
@@ -121,7 +122,7 @@ def to_markdown(result: dict) -> str:
     lines = [
         f"Model {p['model']} ({p['dtype']}) on {p['device']} ({p['device_name']}), {result['available_cores']} "
         f"available cores, {p['created']}; median decode step at batch {result['batch']}, "
-        f"{result['rounds']} interleaved rounds (median of rounds).",
+        f"{result['rounds']} interleaved rounds (best round of each).",
         "",
         *(["**PARTIAL: stopped early (Ctrl-C).**", ""] if result.get("partial") else []),
         "| torch threads | quiet step (ms) | one core busy (ms) | slowdown |",

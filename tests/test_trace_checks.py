@@ -191,3 +191,12 @@ def test_writing_is_atomic_and_never_emits_nan(tmp_path):
     assert out.read_text() == "old" and list(tmp_path.iterdir()) == [out]  # untouched, no temp file left
     trace.write(records(), out)
     assert "NaN" not in out.read_text() and trace.read(out) == records()
+
+
+def test_schema_limits_are_the_engine_limits():
+    from engine.config import LIMITS
+
+    schema = json.loads(trace.schema_text())
+    config = schema["$defs"]["header"]["properties"]["config"]["properties"]
+    assert {name: (config[name]["minimum"], config[name]["maximum"]) for name in LIMITS} == LIMITS
+    assert schema["$defs"]["step"]["properties"]["kv"]["properties"]["num_blocks"]["maximum"] == LIMITS["num_kv_blocks"][1]
