@@ -90,6 +90,25 @@ def run_bench(
             partial = True
     result = {
         "provenance": provenance(loaded),
+        **_describe(work, opts),
+        "rows": _row_table(order, labels, times, outputs, extras),
+        "parity": {
+            "strict": strict,
+            "identical": parity_error is None,
+            "reference": reference,
+            "agreement": agreement(outputs, reference) if outputs else {},
+            "error": parity_error,
+        },
+        "decode_step": decode_step,
+        **({"partial": True} if partial else {}),
+    }
+    result["targets"] = evaluate_targets(result)
+    return result
+
+
+def _describe(work: Workload, opts: BenchOptions) -> dict:
+    """The ``workload`` and ``options`` parts of a result."""
+    return {
         "workload": {
             "num_requests": len(work.specs),
             "max_tokens": work.max_tokens,
@@ -106,19 +125,7 @@ def run_bench(
             "step_tokens": opts.step_tokens,
             "parity": opts.parity,
         },
-        "rows": _row_table(order, labels, times, outputs, extras),
-        "parity": {
-            "strict": strict,
-            "identical": parity_error is None,
-            "reference": reference,
-            "agreement": agreement(outputs, reference) if outputs else {},
-            "error": parity_error,
-        },
-        "decode_step": decode_step,
-        **({"partial": True} if partial else {}),
     }
-    result["targets"] = evaluate_targets(result)
-    return result
 
 
 def _rounds(

@@ -199,4 +199,6 @@ def test_schema_limits_are_the_engine_limits():
     schema = json.loads(trace.schema_text())
     config = schema["$defs"]["header"]["properties"]["config"]["properties"]
     assert {name: (config[name]["minimum"], config[name]["maximum"]) for name in LIMITS} == LIMITS
-    assert schema["$defs"]["step"]["properties"]["kv"]["properties"]["num_blocks"]["maximum"] == LIMITS["num_kv_blocks"][1]
+    assert (
+        schema["$defs"]["step"]["properties"]["kv"]["properties"]["num_blocks"]["maximum"] == LIMITS["num_kv_blocks"][1]
+    )
