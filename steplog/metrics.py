@@ -175,8 +175,8 @@ def _add_latencies(m: dict, n: int, tsteps: list[int], ttimes: list[float], arri
         m[f"ttft_{clock}"] = _diff(first, arr)
         m[f"e2e_{clock}"] = _diff(last, arr)
         m[f"itl_{clock}"] = _gaps(times)
-        e2e, ttft = m[f"e2e_{clock}"], m[f"ttft_{clock}"]
-        m[f"tpot_{clock}"] = _diff(e2e, ttft) / (n - 1) if n >= 2 and _diff(e2e, ttft) is not None else None
+        decode_time = _diff(m[f"e2e_{clock}"], m[f"ttft_{clock}"])
+        m[f"tpot_{clock}"] = decode_time / (n - 1) if n >= 2 and decode_time is not None else None
 
 
 def distribution(values: list[float | None]) -> dict[str, float | None]:

@@ -96,9 +96,9 @@ def non_finite_path(value: object, path: str = "") -> str | None:
     if isinstance(value, float):
         return None if math.isfinite(value) else (path or "(value)")
     if isinstance(value, dict):
-        items = value.items()
+        items: list[tuple[object, object]] = list(value.items())
     elif isinstance(value, (list, tuple)):
-        items = enumerate(value)
+        items = list(enumerate(value))
     else:
         return None
     for k, v in items:

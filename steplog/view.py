@@ -77,18 +77,9 @@ class TraceView:
             sampled = {s["request_id"]: s for s in st["sampled"]}
             for s in st["scheduled"]:
                 kind = "recompute" if s.get("recompute") else s["kind"]
-                tok = sampled.get(s["request_id"], {})
-                out.append(
-                    Cell(
-                        i,
-                        s["slot"],
-                        s["request_id"],
-                        kind,
-                        s["num_tokens"],
-                        tok.get("text", ""),
-                        tok.get("partial", False),
-                    )
-                )
+                tok = sampled.get(s["request_id"])
+                text, partial = (tok["text"], tok.get("partial", False)) if tok else ("", False)
+                out.append(Cell(i, s["slot"], s["request_id"], kind, s["num_tokens"], text, partial))
             for p in st["padding_slots"]:
                 out.append(Cell(i, p["slot"], p["request_id"], "padding"))
         return out
