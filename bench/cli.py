@@ -208,7 +208,11 @@ def _contention(args, loaded, work, out_json, out_md) -> int:
 
 
 def _done(result: dict) -> int:
-    """Exit status: 130 (and a note) when Ctrl-C stopped the run early, else 0."""
+    """Exit status: 1 after an error, 130 when Ctrl-C stopped the run early (what was done is written, marked
+    partial, either way), else 0."""
+    if result.get("error"):
+        print(f"error: {result['error']}; wrote what was measured before it, marked partial", file=sys.stderr)
+        return 1
     if result.get("partial"):
         print("stopped by Ctrl-C: wrote what was measured, marked partial", file=sys.stderr)
         return 130

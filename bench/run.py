@@ -50,8 +50,9 @@ def run_bench(
     """Run every row ``opts.rounds`` times, interleaved, then the decode-step measurements.
 
     Returns the result dict written to ``assets/bench.json`` (see ``bench.report.to_markdown`` for the table).
-    Ctrl-C (``KeyboardInterrupt``) stops the run cleanly: the result then holds the rounds and rows done so far
-    and ``"partial": true`` (no decode-step figures and no targets if it stopped before them).
+    Ctrl-C (``KeyboardInterrupt``) or an error in a row stops the run cleanly: the result then holds the rounds and
+    rows done so far and ``"partial": true`` (and ``"error"``: what failed; no decode-step figures and no targets if
+    it stopped before them).
     Raises:
         ParityError: outputs differ and parity is strict (``opts.parity == "strict"``, or ``"auto"`` with a
             dtype of 32 bits or more).
@@ -62,7 +63,7 @@ def run_bench(
     times: dict[str, list[float]] = {label: [] for label in labels}
     outputs: dict[str, dict[str, list[int]]] = {}
     extras: dict[str, list[dict]] = {label: [] for label in labels}  # per round (Batchscope rows)
-    partial = False
+    partial, failure = False, None
     try:
         say("warm-up")
         n_warm = min(4, work.max_tokens)
@@ -72,6 +73,10 @@ def run_bench(
         _rounds(loaded, work, opts, order, labels, say, (times, outputs, extras))
     except KeyboardInterrupt:
         partial = True
+    except ParityError:
+        raise
+    except Exception as exc:  # keep what was measured; the CLI reports the error
+        partial, failure = True, f"{type(exc).__name__}: {exc}"
     strict = not partial and (opts.parity == "strict" or (opts.parity == "auto" and loaded.dtype.itemsize >= 4))
     reference = next((label for label in labels if label in outputs), labels[0])
     parity_error = None
@@ -101,6 +106,7 @@ def run_bench(
         },
         "decode_step": decode_step,
         **({"partial": True} if partial else {}),
+        **({"error": failure} if failure else {}),
     }
     result["targets"] = evaluate_targets(result)
     return result

@@ -113,8 +113,8 @@ def run_sweep(
     Returns the dict saved as ``assets/sweep.json``: ``provenance``, ``config``, ``anyscale`` (the published
     numbers) and ``levels``, one per ``sigma`` with ``lengths``, their ``spread`` (``spread_stats``), and per
     policy ``seconds``, ``num_steps``, ``output_tokens``, ``tok_per_s``, ``tok_per_step``; plus ``ratio_s`` and
-    ``ratio_steps`` (continuous / static). Ctrl-C stops cleanly: the levels finished so far are returned, with
-    ``"partial": true``.
+    ``ratio_steps`` (continuous / static). Ctrl-C or an error stops cleanly: the levels finished so far are
+    returned, with ``"partial": true`` (and ``"error"``: what failed).
     """
     say = progress or (lambda msg: None)
     settings = {
@@ -129,17 +129,20 @@ def run_sweep(
         "block_size": block_size,
     }
     levels: list[dict] = []
-    partial = False
+    partial, failure = False, None
     try:
         _run_levels(loaded, prompt_specs, settings, say, levels)
     except KeyboardInterrupt:
         partial = True
+    except Exception as exc:  # keep the finished levels; the CLI reports the error
+        partial, failure = True, f"{type(exc).__name__}: {exc}"
     return {
         "provenance": provenance(loaded),
         "config": _describe(settings, prompt_specs),
         "anyscale": ANYSCALE,
         "levels": levels,
         **({"partial": True} if partial else {}),
+        **({"error": failure} if failure else {}),
     }
 
 

@@ -79,3 +79,21 @@ def test_contention_measures_each_thread_count_quiet_and_busy(tiny, work):
         )
     assert result["chosen_threads"] >= 1 and "| 1 |" in contention.to_markdown(result)
     json.dumps(result, allow_nan=False)
+
+
+def test_an_error_in_a_row_keeps_what_ran_and_names_the_error(tiny, work, monkeypatch, capsys):
+    from bench.cli import _done
+
+    real, calls = rows.ROWS["hf-continuous"], []
+
+    def broken(*args, **kw):  # the warm-up passes; round 1 fails
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("out of memory")
+        return real(*args, **kw)
+
+    monkeypatch.setitem(rows.ROWS, "hf-continuous", broken)
+    result = run.run_bench(tiny, work, run.BenchOptions(**{**OPTS, "rounds": 1}))
+    assert result["partial"] and "out of memory" in result["error"]
+    assert [r["label"] for r in result["rows"]] == ["hf-sequential", "hf-static@2"]  # the rows before it
+    assert _done(result) == 1 and "out of memory" in capsys.readouterr().err

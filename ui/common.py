@@ -1,14 +1,13 @@
 """Shared glue: loading traces, the provenance badge, request chips, and the step state of a page.
 
 Text that comes from a trace or a workload (request ids, file names, the header's model and policy, error messages
-that quote them) is escaped before it joins HTML (``html.escape``) or Markdown (``md``): an id such as
+that quote them) is escaped before it joins HTML rendered as Markdown (``html_text``: character references) or Markdown (``md``): an id such as
 ``<img src=https://example.com/x.png>`` or ``![x](https://example.com/x.png)`` then shows as those characters and
 never makes the browser fetch anything.
 """
 
 from __future__ import annotations
 
-import html
 import os
 import re
 import threading
@@ -55,6 +54,17 @@ def md(text: object) -> str:
     return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
+# HTML's own characters, then Markdown's syntax characters, each as a numeric character reference
+_HTML_MD_ENTITIES = {ord(c): f"&#{ord(c)};" for c in "&<>\"'" + "\\`*_[]()!$~|:{}#+-"}
+
+
+def html_text(text: object) -> str:
+    """``text`` as literal characters inside HTML that Streamlit renders as Markdown (``unsafe_allow_html``): HTML
+    escaped, and Markdown's syntax characters as numeric character references, which Markdown shows but never
+    parses (a backslash would not do: it is not an escape in HTML)."""
+    return str(text).translate(_HTML_MD_ENTITIES)
+
+
 def badge(view: TraceView) -> None:
     """Where the picture comes from: a live run, a recorded trace (model, device, date) or an imported file."""
     source = getattr(view, "source", "recorded")
@@ -82,7 +92,7 @@ def chips(view: TraceView, request_ids: list[str], empty: str = "none") -> str:
         return f"<span style='opacity:0.6'>{empty}</span>"
     return " ".join(
         f"<span style='background:{view.colors[r]};color:{_text_color(view.colors[r])};padding:1px 7px;"
-        f"border-radius:4px;margin-right:3px;font-family:monospace'>{html.escape(r)}</span>"
+        f"border-radius:4px;margin-right:3px;font-family:monospace'>{html_text(r)}</span>"
         for r in request_ids
     )
 
