@@ -1,9 +1,9 @@
 """Shared glue: loading traces, the provenance badge, request chips, and the step state of a page.
 
 Text that comes from a trace or a workload (request ids, file names, the header's model and policy, error messages
-that quote them) is escaped before it joins HTML rendered as Markdown (``html_text``: character references) or Markdown (``md``): an id such as
-``<img src=https://example.com/x.png>`` or ``![x](https://example.com/x.png)`` then shows as those characters and
-never makes the browser fetch anything.
+that quote them) is escaped before it joins Markdown (``md``: backslash escapes) or HTML that Streamlit renders as
+Markdown (``html_text``: character references): an id such as ``<img src=https://example.com/x.png>`` or
+``![x](https://example.com/x.png)`` then shows as those characters and never makes the browser fetch anything.
 """
 
 from __future__ import annotations
