@@ -10,9 +10,11 @@ of recent tokens and emit only what has become stable, as vLLM's ``detokenize_in
 
     prefix_text = decode(ids[prefix_offset:read_offset])
     new_text    = decode(ids[prefix_offset:])
-    if new_text is longer and does not end in an unfinished character (U+FFFD):
-        emit new_text[len(prefix_text):]; prefix_offset, read_offset = read_offset, len(ids)
-    else: emit nothing yet (wait for the character's remaining bytes)
+    emit what new_text adds beyond prefix_text, up to an unfinished last character (a trailing U+FFFD run)
+    if new_text is complete: prefix_offset, read_offset = read_offset, len(ids)   (the window moves on)
+    else: keep the window; the rest of the character comes with the next token
+          (vLLM holds the whole window back here; emitting the whole characters before the unfinished one keeps
+          the text exactly "decode so far minus an unfinished last character")
 
 Decoding the window, not the token, also keeps what a tokenizer does at word boundaries (leading spaces) right. The
 concatenation of the emitted deltas equals ``decode(all output ids)`` minus an unfinished last character; when the
@@ -36,6 +38,7 @@ class IncrementalDetokenizer:
         self.prefix_offset = 0
         self.read_offset = 0
         self.text = ""  # everything emitted so far
+        self.held = 0  # characters of the window's new text already emitted while its last character is unfinished
 
     def add(self, token_id: int, final: bool = False) -> str:
         """Append ``token_id``; return the text it makes stable (``final``: the request ended, flush the rest)."""
@@ -54,10 +57,14 @@ class IncrementalDetokenizer:
             return ""
         prefix_text = self.decode(self.ids[self.prefix_offset : self.read_offset])
         new_text = self.decode(self.ids[self.prefix_offset :])
-        if len(new_text) <= len(prefix_text) or new_text.endswith(REPLACEMENT):
-            return ""  # an unfinished character: wait for its other bytes
-        self.prefix_offset, self.read_offset = self.read_offset, len(self.ids)
-        return new_text[len(prefix_text) :]
+        stable = new_text.rstrip(REPLACEMENT)  # an unfinished character decodes to U+FFFD: hold it back
+        start = len(prefix_text) + self.held
+        delta = stable[start:]
+        if stable == new_text and len(new_text) > len(prefix_text):  # complete: the window moves on
+            self.prefix_offset, self.read_offset, self.held = self.read_offset, len(self.ids), 0
+        else:
+            self.held += len(delta)
+        return delta
 
 
 def is_partial(token_text: str) -> bool:
