@@ -72,7 +72,7 @@ def _model_config(max_model_len: int) -> ModelConfig:
     return ModelConfig(model=_model_dir().name, skip_tokenizer_init=True, max_model_len=max_model_len, dtype="float32")
 
 
-def make_scheduler(config: dict[str, Any]) -> Scheduler:
+def make_scheduler(config: dict[str, Any], scheduler_cls: type[Scheduler] = Scheduler) -> Scheduler:
     """Build vLLM's ``Scheduler`` (``Scheduler.__init__``) for a workload ``config`` (see ``run_vllm``).
 
     vLLM's ``SchedulerConfig.verify_max_model_len`` refuses ``max_num_batched_tokens < max_model_len`` with
@@ -91,6 +91,7 @@ def make_scheduler(config: dict[str, Any]) -> Scheduler:
         enable_chunked_prefill=True,
         scheduler_reserve_full_isl=bool(config.get("reserve_full_prompt", False)),
         policy=config.get("scheduling_policy", "fcfs"),
+        async_scheduling=bool(config.get("async_scheduling", False)),  # run_vllm updates a step before the next
     )
     sched_cfg.enable_chunked_prefill = bool(config["enable_chunked_prefill"])
     cache_cfg = CacheConfig(block_size=block_size, enable_prefix_caching=bool(config.get("enable_prefix_caching")))
@@ -109,7 +110,7 @@ def make_scheduler(config: dict[str, Any]) -> Scheduler:
         kv_cache_tensors=[],
         kv_cache_groups=[KVCacheGroupSpec(["model.layers.0.self_attn.attn"], spec)],
     )
-    sched = Scheduler(
+    sched = scheduler_cls(
         vllm_config=vllm_cfg,
         kv_cache_config=kv_cfg,
         structured_output_manager=StructuredOutputManager(vllm_cfg),
@@ -193,7 +194,7 @@ def _sampled_tokens(
     return tokens, exhausted
 
 
-def run_vllm(workload: dict[str, Any]) -> list[dict[str, Any]]:
+def run_vllm(workload: dict[str, Any], scheduler_cls: type[Scheduler] = Scheduler) -> list[dict[str, Any]]:
     """Run ``workload`` through vLLM's scheduler; one record per step, until every request has finished.
 
     ``workload``: ``{"config": {max_num_seqs, max_num_batched_tokens, block_size, num_kv_blocks (Batchscope's
@@ -214,9 +215,12 @@ def run_vllm(workload: dict[str, Any]) -> list[dict[str, Any]]:
     ``num_cached_tokens`` (prefix-cache hit tokens of each request admitted this step); ``block_tables``
     (every block-holding request after ``schedule()``, block ids minus 1); ``num_used_blocks`` (blocks referenced
     by some request; cached-but-free blocks count as free).
+
+    ``scheduler_cls``: a subclass of vLLM's ``Scheduler`` to drive instead (``batchscope_vllm.tracer``'s); it is
+    shut down at the end, as vLLM's engine core does.
     """
     config = workload["config"]
-    sched = make_scheduler(config)
+    sched = make_scheduler(config, scheduler_cls)
     hasher = _block_hasher(config)
     eos = [int(t) for t in workload.get("eos_token_ids", [])]
     sampled = {str(k): list(v) for k, v in workload.get("sampled", {}).items()}
@@ -296,6 +300,7 @@ def run_vllm(workload: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
         step += 1
+    sched.shutdown()  # as vLLM's engine core does when it stops (a tracing scheduler writes its summary)
     return records
 
 

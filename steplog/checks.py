@@ -1,10 +1,16 @@
 """What the JSON Schema cannot say about a trace: the records agree with each other and with time.
 
 A trace that passes these checks can be measured and drawn: every number is finite, time never runs backwards,
-every request named anywhere is a request of the header, every slot and block exists, and the summary's tokens are
-the tokens the steps sampled. Each check names the line (1-based, as in the file) and the field.
+every request named anywhere is a declared request (in the header, or, in version 2, in a step's ``arrived``),
+every slot and block exists, and the summary's tokens are the tokens the steps sampled. Each check names the line
+(1-based, as in the file) and the field.
 
     header (line 1) --ids--> steps (lines 2..n-1) --tokens, times--> summary (line n)
+
+Batchscope's engine (version 1) writes exact ``perf_counter`` times, so its steps never overlap. A vLLM server's
+trace (version 2) may overlap steps (``async_scheduling``), stamps arrivals on another clock, and can end with
+requests still running or with its step records cut at a size cap (``truncated_at_step``); those rules are relaxed
+there, the others hold for both.
 """
 
 from __future__ import annotations
@@ -14,6 +20,14 @@ import itertools
 from steplog.strict_json import non_finite_path
 
 MAX_ID_CHARS = 64
+# Batchscope's engine limits (engine.config.LIMITS; steplog imports nothing of ours, a test keeps them equal). The
+# schema allows larger values for servers' traces (version 2).
+V1_LIMITS = {
+    "max_num_seqs": (1, 256),
+    "max_num_batched_tokens": (1, 65536),
+    "block_size": (1, 1024),
+    "num_kv_blocks": (1, 100_000),
+}
 
 
 class CheckError(ValueError):
@@ -41,20 +55,29 @@ def check_records(records: list[dict]) -> None:
     header, steps, summary = records[0], records[1:-1], records[-1]
     if not steps:
         raise CheckError(f"line {len(records)}: the trace has no step records (at least one step is needed to draw it)")
-    ids = _check_header(header)
-    _check_steps(header, steps, ids)
-    _check_summary(summary, steps, ids, len(records))
+    strict = header.get("schema_version", 1) == 1
+    if strict:
+        _check_limits(header["config"])
+    ids = _declare([(1, f"requests/{k}", r) for k, r in enumerate(header["requests"])], set())
+    _check_steps(header, steps, ids, strict)
+    _check_summary(summary, steps, ids, len(records), strict)
 
 
-def _check_header(header: dict) -> set[str]:
-    ids: set[str] = set()
-    for k, r in enumerate(header["requests"]):
+def _check_limits(config: dict) -> None:
+    for name, (lo, hi) in V1_LIMITS.items():
+        if not lo <= config[name] <= hi:
+            raise CheckError(f"line 1, field config/{name}: {config[name]} is out of range [{lo}, {hi}]")
+
+
+def _declare(requests: list[tuple[int, str, dict]], ids: set[str]) -> set[str]:
+    """Add the declared requests' ids to ``ids`` (each valid and new); ``requests``: (line, field, request)."""
+    for line, field, r in requests:
         rid = r["request_id"]
         problem = request_id_problem(rid)
         if problem:
-            raise CheckError(f"line 1, field requests/{k}/request_id: {problem}")
+            raise CheckError(f"line {line}, field {field}/request_id: {problem}")
         if rid in ids:
-            raise CheckError(f"line 1, field requests/{k}/request_id: {rid!r} appears twice; ids must be unique")
+            raise CheckError(f"line {line}, field {field}/request_id: {rid!r} appears twice; ids must be unique")
         ids.add(rid)
     return ids
 
@@ -67,14 +90,17 @@ def _step_ids(st: dict) -> list[tuple[str, str]]:
     out += [("finished", f["request_id"]) for f in st["finished"]]
     out += [("padding_slots", p["request_id"]) for p in st["padding_slots"]]
     out += [(name, rid) for name in ("admitted", "preempted", "waiting", "running") for rid in st[name]]
+    out += [("num_cached_tokens", rid) for rid in st.get("num_cached_tokens") or {}]
+    out += [("kv/freed", rid) for rid in kv.get("freed", [])]
     out += [
         (f"kv/{name}", rid) for name in ("block_tables", "num_cached_tokens", "allocated") for rid in kv.get(name, {})
     ]
     return out
 
 
-def _check_steps(header: dict, steps: list[dict], ids: set[str]) -> None:
+def _check_steps(header: dict, steps: list[dict], ids: set[str], strict: bool) -> None:
     cfg = header["config"]
+    overlap = not strict and bool(cfg.get("async_scheduling"))  # a server may schedule step k+1 before k ends
     prev_end, prev_step = None, -1
     for line, st in enumerate(steps, start=2):
         where = f"line {line} (step {st['step']})"
@@ -83,12 +109,13 @@ def _check_steps(header: dict, steps: list[dict], ids: set[str]) -> None:
             raise CheckError(f"{where}, field step: expected {expected} (the previous step + 1 + idle_steps_before)")
         if st["t_end"] < st["t_start"]:
             raise CheckError(f"{where}, field t_end: {st['t_end']} is before t_start {st['t_start']}")
-        if prev_end is not None and st["t_start"] < prev_end:
+        if prev_end is not None and st["t_start"] < prev_end and not overlap:
             raise CheckError(f"{where}, field t_start: {st['t_start']} is before the previous step's t_end {prev_end}")
         prev_end, prev_step = st["t_end"], st["step"]
+        _declare([(line, f"arrived/{k}", r) for k, r in enumerate(st.get("arrived", []))], ids)
         for field, rid in _step_ids(st):
             if rid not in ids:
-                raise CheckError(f"{where}, field {field}: request {rid!r} is not in the header's requests")
+                raise CheckError(f"{where}, field {field}: request {rid!r} was never declared (header or arrived)")
         slots = [s["slot"] for s in st["scheduled"]] + [p["slot"] for p in st["padding_slots"]]
         if any(s >= cfg["max_num_seqs"] for s in slots):
             raise CheckError(f"{where}, field scheduled/slot: slots must be in [0, {cfg['max_num_seqs'] - 1}]")
@@ -110,47 +137,52 @@ def _check_blocks(kv: dict, where: str) -> None:
                 raise CheckError(f"{where}, field kv/{name}/{rid}: block ids must be in [0, {n - 1}]")
 
 
-def _check_summary(summary: dict, steps: list[dict], ids: set[str], line: int) -> None:
+def _sampled_and_finished(steps: list[dict]) -> tuple[dict[str, list[int]], dict[str, str]]:
     sampled: dict[str, list[int]] = {}
     finished: dict[str, str] = {}
-    for line_no, st in enumerate(steps, start=2):
+    for line, st in enumerate(steps, start=2):
         for s in st["sampled"]:
             sampled.setdefault(s["request_id"], []).append(s["token_id"])
         for f in st["finished"]:
             if f["request_id"] in finished:
-                raise CheckError(f"line {line_no}: request {f['request_id']!r} finishes twice")
+                raise CheckError(f"line {line}: request {f['request_id']!r} finishes twice")
             finished[f["request_id"]] = f["reason"]
+    return sampled, finished
+
+
+def _check_summary(summary: dict, steps: list[dict], ids: set[str], line: int, strict: bool) -> None:
+    sampled, finished = _sampled_and_finished(steps)
+    cut = "truncated_at_step" in summary  # the steps stop early: the summary may know more than they do
     seen: set[str] = set()
-    last_end = steps[-1]["t_end"] if steps else 0.0
+    last_end = steps[-1]["t_end"]
     for k, r in enumerate(summary["requests"]):
         rid, where = r["request_id"], f"line {line}, field requests/{k}"
         if rid not in ids or rid in seen:
-            raise CheckError(f"{where}/request_id: {rid!r} is not a header request, or appears twice")
+            raise CheckError(f"{where}/request_id: {rid!r} is not a declared request, or appears twice")
         seen.add(rid)
-        if r["output_token_ids"] != sampled.get(rid, []):
+        tokens, outputs = sampled.get(rid, []), r["output_token_ids"]
+        if (outputs[: len(tokens)] if cut else outputs) != tokens:
             raise CheckError(f"{where}/output_token_ids: not the tokens the steps sampled for {rid!r}")
-        if r["finish_reason"] != finished.get(rid):
+        if r["finish_reason"] != finished.get(rid) and not (cut and rid not in finished):
             raise CheckError(f"{where}/finish_reason: {r['finish_reason']!r}, but the steps say {finished.get(rid)!r}")
-        if r["finish_reason"] is None and not summary.get("partial"):
+        if strict and r["finish_reason"] is None and not summary.get("partial"):
             raise CheckError(f"{where}/finish_reason: {rid!r} never finished, and the summary is not marked partial")
-        _check_times(r, where, last_end)
+        _check_times(r, where, None if cut else last_end, strict)
     if seen != ids:
         raise CheckError(f"line {line}, field requests: missing {sorted(ids - seen)[:5]}")
 
 
-def _check_times(r: dict, where: str, last_end: float) -> None:
-    """arrival <= first scheduled <= first token <= finish <= end of the last step (each where known)."""
+def _check_times(r: dict, where: str, last_end: float | None, strict: bool) -> None:
+    """arrival <= first scheduled <= first token <= finish <= end of the last step (each where known; a server's
+    arrival is stamped on another clock than its steps, so it is left out there)."""
     if (r["first_token_time"] is None) != (not r["output_token_ids"]):
         raise CheckError(f"{where}/first_token_time: must be set exactly when the request has output tokens")
     if (r["finish_time"] is None) != (r["finish_reason"] is None):
         raise CheckError(f"{where}/finish_time: must be set exactly when the request finished")
-    chain = [
-        (name, r[name])
-        for name in ("arrival_time", "first_scheduled_time", "first_token_time", "finish_time")
-        if r[name] is not None
-    ]
+    names = ("arrival_time",) * strict + ("first_scheduled_time", "first_token_time", "finish_time")
+    chain = [(name, r[name]) for name in names if r.get(name) is not None]
     for (a, ta), (b, tb) in itertools.pairwise(chain):
         if tb < ta:
             raise CheckError(f"{where}/{b}: {tb} is before {a} {ta}")
-    if len(chain) > 1 and chain[-1][1] > last_end:
+    if last_end is not None and len(chain) > 1 and chain[-1][1] > last_end:
         raise CheckError(f"{where}/{chain[-1][0]}: {chain[-1][1]} is after the last step's t_end {last_end}")

@@ -25,13 +25,15 @@ class ConfigRecord(TypedDict):
 class _RequestSpecOptional(TypedDict, total=False):
     ignore_eos: bool
     arrival_step: int | None
+    prompt: str  # absent in a vLLM tracer's trace without text
+    prompt_token_ids: list[int]
+    priority: int
 
 
 class RequestSpecRecord(_RequestSpecOptional):
-    """A request as the header lists it."""
+    """A request as the header lists it (or, in a version 2 trace, the step it arrived before: ``arrived``)."""
 
     request_id: str
-    prompt: str
     num_prompt_tokens: int
     max_tokens: int
     temperature: float
@@ -44,6 +46,9 @@ class RequestSpecRecord(_RequestSpecOptional):
 class _HeaderOptional(TypedDict, total=False):
     created: str
     scenario: str | None
+    source: Literal["batchscope", "vllm"]  # required from schema version 2
+    vllm_version: str
+    record_text: bool
     seed: int | None  # the run's seed: unseeded sampled requests drew their seeds from it
 
 
@@ -76,6 +81,7 @@ class ScheduledRecord(_ScheduledOptional):
 
 
 class _SampledOptional(TypedDict, total=False):
+    text: str  # absent in a vLLM tracer's trace without text
     partial: bool  # ``text`` (the token alone) is only part of a character
     text_delta: str  # what the token adds to the output text (incremental detokenization)
 
@@ -83,12 +89,14 @@ class _SampledOptional(TypedDict, total=False):
 class SampledRecord(_SampledOptional):
     request_id: str
     token_id: int
-    text: str
+
+
+FinishReason = Literal["stop", "length", "abort", "error", "repetition"]
 
 
 class FinishedRecord(TypedDict):
     request_id: str
-    reason: Literal["stop", "length"]
+    reason: FinishReason
 
 
 class PaddingRecord(TypedDict):
@@ -99,23 +107,28 @@ class PaddingRecord(TypedDict):
 
 
 class KVExtras(TypedDict, total=False):
-    """Optional KV facts; a scheduler adds its own through ``step_stats`` (static batching: reserved blocks)."""
+    """Optional KV facts; a scheduler adds its own through ``step_stats`` (static batching: reserved blocks).
+    ``block_tables``: every request's table (schema version 1); ``freed`` and ``allocated``: what changed since the
+    previous step (version 2; ``steplog.blocks`` and ``TraceView.block_tables`` rebuild the tables)."""
 
+    block_tables: dict[str, list[int]]
+    freed: list[str]
     num_cached_tokens: dict[str, int]
     allocated: dict[str, list[int]]
     num_reserved_blocks: int
 
 
 class KVRecord(KVExtras):
-    """The KV pool after the step's scheduling: every request's block table."""
+    """The KV pool after the step's scheduling."""
 
     num_blocks: int
     block_size: int
     num_used_blocks: int
-    block_tables: dict[str, list[int]]
 
 
 class _StepOptional(TypedDict, total=False):
+    arrived: list[RequestSpecRecord]  # version 2: requests that arrived since the previous step
+    num_cached_tokens: dict[str, int]  # prefix-cache hit tokens of each request admitted in this step
     idle_steps_before: int  # empty steps skipped right before this one (the step clock jumped to an arrival)
 
 
@@ -138,13 +151,16 @@ class StepRecord(_StepOptional):
     kv: KVRecord
 
 
-class RequestResultRecord(TypedDict):
+class _RequestResultOptional(TypedDict, total=False):
+    output_text: str  # absent in a vLLM tracer's trace without text
+
+
+class RequestResultRecord(_RequestResultOptional):
     """A request's outcome and its timestamps (seconds from the start of the run)."""
 
     request_id: str
-    output_text: str
     output_token_ids: list[int]
-    finish_reason: Literal["stop", "length"] | None
+    finish_reason: FinishReason | None
     num_preemptions: int
     num_recomputed_tokens: int
     arrival_time: float

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, cast
 
+from steplog.blocks import BlockTables, Tables
 from steplog.records import HeaderRecord, StepRecord, SummaryRecord
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with the common colour-vision deficiencies.
@@ -18,6 +19,12 @@ OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "
 EXTRA = ["#8C564B", "#7F7F7F", "#BCBD22", "#17BECF", "#9467BD", "#AEC7E8", "#FFBB78", "#98DF8A"]
 FREE_COLOR = "#E8E8E8"
 PADDING_COLOR = "#9E9E9E"
+
+
+def text_color(hex_color: str) -> str:
+    """Black or white, whichever reads better on ``hex_color`` (for a request's chip)."""
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return "#000" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "#fff"
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,10 @@ class Cell:
 @dataclass
 class TraceView:
     """A trace's records split into header, steps and summary; ``source`` says where it came from (recorded, live,
-    imported) and ``filename`` names an imported file."""
+    imported) and ``filename`` names an imported file; ``engine`` which engine wrote it (the header's ``source``).
+
+    ``header["requests"]`` also lists the requests that a version 2 trace declares in its steps (``arrived``: a
+    server cannot list them up front), so the visuals see every request in arrival order."""
 
     records: list[Any]  # [HeaderRecord, StepRecord..., SummaryRecord], as ``steplog.trace.read`` returns them
     source: str = "recorded"
@@ -45,11 +55,55 @@ class TraceView:
     header: HeaderRecord = field(init=False)
     steps: list[StepRecord] = field(init=False)
     summary: SummaryRecord = field(init=False)
+    _cells: dict[int, list[Cell]] = field(init=False, default_factory=dict, repr=False)
+    memo: dict = field(init=False, default_factory=dict, repr=False)  # whole-trace facts the visuals derive once
 
     def __post_init__(self):
         self.header = cast(HeaderRecord, self.records[0])
         self.steps = cast(list[StepRecord], self.records[1:-1])
         self.summary = cast(SummaryRecord, self.records[-1])
+        known = {r["request_id"] for r in self.header["requests"]}  # a view of a view's header lists them already
+        arrived = [r for st in self.steps for r in st.get("arrived", ()) if r["request_id"] not in known]
+        if arrived:
+            self.header = {**self.header, "requests": [*self.header["requests"], *arrived]}
+
+    @property
+    def engine(self) -> str:
+        return self.header.get("source", "batchscope")
+
+    @cached_property
+    def _tables(self) -> BlockTables:
+        return BlockTables(self.steps, self.header.get("schema_version", 1))
+
+    def block_tables(self, step: int) -> Tables:
+        """``{request_id: block ids}`` during ``step``'s forward pass (rebuilt from deltas in version 2 traces)."""
+        return self._tables(step)
+
+    @cached_property
+    def block_counts(self) -> dict[str, dict[int, int]]:
+        """``{request_id: {step: blocks held}}`` over the whole trace."""
+        return self._tables.counts()
+
+    @cached_property
+    def labels(self) -> dict[str, str]:
+        """A short display name per request: the id itself if short, else the part after the prefix every id shares
+        (``chatcmpl-``), cut to 8 characters (longer where two would collide)."""
+        ids = self.request_ids
+        if all(len(r) <= 10 for r in ids):
+            return {r: r for r in ids}
+        prefix = _common_prefix(ids) if len(ids) > 1 else ""
+        rest = {r: r[len(prefix) :] or r for r in ids}
+        for width in (8, 12, 16):
+            for short in (
+                {r: s[:width] + ("…" if len(s) > width else "") for r, s in rest.items()},
+                {r: ("…" if len(s) > width else "") + s[-width:] for r, s in rest.items()},
+            ):
+                if len(set(short.values())) == len(ids):
+                    return short
+        return {r: r for r in ids}
+
+    def label(self, request_id: str) -> str:
+        return self.labels.get(request_id, request_id)
 
     @property
     def num_steps(self) -> int:
@@ -72,16 +126,40 @@ class TraceView:
     @cached_property
     def cells(self) -> list[Cell]:
         """Every (step position, slot) that was not empty."""
-        out = []
-        for i, st in enumerate(self.steps):
+        return [c for k in range(len(self.steps)) for c in self.cells_at(k)]
+
+    def cells_at(self, k: int) -> list[Cell]:
+        """The non-empty (step position, slot) cells of step index ``k``, built on first use (a window of a long
+        trace never builds the others). ``partial``: the token sampled there is only part of a character."""
+        if k not in self._cells:
+            st = self.steps[k]
             sampled = {s["request_id"]: s for s in st["sampled"]}
-            for s in st["scheduled"]:
-                kind = "recompute" if s.get("recompute") else s["kind"]
-                tok = sampled.get(s["request_id"])
-                text, partial = (tok["text"], tok.get("partial", False)) if tok else ("", False)
-                out.append(Cell(i, s["slot"], s["request_id"], kind, s["num_tokens"], text, partial))
-            for p in st["padding_slots"]:
-                out.append(Cell(i, p["slot"], p["request_id"], "padding"))
+            out = [
+                Cell(
+                    k,
+                    s["slot"],
+                    s["request_id"],
+                    "recompute" if s.get("recompute") else s["kind"],
+                    s["num_tokens"],
+                    sampled[s["request_id"]].get("text", "") if s["request_id"] in sampled else "",
+                    bool(sampled[s["request_id"]].get("partial")) if s["request_id"] in sampled else False,
+                )
+                for s in st["scheduled"]
+            ]
+            out += [Cell(k, p["slot"], p["request_id"], "padding") for p in st["padding_slots"]]
+            self._cells[k] = out
+        return self._cells[k]
+
+    @cached_property
+    def first_seen(self) -> dict[str, int]:
+        """The first step each request is waiting, running, finished or preempted in (it had arrived by then)."""
+        out: dict[str, int] = {}
+        for k, st in enumerate(self.steps):
+            for key in ("waiting", "running", "preempted"):
+                for rid in st[key]:
+                    out.setdefault(rid, k)
+            for f in st["finished"]:
+                out.setdefault(f["request_id"], k)
         return out
 
     def step_number(self, i: int) -> int:
@@ -115,4 +193,15 @@ class TraceView:
     def provenance(self) -> str:
         h = self.header
         created = (h.get("created") or "")[:10] or "unknown date"
+        if self.engine == "vllm":
+            return f"vLLM {h.get('vllm_version', '?')} server, {h['model']}, {h['device']} · {h['dtype']} · {created}"
         return f"{h['model']} · {h['device']} · {h['dtype']} · {created}"
+
+
+def _common_prefix(ids: list[str]) -> str:
+    """The longest prefix all ``ids`` share, cut back to its last separator (``chatcmpl-``, never ``chatcmpl-3``)."""
+    lo, hi = min(ids), max(ids)
+    n = 0
+    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
+        n += 1
+    return lo[: max(lo.rfind(c, 0, n) for c in "-_:./") + 1]

@@ -1,9 +1,11 @@
-"""The app's pages under Streamlit's AppTest: controls move the one step, figures follow, both sides stay in
-lockstep, playback survives seeks (shared case c14), knobs validate before running. Figures' data is checked."""
+"""The app's pages under Streamlit's AppTest: controls move the one step, figures follow, playback survives seeks
+(shared case c14), the lockstep page hands both traces to the browser player, knobs validate before running.
+Figures' data is checked. (The browser player itself is tested in a real browser: test_browser_player.py.)"""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -81,45 +83,50 @@ def test_walkthrough_narration_tells_the_seed_story():
     assert "Step 4: A and D decode 1 token each" in " ".join(m.value for m in at.markdown)
 
 
-def lockstep_steps(at) -> list[str]:
-    return [h.value for h in at.subheader]
+def player_payload(at) -> dict:
+    """The payload of the browser player embedded in the page (its frame's inline JSON)."""
+    (frame,) = at.get("iframe")
+    body = re.search(r'<script type="application/json" id="bs-payload">(.*?)</script>', frame.proto.srcdoc, re.DOTALL)
+    return json.loads(body.group(1))
 
 
-def test_lockstep_playback_ticks_seek_and_resume_c14():
-    at = page("page_lockstep", scenario="seed-abcd")
-    key = "lock:seed-abcd"
+def test_walkthrough_playback_ticks_seek_and_resume_c14():
+    at = page("page_walkthrough")
     n_charts = len(at.get("plotly_chart"))
-    click(at, f"{key}:play")
+    click(at, "walk:play")
     for _ in range(5):  # each rerun is one timer tick of the playback fragment
         at.run()
-    assert at.session_state[f"{key}:step"] == 5
-    assert lockstep_steps(at) == ["Static · step 5", "Continuous · step 5"]
+    assert at.session_state["walk:step"] == 5
+    assert sum("at step 5" in t for t in titles(at)) == 3
     assert len(at.get("plotly_chart")) == n_charts  # no accumulation
-    click(at, f"{key}:play")  # pause
-    at.slider(key=f"{key}:step").set_value(3).run()
-    assert lockstep_steps(at) == ["Static · step 3", "Continuous · step 3"]
-    blocks = [f for f in figures(at) if "KV blocks at step 3" in f["layout"]["title"]["text"]]
-    assert len(blocks) == 2
-    click(at, f"{key}:play")
+    click(at, "walk:play")  # pause
+    at.slider(key="walk:step").set_value(3).run()
+    assert sum("at step 3" in t for t in titles(at)) == 3
+    click(at, "walk:play")
     at.run()
     at.run()
-    assert lockstep_steps(at) == ["Static · step 5", "Continuous · step 5"]  # continued from the seek
+    assert sum("at step 5" in t for t in titles(at)) == 3  # continued from the seek
     assert len(at.get("plotly_chart")) == n_charts
 
 
-def test_lockstep_side_that_finishes_first_holds_its_final_state():
+def test_lockstep_page_plays_both_traces_in_the_browser_player():
     at = page("page_lockstep", scenario="seed-abcd", step="20")
-    assert lockstep_steps(at) == ["Static · step 20", "Continuous · step 13"]
-    assert any("continuous finished at step 13" in s.value for s in at.success)
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["static steps"] == "22" and metrics["continuous steps"] == "14"
-    assert metrics["steps saved by continuous"] == "8"
+    p = player_payload(at)
+    assert [v["policy"] for v in p["views"]] == ["static", "continuous"]
+    assert (p["initial_step"], p["num_steps"], [v["num_steps"] for v in p["views"]]) == (20, 22, [22, 14])
+    assert p["views"][1]["finished_note"] == "continuous finished at step 13; holding its final state."
+    counters = {c["label"]: p["T"][c["values"][20]] for c in p["counters"]}
+    assert counters["static steps"] == "22" and counters["continuous steps"] == "14"
+    assert counters["steps saved by continuous"] == "8 (36% fewer)"
+    assert at.get("download_button")[0].label.startswith("Download this player")
 
 
-def test_lockstep_url_carries_scenario_and_step():
-    at = page("page_lockstep", scenario="sixteen", step="120")
-    assert at.session_state["lock:sixteen:step"] == 120
+def test_lockstep_url_carries_scenario_step_and_speed():
+    at = page("page_lockstep", scenario="sixteen", step="120", speed="30")
+    p = player_payload(at)
+    assert (p["initial_step"], p["speed"], p["present"]) == (120, 30, False)
     assert at.query_params["scenario"] == ["sixteen"] or at.query_params["scenario"] == "sixteen"
+    assert player_payload(page("page_lockstep", scenario="sixteen", present="1"))["present"] is True
 
 
 def test_trace_page_shows_header_steps_and_export():
@@ -157,8 +164,8 @@ def test_playground_live_run_draws_both_policies():
     at.slider(key="pg:maxtok").set_value(6).run()
     click(at, "pg:run")
     wait_for_live_run(at)
-    assert lockstep_steps(at)[0].startswith("Static · step 0")
-    assert sum("slots at step 0" in t for t in titles(at)) == 2
+    p = player_payload(at)
+    assert [v["policy"] for v in p["views"]] == ["static", "continuous"] and p["initial_step"] == 0
 
 
 @pytest.mark.real_model

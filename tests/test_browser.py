@@ -2,8 +2,9 @@
 
 Every page loads without an error element and is screenshotted (artifacts/screenshots/; with
 BATCHSCOPE_UPDATE_SCREENSHOTS=1 into docs/screenshots/, which the README shows); the step controls and Play move
-the step; the lockstep page keeps both sides on one step; live runs on a tiny model complete for two users at
-once. Live runs use a tiny random Llama with SmolLM2's tokenizer (``$BATCHSCOPE_MODEL``) so they take seconds.
+the step; the lockstep page keeps both sides on one step in the browser player and its step in the URL; live runs
+on a tiny model complete for two users at once. Live runs use a tiny random Llama with SmolLM2's tokenizer
+(``$BATCHSCOPE_MODEL``) so they take seconds.
 """
 
 from __future__ import annotations
@@ -134,9 +135,19 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
+def player_frame(page, step: int | None = None, min_charts: int = 8):
+    """The browser player's frame on a page, once it has drawn (at ``step`` if given)."""
+    frame = page.wait_for_selector("iframe").content_frame()
+    frame.wait_for_function("window.bsPlayer && bsPlayer.state.drawn >= 0")
+    if step is not None:
+        frame.wait_for_function(f"document.getElementById('bs-step').dataset.bsStep === '{step}'")
+    frame.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {min_charts}")
+    return frame
+
+
 PAGES = [
     ("walkthrough", "/?step=2", 4, 2200),
-    ("compare", "/compare?scenario=sixteen&step=300", 8, 2400),
+    ("compare", "/compare?scenario=sixteen&step=300", 0, 2400),
     ("metrics", "/metrics?scenario=sixteen", 3, 2600),
     ("trace", "/trace", 3, 1900),
 ]
@@ -150,6 +161,8 @@ def test_page_loads_without_error_or_outside_request(browser, server, name, path
     page.on("request", lambda r: requests.append(r.url))
     page.goto(server + path)
     wait_ready(page, charts)
+    if name == "compare":  # both traces play in the browser player's frame
+        player_frame(page, step=300)
     shot(page, name)
     outside = [u for u in requests if not u.startswith((server, "data:", "blob:"))]
     assert outside == [], f"the app asked the network for {outside[:5]}"
@@ -169,14 +182,17 @@ def test_step_buttons_and_play_move_the_step(browser, server):
     page.close()
 
 
-def test_lockstep_sides_show_the_same_step(browser, server):
+def test_lockstep_sides_show_the_same_step_and_the_url_keeps_it(browser, server):
     page = open_page(browser, server + "/compare?scenario=seed-abcd&step=4")
-    wait_ready(page, 8)
-    page.get_by_text("Static · step 4").wait_for()
-    page.get_by_text("Continuous · step 4").wait_for()
-    page.locator(".st-key-lock-seed-abcd-fwd button").click()
-    page.get_by_text("Static · step 5").wait_for()
-    page.get_by_text("Continuous · step 5").wait_for()
+    frame = player_frame(page, step=4)
+    frame.get_by_text("Static · step 4").wait_for()
+    frame.get_by_text("Continuous · step 4").wait_for()
+    frame.locator("#bs-fwd").click()
+    frame.get_by_text("Static · step 5").wait_for()
+    frame.get_by_text("Continuous · step 5").wait_for()
+    page.wait_for_url("**step=5**")  # paused: the player wrote its step into the page's address
+    page.reload()
+    player_frame(page, step=5).get_by_text("Continuous · step 5").wait_for()
     page.close()
 
 
@@ -193,13 +209,14 @@ def test_two_users_run_live_at_once_and_each_gets_their_own_trace(browser, serve
     b.wait_for_function("document.querySelector('.st-key-pg-policy input').value === 'continuous'")
     a.locator(".st-key-pg-run button").click()
     b.locator(".st-key-pg-run button").click()
-    a.get_by_text("Static · step 0").wait_for()  # user A: both policies side by side
-    a.get_by_text("Continuous · step 0").wait_for()
+    frame = player_frame(a, step=0)  # user A: both policies side by side, in the browser player
+    frame.get_by_text("Static · step 0").wait_for()
+    frame.get_by_text("Continuous · step 0").wait_for()
     b.get_by_text("Step 0:").first.wait_for()  # user B: one continuous trace
     assert b.get_by_text("Static · step 0").count() == 0
     for p in (a, b):
         assert p.locator('[data-testid="stException"]').count() == 0
-    wait_ready(a, 8)
+    wait_ready(a, 0)
     shot(a, "playground")
     a.close()
     b.close()
@@ -228,4 +245,22 @@ def test_export_then_import_gives_back_the_same_trace_and_a_bad_file_is_refused(
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(good))
     page.get_by_text("Imported file").first.wait_for()
     wait_ready(page, 3)
+    page.close()
+
+
+def test_a_vllm_tracer_trace_opens_with_its_provenance(browser, server, tmp_path):
+    """The tracer's fixture, gzipped, uploaded on the Trace page: badge, narration and figures, no error."""
+    import gzip
+
+    packed = tmp_path / "server.jsonl.gz"
+    packed.write_bytes(gzip.compress((ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl").read_bytes()))
+    page = open_page(browser, server + "/trace")
+    wait_ready(page, 3)
+    page.locator(".st-key-trace-choice").click()
+    page.get_by_role("option", name="upload a file").click()
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(packed))
+    page.get_by_text("vLLM 0.33.0 server, model-free").first.wait_for()
+    page.get_by_text("Step 0:").first.wait_for()
+    wait_ready(page, 3)
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
     page.close()

@@ -70,3 +70,14 @@ def test_files_and_functions_stay_small(package):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1
                 assert n <= MAX_FUNCTION_LINES, f"{rel}:{node.lineno} {node.name}() is {n} lines > {MAX_FUNCTION_LINES}"
+
+
+def test_batchscope_vllm_imports_only_the_standard_library_and_vllm():
+    """Installed next to vLLM with ``pip install --no-deps .``: it must not need Batchscope's torch, transformers or
+    anything else vLLM's venv may lack."""
+    allowed = set(sys.stdlib_module_names) | {"__future__", "vllm", "batchscope_vllm"}
+    for path in _sources("batchscope_vllm"):
+        bad = _imports(path) - allowed
+        assert not bad, (
+            f"{path.relative_to(ROOT)} imports {sorted(bad)}; batchscope_vllm may import the standard library and vllm"
+        )

@@ -131,6 +131,7 @@ def _unfinish_last(recs) -> None:
         (lambda r: _unfinish_last(r), ("never finished", "not marked partial")),
         (lambda r: r[-1]["requests"].pop(), ("missing",)),
         (lambda r: r[0]["config"].update(num_kv_blocks=10**12), ("line 1", "num_kv_blocks")),
+        (lambda r: r[0]["config"].update(num_kv_blocks=200_000), ("line 1", "num_kv_blocks", "[1, 100000]")),
         (lambda r: r.__delitem__(slice(1, -1)), ("no step records",)),
     ],
 )
@@ -193,12 +194,12 @@ def test_writing_is_atomic_and_never_emits_nan(tmp_path):
     assert "NaN" not in out.read_text() and trace.read(out) == records()
 
 
-def test_schema_limits_are_the_engine_limits():
+def test_version_1_limits_are_the_engine_limits_and_the_schema_allows_them():
     from engine.config import LIMITS
+    from steplog.checks import V1_LIMITS
 
+    assert V1_LIMITS == LIMITS
     schema = json.loads(trace.schema_text())
     config = schema["$defs"]["header"]["properties"]["config"]["properties"]
-    assert {name: (config[name]["minimum"], config[name]["maximum"]) for name in LIMITS} == LIMITS
-    assert (
-        schema["$defs"]["step"]["properties"]["kv"]["properties"]["num_blocks"]["maximum"] == LIMITS["num_kv_blocks"][1]
-    )
+    assert all(config[name]["maximum"] >= hi for name, (_, hi) in LIMITS.items())
+    refused(mutate(lambda r: r[0]["config"].update(max_num_seqs=300)), "line 1", "config/max_num_seqs", "[1, 256]")

@@ -16,7 +16,7 @@ from pathlib import Path
 import streamlit as st
 
 from steplog import trace
-from steplog.view import TraceView
+from steplog.view import TraceView, text_color
 
 TRACE_DIR = Path(__file__).resolve().parent.parent / "assets" / "traces"
 POLICIES = ("static", "continuous")
@@ -66,35 +66,44 @@ def html_text(text: object) -> str:
 
 
 def badge(view: TraceView) -> None:
-    """Where the picture comes from: a live run, a recorded trace (model, device, date) or an imported file."""
+    """Where the picture comes from: a live run, a recorded trace (model, device, date) or an imported file; for a
+    trace written by the vLLM tracer, "vLLM 0.33.0 server, MODEL, DEVICE" first."""
     source = getattr(view, "source", "recorded")
     label = {"recorded": "Recorded trace", "live": "Live run", "imported": "Imported file"}.get(source, source)
     name = md(getattr(view, "filename", ""))
     partial = " · :orange-badge[partial: stopped early]" if view.partial else ""
     c = view.header["config"]
+    origin = f"**{label}**{' ' + name if name else ''} · {md(view.policy)} · {md(view.provenance())}"
+    if view.engine == "vllm":
+        h = view.header
+        origin = (
+            f"**vLLM {md(h.get('vllm_version', '?'))} server, {md(h['model'])}, {md(h['device'])}** · {label}"
+            f"{' ' + name if name else ''} · {md(h['dtype'])} · {(h.get('created') or '')[:10] or 'unknown date'}"
+        )
     st.caption(
-        f":material/verified: **{label}**{' ' + name if name else ''}{partial} · {md(view.policy)} · "
-        f"{md(view.provenance())} · "
+        f":material/verified: {origin}{partial} · "
         f"{c['max_num_seqs']} slots (max_num_seqs), token budget {c['max_num_batched_tokens']} "
         f"(max_num_batched_tokens), KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens, "
         f"chunked prefill {'on' if c['enable_chunked_prefill'] else 'off'}"
     )
 
 
-def _text_color(hex_color: str) -> str:
-    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
-    return "#000" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "#fff"
+MAX_CHIPS = 40  # a server's queues hold hundreds of requests: show the first ones and count the rest
 
 
 def chips(view: TraceView, request_ids: list[str], empty: str = "none") -> str:
-    """HTML chips in each request's colour (its id written on it, so colour is never the only cue)."""
+    """HTML chips in each request's colour (its id, or a short label of a long id, written on it, so colour is never
+    the only cue; the full id on hover)."""
     if not request_ids:
         return f"<span style='opacity:0.6'>{empty}</span>"
+    more = len(request_ids) - MAX_CHIPS
+    shown = request_ids[:MAX_CHIPS] if more > 0 else request_ids
     return " ".join(
-        f"<span style='background:{view.colors[r]};color:{_text_color(view.colors[r])};padding:1px 7px;"
-        f"border-radius:4px;margin-right:3px;font-family:monospace'>{html_text(r)}</span>"
-        for r in request_ids
-    )
+        f"<span title='{html.escape(r, quote=True)}' style='background:{view.colors[r]};"
+        f"color:{text_color(view.colors[r])};padding:1px 7px;border-radius:4px;margin-right:3px;"
+        f"font-family:monospace'>{html_text(view.label(r))}</span>"
+        for r in shown
+    ) + (f" <span style='opacity:0.7'>and {more} more</span>" if more > 0 else "")
 
 
 def query_int(name: str, default: int, lo: int, hi: int) -> int:

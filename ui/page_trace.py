@@ -14,18 +14,33 @@ from ui.player import player
 from ui.state import live_runs
 from visuals.stepinfo import event_steps
 
+MAX_LISTED = 6  # per cell of the steps table; a server's step schedules dozens of requests
 
-def steps_table(records: list[dict]) -> pd.DataFrame:
+
+def _listed(view: TraceView, ids: list[str]) -> str:
+    shown = ", ".join(view.label(r) for r in ids[:MAX_LISTED])
+    return shown + (f" +{len(ids) - MAX_LISTED}" if len(ids) > MAX_LISTED else "")
+
+
+def _scheduled(view: TraceView, scheduled: list[dict]) -> str:
+    if len(scheduled) <= MAX_LISTED:
+        return ", ".join(f"{view.label(x['request_id'])}:{x['kind'][0]}{x['num_tokens']}" for x in scheduled)
+    decodes = sum(x["kind"] == "decode" for x in scheduled)
+    return f"{len(scheduled)} requests: {decodes} d, {len(scheduled) - decodes} p"
+
+
+def steps_table(records: list[dict], view: TraceView | None = None) -> pd.DataFrame:
+    view = view or TraceView(records)
     return pd.DataFrame(
         [
             {
                 "step": s["step"],
                 "t_end (s)": round(s["t_end"], 4),
                 "batched tokens": s["num_batched_tokens"],
-                "scheduled": ", ".join(f"{x['request_id']}:{x['kind'][0]}{x['num_tokens']}" for x in s["scheduled"]),
-                "admitted": ", ".join(s["admitted"]),
-                "finished": ", ".join(f["request_id"] for f in s["finished"]),
-                "preempted": ", ".join(s["preempted"]),
+                "scheduled": _scheduled(view, s["scheduled"]),
+                "admitted": _listed(view, s["admitted"]),
+                "finished": _listed(view, [f["request_id"] for f in s["finished"]]),
+                "preempted": _listed(view, s["preempted"]),
                 "waiting": len(s["waiting"]),
                 "padding rows": len(s["padding_slots"]),
                 "KV blocks used": s["kv"]["num_used_blocks"],
@@ -67,21 +82,37 @@ def choose_trace(prefix: str = "trace", follow_url: bool = True) -> tuple[list[d
             st.query_params["live"] = choice.split(": ", 1)[1]
         return live[choice.split(": ", 1)[1]], "live", ""
     up = st.file_uploader(
-        f"Batchscope trace (.jsonl, at most {trace.MAX_TRACE_BYTES // 2**20} MB)",
-        type=["jsonl", "json"],
+        f"Batchscope or vLLM-tracer trace (.jsonl or .jsonl.gz, at most {trace.MAX_TRACE_BYTES // 2**20} MB of "
+        "uncompressed text)",
+        type=["jsonl", "json", "gz"],
         key=f"{prefix}:upload",
     )
     if up is None:
         st.stop()
     if up.size > trace.MAX_TRACE_BYTES:
-        st.error(f"{md(up.name)} is {up.size / 1e6:.1f} MB; the limit is {trace.MAX_TRACE_BYTES / 1e6:.0f} MB.")
+        st.error(f"{md(up.name)} is {up.size / 2**20:.1f} MB; the limit is {trace.MAX_TRACE_BYTES // 2**20} MB.")
         st.stop()
+    cached = st.session_state.get(f"{prefix}:parsed")
+    if cached and cached[0] == up.file_id:  # parsed once per upload, not at every rerun
+        return cached[1], "imported", up.name
     try:
         records = trace.loads(up.getvalue())
     except trace.TraceError as exc:
         st.error(f"{md(up.name)} is not a valid Batchscope trace: {md(exc)}", icon=":material/error:")
         st.stop()
+    st.session_state[f"{prefix}:parsed"] = (up.file_id, records)
     return records, "imported", up.name
+
+
+def _view(records: list[dict], source: str, name: str) -> TraceView:
+    """One ``TraceView`` per trace per session: its derived data (cells, block-table checkpoints, labels) is built
+    once, not at every rerun."""
+    cached = st.session_state.get("trace:view")
+    if cached is None or cached.records is not records:
+        cached = TraceView(records)
+        st.session_state["trace:view"] = cached
+    cached.source, cached.filename = source, name
+    return cached
 
 
 def page() -> None:
@@ -91,19 +122,18 @@ def page() -> None:
         "(documented in `docs/trace-format.md`, schema in `steplog/trace.schema.json`)."
     )
     records, source, name = choose_trace()
-    view = TraceView(records)
-    view.source, view.filename = source, name
+    view = _view(records, source, name)
     badge(view)
     st.download_button(
         "Export this trace (.jsonl)",
-        trace.dumps(records),
-        file_name=name or "trace.jsonl",
+        lambda: trace.dumps(records),  # built only when clicked: a server's trace is tens of MB
+        file_name=(name or "trace.jsonl").removesuffix(".gz"),
         mime="application/jsonl",
         key="trace:export",
     )
     with st.expander("Header", expanded=False):
         st.json(records[0])
-    st.dataframe(steps_table(records), hide_index=True, width="stretch", height=260)
+    st.dataframe(steps_table(records, view), hide_index=True, width="stretch", height=260)
     st.caption("scheduled: request:kind and tokens (p = prefill chunk or recompute, d = decode), in batch order.")
 
     def render(step: int) -> None:

@@ -12,7 +12,7 @@ from visuals.checklist import head_checklist
 from visuals.kv import block_map
 from visuals.narration import BEAT_TEXT, narrate, story_beats
 from visuals.slots import slot_grid
-from visuals.stepinfo import queues, text_so_far
+from visuals.stepinfo import queues, request_status, text_so_far
 
 
 def narration(view: TraceView, step: int, beats: bool = True) -> None:
@@ -53,17 +53,32 @@ def checklist_panel(view: TraceView, step: int) -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
+MAX_TEXT_ROWS = 200
+
+
 def text_panel(view: TraceView, step: int) -> None:
     texts = text_so_far(view, step)
+    if view.header.get("record_text") is False:  # a server's trace without text (the tracer's default): counts
+        counts = dict.fromkeys(texts, 0)
+        for s in (t for st_ in view.steps[: step + 1] for t in st_["sampled"]):
+            counts[s["request_id"]] += 1
+        texts = {r: f"{n} tokens (text not recorded)" for r, n in counts.items()}
     q = queues(view, step)
-    status = {
-        **{r: "not arrived" for r in q["not_arrived"]},
-        **{r: "waiting" for r in q["waiting"]},
-        **{r: "running" for r in q["running"]},
-        **{r: "finished" for r in q["finished"]},
-    }
+    status = request_status(view, step)
+    if len(texts) > MAX_TEXT_ROWS:  # a server's trace: the requests in play at this step, not all of them
+        in_play = {
+            *q["running"],
+            *q["waiting"],
+            *q["preempted"],
+            *(f["request_id"] for f in view.steps[step]["finished"]),
+        }
+        texts = {r: s for r, s in texts.items() if r in in_play}
     df = pd.DataFrame(
-        {"request": list(texts), "status": [status.get(r, "") for r in texts], "generated so far": list(texts.values())}
+        {
+            "request": [view.label(r) for r in texts],
+            "status": [status.get(r, "") for r in texts],
+            "generated so far": list(texts.values()),
+        }
     )
     st.dataframe(df, hide_index=True, width="stretch", height=min(38 + 35 * len(df), 400))
 

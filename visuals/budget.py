@@ -27,32 +27,48 @@ def budget_segments(view: TraceView, step: int) -> list[dict]:
     return segs
 
 
-def budget_bar(view: TraceView, step: int) -> go.Figure:
-    """One horizontal stacked bar: hatched = prefill chunk, solid = decode token(s), grey = unused budget."""
-    fig = go.Figure()
-    budget = view.header["config"]["max_num_batched_tokens"]
+def budget_traces(view: TraceView, step: int) -> list[dict]:
+    """The bars of ``budget_bar`` at ``step`` as plain dicts (plotly bar properties), one per segment; the browser
+    player draws the same dicts."""
+    out: list[dict] = []
     for seg in budget_segments(view, step):
         rid = seg["request_id"]
-        color = view.colors[rid] if rid else FREE_COLOR
-        fig.add_bar(
-            orientation="h",
-            y=["tokens"],
-            x=[seg["num_tokens"]],
-            name=seg["label"],
-            marker=dict(color=color, pattern=hatch(seg["kind"]), line=dict(color="white", width=1)),
-            text=[f"{esc(rid or '')} {seg['num_tokens']}".strip() if seg["num_tokens"] else ""],
-            textposition="inside",
-            insidetextanchor="middle",
-            hovertemplate=f"{seg['label']}: {seg['num_tokens']} tokens<extra></extra>",
+        out.append(
+            dict(
+                type="bar",
+                orientation="h",
+                y=["tokens"],
+                x=[seg["num_tokens"]],
+                name=seg["label"],
+                marker=dict(
+                    color=view.colors[rid] if rid else FREE_COLOR,
+                    pattern=hatch(seg["kind"]),
+                    line=dict(color="white", width=1),
+                ),
+                text=[f"{esc(rid or '')} {seg['num_tokens']}".strip() if seg["num_tokens"] else ""],
+                textposition="inside",
+                insidetextanchor="middle",
+                hovertemplate=f"{seg['label']}: {seg['num_tokens']} tokens<extra></extra>",
+            )
         )
-    used = view.steps[step]["num_batched_tokens"]
+    return out
+
+
+def budget_title(view: TraceView, step: int) -> str:
+    used, budget = view.steps[step]["num_batched_tokens"], view.header["config"]["max_num_batched_tokens"]
+    return f"{esc(view.policy)}: token budget at step {view.step_number(step)}: {used}/{budget} tokens"
+
+
+def budget_bar(view: TraceView, step: int) -> go.Figure:
+    """One horizontal stacked bar: hatched = prefill chunk, solid = decode token(s), grey = unused budget."""
+    fig = go.Figure(data=budget_traces(view, step))
     fig.update_layout(
         barmode="stack",
         height=130,
         margin=dict(l=10, r=10, t=36, b=24),
         showlegend=False,
-        title=f"{esc(view.policy)}: token budget at step {view.step_number(step)}: {used}/{budget} tokens",
-        xaxis=dict(range=[0, budget], title="tokens"),
+        title=budget_title(view, step),
+        xaxis=dict(range=[0, view.header["config"]["max_num_batched_tokens"]], title="tokens"),
         yaxis=dict(visible=False),
     )
     return fig

@@ -13,8 +13,10 @@ def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = N
     """Stacked areas: KV blocks held by each request at every step, against the pool size."""
     fig = go.Figure()
     x = list(range(view.num_steps))
+    counts = view.block_counts
     for rid in view.request_ids:
-        y = [len(st["kv"]["block_tables"].get(rid, ())) for st in view.steps]
+        held = counts.get(rid, {})
+        y = [held.get(k, 0) for k in range(len(x))]
         if not any(y):
             continue
         fig.add_scatter(
@@ -57,7 +59,9 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
     st = view.steps[step]
     kv = st["kv"]
     bs = kv.get("block_size") or view.header["config"]["block_size"]
-    cached = kv.get("num_cached_tokens", {})
+    cached = kv.get("num_cached_tokens") or {
+        s["request_id"]: s["num_computed_tokens"] + s["num_tokens"] for s in st["scheduled"]
+    }
     allocated = {b for blocks in kv.get("allocated", {}).values() for b in blocks}
     freed = freed_blocks(view, step)
     releasing = {b for blocks in freed["finished"].values() for b in blocks}
@@ -66,7 +70,7 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
         {"block": b, "owner": None, "fill": 0, "new": False, "releasing": False, "preempted_from": None}
         for b in range(kv["num_blocks"])
     ]
-    for rid, table in kv["block_tables"].items():
+    for rid, table in view.block_tables(step).items():
         n = cached.get(rid, len(table) * bs)
         for i, b in enumerate(table):
             cells[b].update(owner=rid, fill=max(0, min(bs, n - i * bs)), new=b in allocated)
@@ -77,58 +81,74 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
     return cells
 
 
+def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list]:
+    """What ``block_map`` draws for each block at ``step``, as parallel lists: grid position (``x``, ``y``),
+    ``color`` (owner or free), ``text`` (owner, release mark and fill), ``hover``, outline ``width`` and ``line``
+    colour (thick vermillion = allocated this step). The browser player draws the same lists."""
+    cells = block_map_cells(view, step)
+    bs = view.steps[step]["kv"].get("block_size") or view.header["config"]["block_size"]
+    out: dict[str, list] = {k: [] for k in ("x", "y", "color", "text", "hover", "width", "line")}
+    for c in cells:
+        out["x"].append(c["block"] % columns)
+        out["y"].append(c["block"] // columns)
+        owner = c["owner"]
+        out["color"].append(view.colors[owner] if owner else FREE_COLOR)
+        mark = " ✕" if c["releasing"] else ""
+        if owner:
+            out["text"].append(f"{esc(view.label(owner))}{mark}<br>{c['fill']}/{bs}")
+            out["hover"].append(
+                f"block {c['block']}: {esc(owner)}, {c['fill']}/{bs} slots"
+                + (" (released at the end of this step)" if mark else "")
+            )
+        elif c["preempted_from"]:
+            out["text"].append(f"⟲{esc(view.label(c['preempted_from']))}")
+            out["hover"].append(f"block {c['block']}: free (taken from {esc(c['preempted_from'])} by preemption)")
+        else:
+            out["text"].append("")
+            out["hover"].append(f"block {c['block']}: free")
+        out["width"].append(3 if c["new"] else 0.5)
+        out["line"].append("#D55E00" if c["new"] else "#888")
+    return out
+
+
+def block_map_title(view: TraceView, step: int) -> str:
+    """The block map's title at ``step``: blocks used (and reserved by a static batch) out of the pool."""
+    kv = view.steps[step]["kv"]
+    reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
+    return (
+        f"{esc(view.policy)}: KV blocks at step {view.step_number(step)}: {kv['num_used_blocks']}/{kv['num_blocks']} "
+        f"used{reserved}"
+    )
+
+
 def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
     """The pool as a grid of blocks at ``step``: colour = owner, text = owner and fill (e.g. ``A 7/16``).
 
     Blocks allocated in this step have a thick vermillion outline; blocks released at the end of this step (their owner
     finished) are marked ``✕``; blocks a preemption freed in this step show ``⟲`` and the old owner; free blocks
-    are light grey.
+    are light grey. Pools over ``blockgroups.AGGREGATE_ABOVE`` blocks: one cell per group of blocks
+    (``visuals.blockgroups``).
     """
-    cells = block_map_cells(view, step)
-    bs = view.steps[step]["kv"].get("block_size") or view.header["config"]["block_size"]
-    rows = -(-len(cells) // columns)
+    from visuals import blockgroups  # it builds on this module's cells
+
+    if view.steps[step]["kv"]["num_blocks"] > blockgroups.AGGREGATE_ABOVE:
+        m, title, columns = blockgroups.grouped_marks(view, step), blockgroups.grouped_title(view, step), 16
+    else:
+        m, title = block_marks(view, step, columns), block_map_title(view, step)
+    rows = -(-len(m["x"]) // columns)
     fig = go.Figure()
-    xs, ys, colors, texts, hovers, widths = [], [], [], [], [], []
-    for c in cells:
-        xs.append(c["block"] % columns)
-        ys.append(c["block"] // columns)
-        owner = c["owner"]
-        name = esc(owner) if owner else ""
-        colors.append(view.colors[owner] if owner else FREE_COLOR)
-        mark = " ✕" if c["releasing"] else ""
-        if owner:
-            texts.append(f"{name}{mark}<br>{c['fill']}/{bs}")
-            hovers.append(
-                f"block {c['block']}: {name}, {c['fill']}/{bs} slots"
-                + (" (released at the end of this step)" if mark else "")
-            )
-        elif c["preempted_from"]:
-            texts.append(f"⟲{esc(c['preempted_from'])}")
-            hovers.append(f"block {c['block']}: free (taken from {esc(c['preempted_from'])} by preemption)")
-        else:
-            texts.append("")
-            hovers.append(f"block {c['block']}: free")
-        widths.append(3 if c["new"] else 0.5)
     fig.add_scatter(
-        x=xs,
-        y=ys,
+        x=m["x"],
+        y=m["y"],
         mode="markers+text",
-        text=texts,
-        hovertext=hovers,
+        text=m["text"],
+        hovertext=m["hover"],
         hoverinfo="text",
         textfont=dict(size=9, color="#111"),
-        marker=dict(
-            symbol="square",
-            size=34,
-            color=colors,
-            line=dict(width=widths, color=["#D55E00" if w > 1 else "#888" for w in widths]),
-        ),
+        marker=dict(symbol="square", size=34, color=m["color"], line=dict(width=m["width"], color=m["line"])),
     )
-    kv = view.steps[step]["kv"]
-    reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
     fig.update_layout(
-        title=f"{esc(view.policy)}: KV blocks at step {view.step_number(step)}: {kv['num_used_blocks']}/{len(cells)} "
-        f"used{reserved}",
+        title=title,
         height=90 + 40 * rows,
         margin=dict(l=10, r=10, t=40, b=10),
         showlegend=False,

@@ -15,10 +15,19 @@ from steplog.view import TraceView
 from visuals.checklist import binding_reason
 from visuals.stepinfo import freed_blocks
 
-REASONS = {"stop": "emitted EOS", "length": "hit max_tokens"}
+REASONS = {
+    "stop": "emitted EOS",
+    "length": "hit max_tokens",
+    "abort": "was aborted (its client went away)",
+    "error": "failed with an error",
+    "repetition": "was stopped for repetition",
+}
+MAX_NAMED = 8  # longer lists name the first few and count the rest (a server runs hundreds of requests)
 
 
 def _join(items: list[str]) -> str:
+    if len(items) > MAX_NAMED:
+        items = [*items[: MAX_NAMED - 2], f"{len(items) - MAX_NAMED + 2} more"]
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
@@ -44,7 +53,17 @@ def narrate(view: TraceView, step: int) -> str:
         f"{st['num_batched_tokens']} of {cfg['max_num_batched_tokens']} budget tokens used; "
         f"{st['kv']['num_used_blocks']}/{st['kv']['num_blocks']} KV blocks in use."
     )
-    return " ".join(sentences)
+    return _short_ids(view, " ".join(sentences))
+
+
+def _short_ids(view: TraceView, text: str) -> str:
+    """Long request ids (a server's UUIDs) replaced by their display labels."""
+    if all(view.label(r) == r for r in view.request_ids):
+        return text
+    for rid in sorted(view.request_ids, key=len, reverse=True):
+        if rid in text:
+            text = text.replace(rid, view.label(rid))
+    return text
 
 
 def _work(view: TraceView, step: int) -> list[str]:
@@ -112,7 +131,8 @@ def _events(view: TraceView, step: int) -> list[str]:
     for f in st["finished"]:
         blocks = freed["finished"].get(f["request_id"], [])
         sentences.append(
-            f"{f['request_id']} {REASONS[f['reason']]} and finished, releasing {_plural(len(blocks), 'KV block')}."
+            f"{f['request_id']} {REASONS.get(f['reason'], f['reason'])} and finished, releasing "
+            f"{_plural(len(blocks), 'KV block')}."
         )
     if st["padding_slots"]:
         pads = [p["request_id"] for p in st["padding_slots"]]
@@ -169,8 +189,10 @@ def _arrived_together(view: TraceView, admitted: list[str]) -> list[str]:
 
 
 def story_beats(view: TraceView) -> dict[int, list[str]]:
-    """step -> names of the teaching moments at that step (see the module docstring)."""
-    beats: dict[int, list[str]] = {}
+    """step -> names of the teaching moments at that step (see the module docstring); computed once per view."""
+    if "story_beats" in view.memo:
+        return view.memo["story_beats"]
+    beats: dict[int, list[str]] = view.memo.setdefault("story_beats", {})
     for i, st in enumerate(view.steps):
         kinds = {s["kind"] for s in st["scheduled"]}
         if kinds == {"prefill", "decode"}:

@@ -95,7 +95,7 @@ def released_blocks(view: TraceView, step: int) -> dict[str, list[int]]:
     """request_id -> blocks its finish releases at the end of ``step``: its blocks that no request still running
     after the step holds (a block shared through the prefix cache stays in use while someone references it)."""
     st = view.steps[step]
-    tables = st["kv"]["block_tables"]
+    tables = view.block_tables(step)
     done = [f["request_id"] for f in st["finished"]]
     kept = {b for rid, blocks in tables.items() if rid not in done for b in blocks}
     return {rid: [b for b in tables.get(rid, []) if b not in kept] for rid in done}

@@ -226,7 +226,7 @@ def finished(view: TraceView, step: int, rng: random.Random) -> Question | None:
     ids = tuple(f["request_id"] for f in st["finished"])
     count = sum(len(b) for b in freed.values())
     value = (ids, count)
-    tables = st["kv"]["block_tables"]
+    tables = view.block_tables(step)
     others = [s["request_id"] for s in st["scheduled"] if s["request_id"] not in ids]
     wrong = [(ids, count + 1), (ids, count - 1)] + [((r,), len(tables.get(r, []))) for r in others]
     wrong += [((*ids, r), count + len(tables.get(r, []))) for r in others[:1]]

@@ -13,6 +13,7 @@ from steplog.view import PADDING_COLOR, Cell, TraceView
 from visuals.safe import esc
 
 PATTERN = {"prefill": "/", "recompute": "+", "decode": "", "padding": "x"}
+MAX_GRID_CELLS = 1200  # slots x steps drawn by slot_grid with a window
 
 
 def hatch(kind: str) -> dict:
@@ -93,14 +94,44 @@ def _token_label(c: Cell) -> str:
     )
 
 
+def grid_range(view: TraceView, step: int, window: int | None) -> tuple[int, int]:
+    """First and last step shown by ``slot_grid`` at ``step``: the whole trace when ``window`` is None, otherwise
+    ``2 * window + 1`` steps that turn like pages, ``window`` steps at a time, so the cells stay put while the
+    cursor moves (easier to follow than a grid sliding under the eye every step, and cheaper to redraw). The cursor
+    keeps at least ``window // 2`` steps of history on its left once past the start::
+
+        window 8:  steps 0..11 -> 0..16,  12..19 -> 8..24,  20..27 -> 16..32, ...
+    """
+    if window is None:
+        return 0, view.num_steps - 1
+    # many slots: a narrower window keeps the grid within MAX_GRID_CELLS cells
+    window = max(2, min(window, MAX_GRID_CELLS // (2 * view.header["config"]["max_num_seqs"])))
+    lo = max(0, (step - window // 2) // window * window)
+    return lo, lo + 2 * window
+
+
+def grid_xaxis(lo: int, hi: int) -> dict:
+    """The slot grid's x axis for steps ``lo..hi``."""
+    return dict(title="step", range=[lo - 0.5, hi + 0.5], dtick=1 if hi - lo <= 16 else 5, tickangle=0)
+
+
+def grid_title(view: TraceView, step: int) -> str:
+    return (
+        f"{esc(view.policy)}: slots at step {view.step_number(step)} (/ prefill, + recompute, solid decode, x padding)"
+    )
+
+
 def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figure:
     """Cell-level slot grid around ``step``: one cell per (slot, step), labelled with its request; hovering a cell
     shows what it computed and the token sampled there. The column of ``step`` is highlighted.
 
-    ``window``: show steps ``step - window .. step + window`` (None: all steps).
+    ``window``: show ``2 * window + 1`` steps around ``step`` (see ``grid_range``; None: all steps). With many
+    slots (a vLLM server's ``max_num_seqs``) rows get thinner and cells lose their text (hover keeps it).
     """
-    lo, hi = (0, view.num_steps - 1) if window is None else (max(0, step - window), step + window)
-    cells = [c for c in view.cells if lo <= c.step <= hi]
+    slots = [f"slot {i}" for i in range(view.header["config"]["max_num_seqs"])]
+    lo, hi = grid_range(view, step, window)
+    cells = [c for k in range(lo, min(hi, view.num_steps - 1) + 1) for c in view.cells_at(k)]
+    row = 34 if len(slots) <= 16 else max(6, 544 // len(slots))
     fig = go.Figure()
     for kind in PATTERN:
         group = [c for c in cells if c.kind == kind]
@@ -112,8 +143,8 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
             y=[f"slot {c.slot}" for c in group],
             orientation="h",
             name=kind,
-            text=[esc(c.request_id) for c in group],
-            textposition="inside",
+            text=[esc(view.label(c.request_id)) for c in group],
+            textposition="inside" if row >= 20 else "none",
             insidetextanchor="middle",
             textfont=dict(size=10),
             textangle=0,
@@ -128,23 +159,21 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
             + (" (padding row)" if kind == "padding" else ", %{customdata[2]} tokens")
             + "<br>sampled: %{customdata[3]}<extra></extra>",
         )
-    slots = [f"slot {i}" for i in range(view.header["config"]["max_num_seqs"])]
     fig.add_vrect(x0=step - 0.5, x1=step + 0.5, fillcolor="rgba(213,94,0,0.15)", line=dict(color="#D55E00", width=2))
     fig.update_layout(
         barmode="overlay",
         bargap=0.1,
-        height=110 + 34 * len(slots),
+        height=110 + row * len(slots),
         margin=dict(l=10, r=10, t=40, b=30),
-        title=f"{esc(view.policy)}: slots at step {view.step_number(step)} (/ prefill, + recompute, solid decode, "
-        "x padding)",
-        xaxis=dict(
-            title="step",
-            range=[lo - 0.5, hi + 0.5],
-            dtick=1 if hi - lo <= 16 else 5,
-            tickangle=0,
-            **view.step_ticks(lo, hi),
+        title=grid_title(view, step),
+        xaxis={**grid_xaxis(lo, hi), **view.step_ticks(lo, hi)},
+        yaxis=dict(
+            type="category",
+            categoryorder="array",
+            categoryarray=slots[::-1],
+            range=[-0.5, len(slots) - 0.5],
+            showticklabels=row >= 12,
         ),
-        yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1], range=[-0.5, len(slots) - 0.5]),
         showlegend=False,
     )
     return fig

@@ -21,12 +21,21 @@ def queues(view: TraceView, step: int) -> dict[str, list[str]]:
         "running": list(st["running"]),
         "finished": finished,
         "preempted": list(st["preempted"]),
-        "not_arrived": [r for r in view.request_ids if r not in seen and not _arrived_before(view, r, step)],
+        "not_arrived": [r for r in view.request_ids if r not in seen and view.first_seen.get(r, step + 1) > step],
     }
 
 
-def _arrived_before(view: TraceView, rid: str, step: int) -> bool:
-    return any(rid in s["waiting"] or rid in s["running"] for s in view.steps[:step])
+def request_status(view: TraceView, step: int) -> dict[str, str]:
+    """Each request's state at ``step`` for the text table: not arrived, waiting, running or finished ("" if none
+    applies, e.g. preempted in this step)."""
+    q = queues(view, step)
+    status = {
+        **{r: "not arrived" for r in q["not_arrived"]},
+        **{r: "waiting" for r in q["waiting"]},
+        **{r: "running" for r in q["running"]},
+        **{r: "finished" for r in q["finished"]},
+    }
+    return {rid: status.get(rid, "") for rid in view.request_ids}
 
 
 def text_so_far(view: TraceView, step: int) -> dict[str, str]:
@@ -40,7 +49,7 @@ def text_so_far(view: TraceView, step: int) -> dict[str, str]:
     out = {rid: "" for rid in view.request_ids}
     for st in view.steps[: step + 1]:
         for s in st["sampled"]:
-            out[s["request_id"]] += s.get("text_delta", s["text"])
+            out[s["request_id"]] += s.get("text_delta", s.get("text", ""))
     return out
 
 
@@ -51,14 +60,18 @@ def freed_blocks(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:
     tables); a preempted request lost its blocks while this step was scheduled (they were in the previous step's).
     """
     st = view.steps[step]
-    tables = st["kv"]["block_tables"]
-    prev = view.steps[step - 1]["kv"]["block_tables"] if step > 0 else {}
+    tables = view.block_tables(step)
+    prev = view.block_tables(step - 1) if step > 0 and st["preempted"] else {}
     return {
-        "finished": {f["request_id"]: tables.get(f["request_id"], []) for f in st["finished"]},
-        "preempted": {rid: prev.get(rid, []) for rid in st["preempted"]},
+        "finished": {f["request_id"]: list(tables.get(f["request_id"], ())) for f in st["finished"]},
+        "preempted": {rid: list(prev.get(rid, ())) for rid in st["preempted"]},
     }
 
 
 def event_steps(view: TraceView) -> list[int]:
     """Steps where something happens to membership: an admission, a finish or a preemption."""
-    return [st["step"] for st in view.steps if st["admitted"] or st["finished"] or st["preempted"]]
+    if "event_steps" not in view.memo:
+        view.memo["event_steps"] = [
+            st["step"] for st in view.steps if st["admitted"] or st["finished"] or st["preempted"]
+        ]
+    return view.memo["event_steps"]

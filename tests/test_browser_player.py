@@ -1,0 +1,258 @@
+"""The exported player in a real browser (Debian's Chromium through Playwright), opened from file://.
+
+No request leaves the file; playback only moves forward and moves; ``?step=`` lands on the step, where both sides
+draw exactly the Python figures of that step; the keyboard steps; a seek during playback continues from the seek
+(shared case c14); the side that finishes first holds; presenter mode fits 1280x720. No sleeps: every wait is a
+condition polled by the browser.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from steplog import trace
+from steplog.view import TraceView
+from visuals.budget import budget_bar
+from visuals.export import player_html
+from visuals.kv import block_map
+from visuals.lockstep import lockstep_counters
+from visuals.narration import narrate
+from visuals.slots import slot_grid
+from visuals.stepinfo import event_steps
+
+pytestmark = pytest.mark.app
+
+TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
+CHROMIUM = "/usr/bin/chromium"
+WINDOW = 8
+READY = "window.bsPlayer && bsPlayer.state.drawn >= 0"
+RECORD = """() => { window.__steps = []; const el = document.getElementById('bs-step');
+  const f = () => { window.__steps.push(+el.dataset.bsStep); if (!window.__stop) requestAnimationFrame(f); };
+  requestAnimationFrame(f); }"""
+
+
+def pair(scenario: str) -> list[TraceView]:
+    return [TraceView(trace.read(TRACES / f"{scenario}-{p}.jsonl")) for p in ("static", "continuous")]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("player")
+    out = {}
+    for scenario in ("sixteen", "seed-abcd"):
+        views = pair(scenario)
+        out[scenario] = folder / f"{scenario}.html"
+        out[scenario].write_text(
+            player_html(views, scenario, window=WINDOW, counters=lockstep_counters(*views)), encoding="utf-8"
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), "Debian's chromium is missing: apt-get install chromium"
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield b
+        b.close()
+
+
+def open_file(browser, path: Path, query: str = "", width: int = 1600, height: int = 1000):
+    """Open the file with every request intercepted: file:// ones go through, any other is counted and refused."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(60_000)
+    page.outside = []
+
+    def route(r):
+        if r.request.url.startswith("file://"):
+            r.continue_()
+        else:
+            page.outside.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.goto(path.as_uri() + query)
+    page.wait_for_function(READY)
+    return page
+
+
+def step_of(page) -> int:
+    return int(page.get_attribute("#bs-step", "data-bs-step"))
+
+
+def wait_step(page, cond: str) -> None:
+    """Wait until ``cond`` (JavaScript, about the shown step ``k``) holds."""
+    page.wait_for_function(
+        f"(() => {{ const k = +document.getElementById('bs-step').dataset.bsStep; return {cond}; }})()"
+    )
+
+
+def test_plays_from_file_with_no_request_and_only_forward(browser, files):
+    page = open_file(browser, files["sixteen"])
+    page.evaluate(
+        "(v) => { const s = document.getElementById('bs-speed'); s.value = String(v);"
+        " s.dispatchEvent(new Event('input')); }",
+        60,
+    )
+    page.evaluate(RECORD)
+    page.click("#bs-play")
+    wait_step(page, "k >= 150")
+    page.click("#bs-play")  # pause
+    page.evaluate("window.__stop = true")
+    steps = page.evaluate("window.__steps")
+    assert steps[0] == 0 and steps[-1] >= 150
+    assert all(b >= a for a, b in itertools.pairwise(steps)), "the step went backwards"
+    assert len(set(steps)) > 10  # it moved through many frames, not in one jump
+    assert page.outside == [], f"the exported file asked the network for {page.outside[:3]}"
+    page.close()
+
+
+def test_step_param_lands_there_and_both_sides_draw_the_python_figures(browser, files):
+    page = open_file(browser, files["sixteen"], "?step=37")
+    assert step_of(page) == 37
+    views = pair("sixteen")
+    for i, view in enumerate(views):
+        got = page.evaluate(
+            """(i) => { const s = bsPlayer.sides[i].dom, pick = (gd) => ({
+            data: gd.data.map((t) => ({name: t.name, x: t.x, base: t.base, y: t.y, text: t.text, hovertext: t.hovertext,
+                                       customdata: t.customdata, color: t.marker.color})),
+            title: gd.layout.title.text, range: gd.layout.xaxis.range});
+          return {head: s.head.textContent, narration: s.narration.textContent,
+                  slots: pick(s.slots), budget: pick(s.budget), blocks: pick(s.blocks)}; }""",
+            i,
+        )
+        assert got["head"] == f"{view.policy.capitalize()} · step 37"
+        assert got["narration"] == narrate(view, 37)
+        for name, fig in (
+            ("slots", slot_grid(view, 37, WINDOW)),
+            ("budget", budget_bar(view, 37)),
+            ("blocks", block_map(view, 37)),
+        ):
+            want = json.loads(fig.to_json())
+            assert got[name]["title"] == want["layout"]["title"]["text"]
+            assert [{k: v for k, v in t.items() if v is not None} for t in got[name]["data"]] == [
+                {
+                    k: v
+                    for k, v in dict(
+                        name=t.get("name"),
+                        x=t.get("x"),
+                        base=t.get("base"),
+                        y=t.get("y"),
+                        text=t.get("text"),
+                        hovertext=t.get("hovertext"),
+                        customdata=t.get("customdata"),
+                        color=t["marker"].get("color"),
+                    ).items()
+                    if v is not None
+                }
+                for t in want["data"]
+            ], (view.policy, name)
+        assert got["slots"]["range"] == json.loads(slot_grid(view, 37, WINDOW).to_json())["layout"]["xaxis"]["range"]
+    page.close()
+
+
+def test_keyboard_steps_and_event_buttons_jump_to_events(browser, files):
+    page = open_file(browser, files["sixteen"], "?step=37")
+    page.keyboard.press("ArrowRight")
+    wait_step(page, "k === 38")
+    page.keyboard.press("ArrowLeft")
+    wait_step(page, "k === 37")
+    page.keyboard.press("End")
+    wait_step(page, "k === 1221")
+    page.keyboard.press("Home")
+    wait_step(page, "k === 0")
+    events = sorted(set(event_steps(pair("sixteen")[0])) | set(event_steps(pair("sixteen")[1])))
+    page.click("#bs-next-event")
+    wait_step(page, f"k === {next(e for e in events if e > 0)}")
+    page.keyboard.press(" ")
+    page.wait_for_function("bsPlayer.state.playing")
+    page.keyboard.press(" ")
+    page.wait_for_function("!bsPlayer.state.playing")
+    page.close()
+
+
+def test_a_seek_during_playback_continues_from_the_seek_c14(browser, files):
+    page = open_file(browser, files["seed-abcd"])
+    charts = page.evaluate("document.querySelectorAll('.js-plotly-plot').length")
+    page.evaluate(
+        "(v) => { const s = document.getElementById('bs-speed'); s.value = String(v);"
+        " s.dispatchEvent(new Event('input')); }",
+        4,
+    )
+    page.click("#bs-play")
+    wait_step(page, "k >= 5")
+    page.click("#bs-play")  # pause
+    page.evaluate(
+        "(k) => { const s = document.getElementById('bs-scrub'); s.value = String(k);"
+        " s.dispatchEvent(new Event('input')); }",
+        3,
+    )
+    wait_step(page, "k === 3")
+    heads = page.evaluate("bsPlayer.sides.map((s) => s.dom.head.textContent)")
+    assert heads == ["Static · step 3", "Continuous · step 3"]
+    page.evaluate(RECORD)
+    page.click("#bs-play")
+    wait_step(page, "k >= 5")
+    page.click("#bs-play")
+    page.evaluate("window.__stop = true")
+    steps = page.evaluate("window.__steps")
+    assert steps[0] == 3 and all(b >= a for a, b in itertools.pairwise(steps)) and 4 in steps
+    assert page.evaluate("document.querySelectorAll('.js-plotly-plot').length") == charts  # nothing accumulates
+    page.close()
+
+
+def test_a_seek_while_playing_continues_at_the_chosen_speed_from_the_seek(browser, files):
+    page = open_file(browser, files["sixteen"])
+    page.evaluate(
+        "(v) => { const s = document.getElementById('bs-speed'); s.value = String(v);"
+        " s.dispatchEvent(new Event('input')); }",
+        8,
+    )
+    page.click("#bs-play")
+    wait_step(page, "k >= 2")
+    page.evaluate(
+        "(k) => { const s = document.getElementById('bs-scrub'); s.value = String(k);"
+        " s.dispatchEvent(new Event('input')); }",
+        600,
+    )
+    page.evaluate(RECORD)
+    # 8 steps/s from step 600: three more steps take about 0.4 s (a clock that ignored the seek would need ~75 s)
+    page.wait_for_function("+document.getElementById('bs-step').dataset.bsStep >= 603", timeout=5_000)
+    page.evaluate("window.__stop = true; bsPlayer.pause()")
+    steps = page.evaluate("window.__steps")
+    assert steps[0] >= 600 and all(b >= a for a, b in itertools.pairwise(steps))
+    page.close()
+
+
+def test_the_side_that_finishes_first_holds_its_final_state(browser, files):
+    page = open_file(browser, files["sixteen"], "?step=1000")
+    side = page.evaluate(
+        "(() => { const s = bsPlayer.sides[1].dom; return {head: s.head.textContent, "
+        "note: s.note.hidden ? '' : s.note.textContent}; })()"
+    )
+    assert side == {
+        "head": "Continuous · step 530",
+        "note": "continuous finished at step 530; holding its final state.",
+    }
+    page.close()
+
+
+@pytest.mark.parametrize("scenario", ["sixteen", "seed-abcd"])
+def test_presenter_mode_fits_a_1280x720_projector(browser, files, scenario):
+    page = open_file(browser, files[scenario], "?present=1&step=300", width=1280, height=720)
+    size = page.evaluate("[document.scrollingElement.scrollHeight, document.scrollingElement.scrollWidth]")
+    assert size[0] <= 720 and size[1] <= 1280, size
+    assert page.is_visible("#bs-play") and page.is_visible("#bs-next-event")
+    assert not page.is_visible("#bs-scrub") and not page.is_visible("#bs-speed")
+    page.close()

@@ -1,0 +1,252 @@
+"""The browser player's payload shows, at every sampled step of every shipped scenario, exactly what the Python
+visuals compute for that step; the exported HTML file is self-contained and within its size budget.
+
+The payload is decoded here the way ``visuals/web/*.js`` decodes it (slice the whole-trace slot grid to the
+step's window, look blocks up through delta rows, take a prefix of the final text...), and each decoded figure is
+compared, whole, with the figure the Python visual draws at that step.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import random
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from steplog import trace
+from steplog.view import TraceView
+from visuals.blockgroups import MAX_CELLS, group_size
+from visuals.budget import budget_bar
+from visuals.export import player_html
+from visuals.kv import block_map
+from visuals.lockstep import lockstep_counters
+from visuals.narration import BEAT_TEXT, narrate, story_beats
+from visuals.playback import figure_json, player_payload
+from visuals.slots import grid_range, slot_grid
+from visuals.stepinfo import event_steps, queues, request_status, text_so_far
+from visuals.timeline import timeline
+
+TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
+SCENARIOS = sorted({p.name.rsplit("-", 1)[0] for p in TRACES.glob("*.jsonl")})
+WINDOW = 8
+
+
+def pair(scenario: str) -> list[TraceView]:
+    return [TraceView(trace.read(TRACES / f"{scenario}-{p}.jsonl")) for p in ("static", "continuous")]
+
+
+@pytest.fixture(scope="module", params=SCENARIOS)
+def packed(request):
+    views = pair(request.param)
+    return views, player_payload(views, request.param, window=WINDOW, counters=lockstep_counters(*views))
+
+
+def sample_steps(num_steps: int, events: list[int]) -> list[int]:
+    """First, second, last, a few events and a few seeded random steps of the shared clock."""
+    rng = random.Random(num_steps)
+    picks = {0, 1, num_steps - 1, *events[:3], *events[-2:], *rng.sample(range(num_steps), min(6, num_steps))}
+    return sorted(k for k in picks if 0 <= k < num_steps)
+
+
+# --- the decoder: what visuals/web/*.js does with the payload --------------------------------------------------
+
+
+def slice_trace(tr: dict, lo: int, hi: int) -> dict | None:
+    keep = [i for i, b in enumerate(tr["base"]) if lo - 0.5 <= b < hi + 0.5]
+    if not keep:
+        return None
+    a, b = keep[0], keep[-1] + 1
+    assert keep == list(range(a, b)), "cells of a kind must be in step order"
+    out = dict(tr, marker=dict(tr["marker"]))
+    for key in ("x", "base", "y", "text", "customdata"):
+        out[key] = tr[key][a:b]
+    out["marker"]["color"] = tr["marker"]["color"][a:b]
+    return out
+
+
+def decode_slots(v: dict, T: list, s: int) -> dict:
+    win, layout = T[v["slots"]["windows"][s]], copy.deepcopy(v["slots"]["layout"])
+    layout["title"]["text"] = T[v["slots"]["titles"][s]]
+    layout["xaxis"] = {**layout["xaxis"], **win["xaxis"], "title": layout["xaxis"]["title"]}
+    layout["shapes"] = [dict(v["slots"]["highlight"], x0=s - 0.5, x1=s + 0.5)]
+    data = [t for t in (slice_trace(tr, win["lo"], win["hi"]) for tr in v["slots"]["data"]) if t]
+    return {"data": data, "layout": layout}
+
+
+def block_looks(v: dict, s: int) -> list[int]:
+    row = list(v["blocks"]["looks"]["first"])
+    for k in range(1, s + 1):
+        ch = v["blocks"]["looks"]["changes"][k]
+        for i in range(0, len(ch), 2):
+            row[ch[i]] = ch[i + 1]
+    return row
+
+
+def decode_blocks(v: dict, T: list, s: int) -> dict:
+    looks = [T[i] for i in block_looks(v, s)]
+    b = v["blocks"]
+    trace_ = dict(
+        b["trace"],
+        x=b["x"],
+        y=b["y"],
+        text=[lk[1] for lk in looks],
+        hovertext=[lk[2] for lk in looks],
+        marker=dict(
+            b["trace"]["marker"],
+            color=[lk[0] for lk in looks],
+            line={"width": [lk[3] for lk in looks], "color": [lk[4] for lk in looks]},
+        ),
+    )
+    layout = copy.deepcopy(b["layout"])
+    layout["title"]["text"] = T[b["titles"][s]]
+    return {"data": [trace_], "layout": layout}
+
+
+def decode_budget(v: dict, T: list, s: int) -> dict:
+    layout = copy.deepcopy(v["budget"]["layout"])
+    layout["title"]["text"] = T[v["budget"]["titles"][s]]
+    return {"data": [T[i] for i in T[v["budget"]["bars"][s]]], "layout": layout}
+
+
+def decode_text(v: dict, i: int, s: int) -> str:
+    grew = [g for g in v["text"]["grew"][i] if g[0] <= s]
+    units = grew[-1][1] if grew else 0
+    return v["text"]["final"][i].encode("utf-16-le")[: 2 * units].decode("utf-16-le")
+
+
+# --- the checks --------------------------------------------------------------------------------------------------
+
+
+def test_figures_at_sampled_steps_equal_the_python_figures(packed):
+    views, p = packed
+    T = p["T"]
+    for k in sample_steps(p["num_steps"], p["events"]):
+        for view, v in zip(views, p["views"]):
+            s = min(k, view.num_steps - 1)
+            assert decode_slots(v, T, s) == figure_json(slot_grid(view, s, WINDOW)), (view.policy, s)
+            assert decode_budget(v, T, s) == figure_json(budget_bar(view, s)), (view.policy, s)
+            assert decode_blocks(v, T, s) == figure_json(block_map(view, s)), (view.policy, s)
+
+
+def test_text_views_at_sampled_steps_equal_the_python_ones(packed):
+    views, p = packed
+    T = p["T"]
+    for k in sample_steps(p["num_steps"], p["events"]):
+        for view, v in zip(views, p["views"]):
+            s, cols = min(k, view.num_steps - 1), v["steps"]
+            assert T[cols["narration"][s]] == narrate(view, s)
+            assert [T[i] for i in T[cols["beats"][s]]] == [BEAT_TEXT[b] for b in story_beats(view).get(s, [])]
+            q = queues(view, s)
+            assert {n: T[cols[n][s]] for n in ("waiting", "running", "preempted", "finished")} == {
+                n: q[n] for n in ("waiting", "running", "preempted", "finished")
+            }
+            assert T[cols["status"][s]] == list(request_status(view, s).values())
+            texts = text_so_far(view, s)
+            assert [decode_text(v, i, s) for i in range(len(view.request_ids))] == list(texts.values())
+
+
+def test_clock_events_timeline_and_counters(packed):
+    views, p = packed
+    assert p["num_steps"] == max(v.num_steps for v in views)
+    assert p["events"] == sorted(set(event_steps(views[0])) | set(event_steps(views[1])))
+    for view, v in zip(views, p["views"]):
+        assert v["events"] == event_steps(view)
+        assert v["timeline"] == figure_json(timeline(view, 0, p["num_steps"]))
+    pads = [len(st["padding_slots"]) for st in views[0].steps]
+    last = p["num_steps"] - 1
+    wasted = next(c for c in p["counters"] if c["label"].startswith("padding"))
+    assert p["T"][wasted["values"][last]] == f"{sum(pads)} / {sum(pads)}"
+    assert p["T"][wasted["values"][0]] == f"{pads[0]} / {sum(pads)}"
+
+
+def test_slot_grid_windows_turn_like_pages():
+    class Steps:
+        num_steps = 500
+
+    for window in (3, 8, 12, 40):
+        ranges = [grid_range(Steps, k, window) for k in range(Steps.num_steps)]
+        for k, (lo, hi) in enumerate(ranges):
+            assert lo <= k <= hi and hi - lo == 2 * window
+            assert lo == 0 or k - lo >= window // 2  # some history stays on the left of the cursor
+        turns = [k for k in range(1, len(ranges)) if ranges[k] != ranges[k - 1]]
+        assert all(b - a == window for a, b in itertools.pairwise(turns))
+
+
+def test_a_large_pool_is_drawn_one_cell_per_group_with_exact_counts():
+    views = pair("sixteen")
+    records = copy.deepcopy(views[1].records)
+    for st in records[1:-1]:
+        st["kv"]["num_blocks"] = 1000  # the same tables in a pool of 1000 blocks
+    view = TraceView(records)
+    p = player_payload([view], "big pool")
+    v, T = p["views"][0], p["T"]
+    size = group_size(1000)
+    assert v["blocks"]["grouped"] and len(v["blocks"]["x"]) == -(-1000 // size) <= MAX_CELLS
+    for s in (0, 100, view.num_steps - 1):
+        tables = view.steps[s]["kv"]["block_tables"]
+        owner = {b: rid for rid, t in tables.items() for b in t}
+        texts = [T[i][1] for i in block_looks(v, s)]
+        for g, text in enumerate(texts):
+            used = sum(1 for b in range(g * size, min(1000, (g + 1) * size)) if b in owner)
+            assert text.split(" ")[0] == f"{used}/{min(size, 1000 - g * size)}"
+        assert sum(int(t.split("/")[0]) for t in texts) == len(owner)
+
+
+class Tags(HTMLParser):
+    """Every tag and attribute of a page (script and style contents are text, not tags)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+@pytest.fixture(scope="module")
+def sixteen_html() -> str:
+    views = pair("sixteen")
+    return player_html(views, "sixteen", window=WINDOW, counters=lockstep_counters(*views))
+
+
+def test_export_loads_nothing_from_the_network_and_fits_in_8_mb(sixteen_html):
+    parser = Tags()
+    parser.feed(sixteen_html)
+    refs = [(t, a.get("src") or a.get("href")) for t, a in parser.tags if a.get("src") or a.get("href")]
+    assert not [r for r in refs if re.match(r"\s*(https?:)?//", r[1], re.IGNORECASE)], refs
+    assert not re.search(
+        r"""<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*["']?\s*https?:""", sixteen_html, re.IGNORECASE
+    )
+    assert [t for t, _ in parser.tags].count("script") == 3  # payload, plotly.js, player: all inline
+    assert len(sixteen_html.encode("utf-8")) <= 8 * 1024 * 1024
+
+
+def test_exported_payload_is_the_payload_even_when_a_text_could_close_the_script():
+    views = pair("seed-abcd")
+    records = copy.deepcopy(views[1].records)
+    records[1]["sampled"][0]["text"] = "</script><script>alert(1)</script><!--"
+    view = TraceView(records)
+    html = player_html([view], "tricky <title>")
+    parser = Tags()
+    parser.feed(html)
+    assert [t for t, _ in parser.tags].count("script") == 3
+    body = re.search(r'<script type="application/json" id="bs-payload">(.*?)</script>', html, re.DOTALL).group(1)
+    assert json.loads(body) == json.loads(json.dumps(player_payload([view], "tricky <title>")))
+
+
+def test_text_so_far_is_exact_with_accents_emoji_and_empty_tokens():
+    views = pair("seed-abcd")
+    records = copy.deepcopy(views[1].records)
+    extra = ["é", "😀", "", " ⏎\n", "中文"]
+    for i, st in enumerate(records[1:-1]):
+        for j, s in enumerate(st["sampled"]):
+            s["text"] = extra[(i + j) % len(extra)] + s["text"]
+    view = TraceView(records)
+    v = player_payload([view], "text")["views"][0]
+    for s in range(view.num_steps):
+        assert [decode_text(v, i, s) for i in range(len(view.request_ids))] == list(text_so_far(view, s).values())

@@ -1,0 +1,78 @@
+"""Streamlit glue for the browser player: one call embeds the self-contained player page (``visuals.export``)
+in a frame and offers it as a download.
+
+Playback runs in the browser (no server rerun per step): the server builds the payload once per trace (cached)
+and the frame animates it. The page URL's ``?step=`` and ``?speed=`` set where it starts and how fast it plays;
+``?present=1`` is presenter mode. When paused, the player writes its step back into the page URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import streamlit as st
+
+from steplog.view import TraceView
+from ui.common import query_int
+from visuals.export import render
+from visuals.playback import player_payload
+
+PRESENT_CSS = "<style>[data-testid='stSidebar'],[data-testid='stSidebarCollapsedControl']{display:none}</style>"
+
+
+def content_key(views: list[TraceView]) -> str:
+    """Identifies the traces (header and summary, which carry the creation time and every output)."""
+    h = hashlib.sha256()
+    for v in views:
+        h.update(json.dumps([v.header, v.summary, v.num_steps], sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+@st.cache_data(show_spinner="Packing the trace for the player...", max_entries=16)
+def cached_payload(key: str, _views: list[TraceView], title: str, window: int, _counters: list[dict] | None) -> dict:
+    """The payload of ``_views``, built once per ``key`` (``content_key`` plus the options)."""
+    return player_payload(_views, title, window=window, counters=_counters)
+
+
+def url_speed(default: float) -> float:
+    try:
+        return min(max(float(st.query_params.get("speed", default)), 1.0), 120.0)
+    except (TypeError, ValueError):
+        return default
+
+
+def web_player(
+    views: list[TraceView],
+    title: str,
+    key: str,
+    counters: list[dict] | None = None,
+    window: int = 12,
+    initial: int | None = None,
+    speed: float = 8,
+) -> None:
+    """Embed the player for ``views`` (one trace, or two on one step clock) and a download button for the same
+    page as a single HTML file. ``initial``: the first step (default: the URL's ``?step=``)."""
+    num_steps = max(v.num_steps for v in views)
+    ck = f"{content_key(views)}:{window}:{title}:{bool(counters)}"
+    payload = dict(cached_payload(ck, views, title, window, counters))
+    present = st.query_params.get("present") == "1"
+    payload.update(
+        initial_step=query_int("step", 0, 0, num_steps - 1) if initial is None else initial,
+        speed=url_speed(speed),
+        present=present,
+    )
+    html = render(payload)
+    if present:
+        st.html(PRESENT_CSS)
+    st.iframe(html, height=720 if present else "content")
+    st.download_button(
+        "Download this player as one HTML file",
+        data=lambda: html,
+        file_name=f"{key}.html",
+        mime="text/html",
+        key=f"{key}:download",
+        on_click="ignore",
+        icon=":material/download:",
+        help="plays offline from the file, with the same controls (?step=, ?speed=, ?present=1)",
+    )

@@ -1,0 +1,229 @@
+"""The browser player's data: every per-step view of one or two traces, packed once for the client.
+
+The player (``visuals/web/player.js``) draws step k of a trace from this payload alone, with no server round trip.
+Nothing here re-derives a scheduling rule: each per-step view is computed by the Python visual that draws it on
+the pages (``slots.slot_grid``, ``budget.budget_traces``, ``kv.block_marks``, ``narration.narrate``,
+``stepinfo.queues``...), then packed so that what changes per step is small:
+
+- every string and every repeated JSON value (a budget bar segment, a block's look, a queue) is stored once in a
+  table ``T`` and referred to by its index;
+- per-step columns are lists indexed by step (``narration[k]`` is the index of step k's sentence in ``T``);
+- the block map is a first row of block looks plus, per step, only the blocks whose look changed
+  (``[block, look, block, look, ...]``);
+- the slot grid is the whole-trace figure of ``slot_grid`` (cells in step order), which the client slices to the
+  window around the cursor, as ``slot_grid(view, k, window)`` does;
+- each request's text so far is its final text plus the steps where it grew and its length then.
+
+Payload layout (JSON): ``{version, title, num_steps, initial_step, speed, present, window, events, T,
+template, counters, views: [view...]}``; see ``view_payload`` for one view.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from steplog.view import TraceView, text_color
+from visuals.blockgroups import AGGREGATE_ABOVE, grouped_marks, grouped_title
+from visuals.budget import budget_bar, budget_title, budget_traces
+from visuals.kv import block_map, block_map_title, block_marks
+from visuals.narration import BEAT_TEXT, narrate, story_beats
+from visuals.slots import grid_range, grid_title, grid_xaxis, slot_grid
+from visuals.stepinfo import event_steps, queues, request_status, text_so_far
+from visuals.timeline import timeline
+
+PAYLOAD_VERSION = 1
+MARK_KEYS = ("color", "text", "hover", "width", "line")
+
+
+class Interner:
+    """A table of distinct JSON values: ``intern(v)`` returns v's index, equal values share one index."""
+
+    def __init__(self) -> None:
+        self.table: list[Any] = []
+        self._index: dict[str, int] = {}
+
+    def __call__(self, value: Any) -> int:
+        key = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        if key not in self._index:
+            self._index[key] = len(self.table)
+            self.table.append(value)
+        return self._index[key]
+
+
+def figure_json(fig: go.Figure) -> dict:
+    """A figure as plain JSON (numpy arrays become lists), without its theme template (sent once per payload)."""
+    d = json.loads(fig.to_json())
+    d["layout"].pop("template", None)
+    return d
+
+
+def delta_rows(rows: list[list[int]]) -> dict[str, list]:
+    """Equal-length rows, one per step, as the first row plus each step's changes ``[i, v, i, v, ...]``
+    (empty for step 0)."""
+    changes: list[list[int]] = [[]]
+    for prev, row in itertools.pairwise(rows):
+        changes.append([x for i, (a, b) in enumerate(zip(prev, row)) if a != b for x in (i, b)])
+    return {"first": rows[0] if rows else [], "changes": changes}
+
+
+def slot_section(view: TraceView, intern: Interner, window: int) -> dict:
+    """The whole-trace slot grid (its traces hold every cell, in step order; the client keeps the cells of the
+    window), each step's window ``{lo, hi, xaxis}`` and title, and the highlight of the current column (the
+    figure's one shape, drawn by the client over the plot so that moving it needs no redraw)."""
+    fig = figure_json(slot_grid(view, 0, None))
+    highlight = fig["layout"].pop("shapes")[0]
+    windows = []
+    for k in range(view.num_steps):
+        lo, hi = grid_range(view, k, window)
+        windows.append(intern({"lo": lo, "hi": hi, "xaxis": grid_xaxis(lo, hi)}))
+    return {
+        "data": fig["data"],
+        "layout": fig["layout"],
+        "highlight": highlight,
+        "windows": windows,
+        "titles": [intern(grid_title(view, k)) for k in range(view.num_steps)],
+    }
+
+
+def budget_section(view: TraceView, intern: Interner) -> dict:
+    """Each step's bar segments (indices of plotly bar dicts in ``T``) and title; the layout of step 0."""
+    return {
+        "layout": figure_json(budget_bar(view, 0))["layout"],
+        "bars": [intern([intern(t) for t in budget_traces(view, k)]) for k in range(view.num_steps)],
+        "titles": [intern(budget_title(view, k)) for k in range(view.num_steps)],
+    }
+
+
+def block_section(view: TraceView, intern: Interner, columns: int) -> dict:
+    """The block map: fixed positions, each block's look per step (delta rows of indices into ``T``), titles.
+
+    A pool larger than ``AGGREGATE_ABOVE`` blocks is drawn one cell per group of blocks (``blockgroups``)."""
+    num_blocks = view.steps[0]["kv"]["num_blocks"] if view.steps else view.header["config"]["num_kv_blocks"]
+    grouped = num_blocks > AGGREGATE_ABOVE
+    fig = figure_json(block_map(view, 0, columns)) if view.steps else {"data": [{}], "layout": {}}
+    rows, titles, first = [], [], None
+    for k in range(view.num_steps):
+        m = grouped_marks(view, k) if grouped else block_marks(view, k, columns)
+        first = first or m
+        rows.append([intern([m[key][i] for key in MARK_KEYS]) for i in range(len(m["x"]))])
+        titles.append(intern(grouped_title(view, k) if grouped else block_map_title(view, k)))
+    trace = {k: v for k, v in fig["data"][0].items() if k not in ("x", "y", "text", "hovertext")}
+    trace["marker"] = {k: v for k, v in trace.get("marker", {}).items() if k not in ("color", "line")}
+    layout = fig["layout"]
+    if grouped and first:
+        cols, nrows = max(first["x"]) + 1, max(first["y"]) + 1
+        layout.update(height=90 + 40 * nrows)
+        layout["xaxis"]["range"], layout["yaxis"]["range"] = [-0.6, cols - 0.4], [nrows - 0.4, -0.6]
+    return {
+        "x": first["x"] if first else [],
+        "y": first["y"] if first else [],
+        "trace": trace,
+        "layout": layout,
+        "looks": delta_rows(rows),
+        "titles": titles,
+        "grouped": grouped,
+    }
+
+
+def utf16_len(text: str) -> int:
+    """Length as JavaScript counts it (UTF-16 code units), so the client can slice the final text."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def text_section(view: TraceView) -> dict:
+    """Each request's final text, and the steps where its text grew with its length (UTF-16 units) after them."""
+    final = text_so_far(view, view.num_steps - 1) if view.steps else {r: "" for r in view.request_ids}
+    grew: dict[str, list[list[int]]] = {rid: [] for rid in view.request_ids}
+    length = dict.fromkeys(view.request_ids, 0)
+    for st in view.steps:
+        for s in st["sampled"]:
+            length[s["request_id"]] += utf16_len(s["text"])
+        for s in st["sampled"]:
+            rid = s["request_id"]
+            if not grew[rid] or grew[rid][-1][0] != st["step"]:
+                grew[rid].append([st["step"], length[rid]])
+    return {"final": [final[r] for r in view.request_ids], "grew": [grew[r] for r in view.request_ids]}
+
+
+def step_columns(view: TraceView, intern: Interner) -> dict[str, list[int]]:
+    """Per-step columns of ``T`` indices: narration, teaching beats, queues and request states."""
+    beats = story_beats(view)
+    cols: dict[str, list[int]] = {
+        k: [] for k in ("narration", "beats", "waiting", "running", "preempted", "finished", "status")
+    }
+    for k in range(view.num_steps):
+        q = queues(view, k)
+        cols["narration"].append(intern(narrate(view, k)))
+        cols["beats"].append(intern([intern(BEAT_TEXT[b]) for b in beats.get(k, [])]))
+        for name in ("waiting", "running", "preempted", "finished"):
+            cols[name].append(intern(q[name]))
+        status = request_status(view, k)
+        cols["status"].append(intern([status[r] for r in view.request_ids]))
+    return cols
+
+
+def view_payload(view: TraceView, num_steps: int, intern: Interner, window: int = 12, columns: int = 16) -> dict:
+    """One trace's part of the payload; ``num_steps`` is the shared clock's length (lockstep pages), ``window``
+    the slot grid's (``slots.grid_range``), ``columns`` the block map's."""
+    c = view.header["config"]
+    last = view.num_steps - 1
+    return {
+        "policy": view.policy,
+        "num_steps": view.num_steps,
+        "request_ids": view.request_ids,
+        "colors": [view.colors[r] for r in view.request_ids],
+        "chip_text": [text_color(view.colors[r]) for r in view.request_ids],
+        "caption": f"{view.policy} · {view.provenance()} · {c['max_num_seqs']} slots, token budget "
+        f"{c['max_num_batched_tokens']}, KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens",
+        "finished_note": f"{view.policy} finished at step {last}; holding its final state.",
+        "events": event_steps(view),
+        "slots": slot_section(view, intern, window),
+        "budget": budget_section(view, intern),
+        "blocks": block_section(view, intern, columns),
+        "timeline": figure_json(timeline(view, 0, num_steps)) if view.steps else None,
+        "text": text_section(view),
+        "steps": step_columns(view, intern),
+    }
+
+
+def player_payload(
+    views: list[TraceView],
+    title: str,
+    initial_step: int = 0,
+    speed: float = 8,
+    present: bool = False,
+    window: int = 12,
+    counters: list[dict] | None = None,
+) -> dict:
+    """The whole payload for one or two traces on one step clock (see the module docstring).
+
+    ``counters``: optional cards above the views, ``{"label", "values": [one string per step], "help"}``.
+    """
+    if not 1 <= len(views) <= 2 or any(v.num_steps == 0 for v in views):
+        raise ValueError("the player shows one or two traces, each with at least one step")
+    intern = Interner()
+    num_steps = max(v.num_steps for v in views)
+    packed = [view_payload(v, num_steps, intern, window) for v in views]
+    cards = [
+        {"label": c["label"], "help": c.get("help", ""), "values": [intern(x) for x in c["values"]]}
+        for c in counters or []
+    ]
+    return {
+        "version": PAYLOAD_VERSION,
+        "title": title,
+        "num_steps": num_steps,
+        "initial_step": min(max(int(initial_step), 0), num_steps - 1),
+        "speed": min(max(float(speed), 1), 120),
+        "present": bool(present),
+        "window": window,
+        "events": sorted({e for p in packed for e in p["events"]}),
+        "template": pio.templates["plotly_white"].to_plotly_json()["layout"],
+        "counters": cards,
+        "views": packed,
+        "T": intern.table,
+    }

@@ -1,0 +1,91 @@
+/* Batchscope player: reading the payload built by visuals/playback.py.
+ *
+ * Everything the player draws at step k comes from here: strings and repeated values are looked up in the
+ * table T, block looks are expanded once from delta rows, the slot grid is sliced out of the whole-trace figure,
+ * and each request's text so far is a prefix of its final text. No scheduling rule is re-derived in JS. */
+"use strict";
+window.BS = window.BS || {};
+
+BS.Payload = class {
+  constructor(p) {
+    this.p = p;
+    this.T = p.T;
+    this.views = p.views.map((v) => this.prepare(v));
+  }
+
+  /* Per-view caches: the dense block-look matrix and the per-trace step index of the slot grid. */
+  prepare(v) {
+    const looks = v.blocks.looks;
+    const width = looks.first.length;
+    const dense = new Int32Array(Math.max(1, v.num_steps * width));
+    dense.set(looks.first, 0);
+    for (let k = 1; k < v.num_steps; k++) {
+      dense.copyWithin(k * width, (k - 1) * width, k * width);
+      const ch = looks.changes[k];
+      for (let i = 0; i < ch.length; i += 2) dense[k * width + ch[i]] = ch[i + 1];
+    }
+    v._looks = dense;
+    v._width = width;
+    return v;
+  }
+
+  t(i) { return this.T[i]; }
+
+  /* The step a trace shows on the shared clock: its own last step once it has finished. */
+  shown(v, k) { return Math.min(k, v.num_steps - 1); }
+
+  /* Block looks at step k: arrays of colour, text, hover, outline width and outline colour. */
+  blockLooks(v, k) {
+    const out = { color: [], text: [], hover: [], width: [], line: [] };
+    const base = k * v._width;
+    for (let i = 0; i < v._width; i++) {
+      const look = this.T[v._looks[base + i]];
+      out.color.push(look[0]); out.text.push(look[1]); out.hover.push(look[2]);
+      out.width.push(look[3]); out.line.push(look[4]);
+    }
+    return out;
+  }
+
+  /* Whether every block looks the same at steps a and b. */
+  sameLooks(v, a, b) {
+    const w = v._width, L = v._looks;
+    for (let i = 0; i < w; i++) if (L[a * w + i] !== L[b * w + i]) return false;
+    return true;
+  }
+
+  /* Budget bar traces at step k (copies: plotly may add properties to the objects it draws). */
+  budgetTraces(v, k) {
+    return this.T[v.budget.bars[k]].map((i) => Object.assign({}, this.T[i]));
+  }
+
+  /* Request i's generated text after step k. */
+  textAt(v, i, k) {
+    const grew = v.text.grew[i];
+    let lo = 0, hi = grew.length; // first index whose step > k
+    while (lo < hi) { const m = (lo + hi) >> 1; if (grew[m][0] <= k) lo = m + 1; else hi = m; }
+    return lo === 0 ? "" : v.text.final[i].slice(0, grew[lo - 1][1]);
+  }
+
+  list(i) { return this.T[i]; }
+};
+
+/* First index in a sorted numeric array whose value is >= x. */
+BS.lowerBound = function (arr, x) {
+  let lo = 0, hi = arr.length;
+  while (lo < hi) { const m = (lo + hi) >> 1; if (arr[m] < x) lo = m + 1; else hi = m; }
+  return lo;
+};
+
+/* Keep the points of a whole-trace slot-grid bar trace whose step lies in [lo, hi] (bases are step - 0.5 and
+ * sorted). Returns null when none is left: slot_grid draws no trace for a kind absent from its window. */
+BS.sliceTrace = function (tr, lo, hi) {
+  const a = BS.lowerBound(tr.base, lo - 0.5), b = BS.lowerBound(tr.base, hi + 0.5);
+  if (a >= b) return null;
+  const out = Object.assign({}, tr);
+  for (const key of ["x", "base", "y", "text", "customdata"]) {
+    if (Array.isArray(tr[key])) out[key] = tr[key].slice(a, b);
+  }
+  out.marker = Object.assign({}, tr.marker);
+  if (Array.isArray(tr.marker.color)) out.marker.color = tr.marker.color.slice(a, b);
+  return out;
+};

@@ -1,0 +1,172 @@
+/* Batchscope player: one step clock for one or two traces, the controls, the keyboard and the URL.
+ *
+ * Playing: target step = start step + elapsed seconds x speed, evaluated on every animation frame
+ * (requestAnimationFrame), so the rate is the chosen one whatever a frame costs, and the step never goes backwards
+ * (the start is re-based, fractional, when the speed changes). Every view is redrawn in the same frame. */
+"use strict";
+
+BS.Player = class {
+  constructor(payload) {
+    const P = this.P = new BS.Payload(payload);
+    const q = new URLSearchParams(window.location.search);
+    const num = (name, dflt) => (q.has(name) && isFinite(parseFloat(q.get(name))) ? parseFloat(q.get(name)) : dflt);
+    this.n = payload.num_steps;
+    this.events = payload.events;
+    this.present = payload.present || q.get("present") === "1";
+    this.state = { step: this.clamp(Math.round(num("step", payload.initial_step))), playing: false,
+      speed: Math.min(120, Math.max(1, num("speed", payload.speed))), base: 0, t0: 0, raf: 0, drawn: -1 };
+    this.stats = { frames: 0, lastDrawMs: 0 };
+    document.body.classList.toggle("present", this.present);
+    document.body.classList.toggle("embedded", window.parent !== window); // in a page that has its own title
+    this.$ = (id) => document.getElementById(id);
+    this.$("bs-title").textContent = payload.title;
+    this.buildCounters(payload.counters);
+    const root = this.$("bs-views");
+    root.classList.add(`n${P.views.length}`);
+    const opts = { present: this.present, compact: P.views.length > 1, beats: P.views.length === 1 };
+    this.sides = P.views.map((v) => new BS.Side(P, v, root, opts));
+    this.bindControls();
+    this.frame = this.frame.bind(this);
+    this.request();
+  }
+
+  clamp(k) { return Math.min(Math.max(k | 0, 0), this.n - 1); }
+
+  buildCounters(counters) {
+    const box = this.$("bs-counters");
+    this.counters = counters.map((c) => {
+      const card = document.createElement("div");
+      card.className = "bs-counter";
+      card.title = c.help;
+      card.innerHTML = "<div class='bs-counter-label'></div><div class='bs-counter-value'></div>";
+      card.firstChild.textContent = c.label;
+      box.appendChild(card);
+      return { values: c.values, el: card.lastChild };
+    });
+  }
+
+  bindControls() {
+    const on = (id, fn) => this.$(id).addEventListener("click", (e) => { e.currentTarget.blur(); fn(); });
+    on("bs-play", () => this.toggle());
+    on("bs-back", () => this.seek(this.state.step - 1));
+    on("bs-fwd", () => this.seek(this.state.step + 1));
+    on("bs-prev-event", () => this.seekEvent(-1));
+    on("bs-next-event", () => this.seekEvent(1));
+    const scrub = this.$("bs-scrub");
+    scrub.max = String(this.n - 1);
+    scrub.addEventListener("input", () => this.seek(parseInt(scrub.value, 10)));
+    const speed = this.$("bs-speed");
+    speed.value = String(this.state.speed);
+    speed.addEventListener("input", () => this.setSpeed(parseFloat(speed.value)));
+    document.addEventListener("keydown", (e) => this.key(e));
+    document.addEventListener("keyup", (e) => { if (e.key === " ") e.preventDefault(); });
+  }
+
+  key(e) {
+    const act = { " ": () => this.toggle(), ArrowRight: () => this.seek(this.state.step + 1),
+      ArrowLeft: () => this.seek(this.state.step - 1), Home: () => this.seek(0),
+      End: () => this.seek(this.n - 1) }[e.key];
+    if (!act || e.altKey || e.ctrlKey || e.metaKey) return;
+    e.preventDefault();
+    act();
+  }
+
+  toggle() { if (this.state.playing) this.pause(); else this.play(); }
+
+  play() {
+    const S = this.state;
+    if (S.step >= this.n - 1) S.step = 0;
+    Object.assign(S, { playing: true, base: S.step, t0: performance.now() });
+    this.request();
+  }
+
+  pause() {
+    this.state.playing = false;
+    this.writeUrl();
+    this.request();
+  }
+
+  /* Jump to step k; while playing, the clock continues from there. */
+  seek(k) {
+    const S = this.state;
+    S.step = this.clamp(k);
+    if (S.playing) Object.assign(S, { base: S.step, t0: performance.now() });
+    else this.writeUrl();
+    this.request();
+  }
+
+  seekEvent(dir) {
+    const k = this.state.step;
+    const e = dir > 0 ? this.events.find((x) => x > k) : [...this.events].reverse().find((x) => x < k);
+    if (e !== undefined) this.seek(e);
+  }
+
+  setSpeed(v) {
+    const S = this.state, now = performance.now();
+    if (S.playing) Object.assign(S, { base: S.base + ((now - S.t0) * S.speed) / 1000, t0: now });
+    S.speed = Math.min(120, Math.max(1, v));
+    this.$("bs-speed-out").textContent = String(S.speed);
+  }
+
+  request() { if (!this.state.raf) this.state.raf = requestAnimationFrame(this.frame); }
+
+  frame(now) {
+    const S = this.state;
+    S.raf = 0;
+    if (S.playing) {
+      const target = Math.min(this.n - 1, Math.floor(S.base + ((now - S.t0) * S.speed) / 1000));
+      if (target > S.step) S.step = target;
+      if (S.step >= this.n - 1) { S.playing = false; this.writeUrl(); }
+    }
+    if (S.step !== S.drawn) this.draw(S.step);
+    this.drawControls();
+    if (S.playing) this.request();
+  }
+
+  draw(k) {
+    const t = performance.now();
+    for (const side of this.sides) side.plotPhase(k);
+    for (const side of this.sides) side.textPhase(k);
+    for (const c of this.counters) c.el.textContent = this.P.t(c.values[k]);
+    this.state.drawn = k;
+    const stepEl = this.$("bs-step");
+    stepEl.textContent = `step ${k} / ${this.n - 1}`;
+    stepEl.dataset.bsStep = String(k);
+    this.stats.frames += 1;
+    this.stats.lastDrawMs = performance.now() - t;
+  }
+
+  drawControls() {
+    const S = this.state, k = S.step;
+    const play = this.$("bs-play");
+    play.textContent = S.playing ? "⏸ Pause" : "▶ Play";
+    play.setAttribute("aria-pressed", String(S.playing));
+    this.$("bs-scrub").value = String(k);
+    this.$("bs-back").disabled = k <= 0;
+    this.$("bs-fwd").disabled = k >= this.n - 1;
+    this.$("bs-prev-event").disabled = !this.events.some((x) => x < k);
+    this.$("bs-next-event").disabled = !this.events.some((x) => x > k);
+    this.$("bs-speed-out").textContent = String(S.speed);
+  }
+
+  /* Paused: put the step in the address of the top page (the app around the player's frame, or this file), so
+   * the view can be shared. The frame may not be allowed to reach its parent: then nothing is written. */
+  writeUrl() {
+    clearTimeout(this.urlTimer);
+    this.urlTimer = setTimeout(() => {
+      for (const w of window.parent !== window ? [window.parent] : [window]) {
+        try {
+          const u = new URL(w.location.href);
+          u.searchParams.set("step", String(this.state.step));
+          w.history.replaceState(w.history.state, "", u.toString());
+        } catch (err) { /* cross-origin parent, or a file:// page that may not rewrite its address */ }
+      }
+    }, 150);
+  }
+};
+
+window.addEventListener("DOMContentLoaded", () => {
+  Plotly.setPlotConfig({ logging: 0 }); // the slot grid's patterned bars make plotly.js warn on every redraw
+  const payload = JSON.parse(document.getElementById("bs-payload").textContent);
+  window.bsPlayer = new BS.Player(payload);
+});

@@ -1,0 +1,213 @@
+/* Batchscope player: one trace's per-step views (narration, slot grid, token budget, KV block map, queues, text
+ * so far, request timeline), drawn at a step from the payload. The figures are the Python figures' own traces and
+ * layouts; only the step-dependent parts are swapped in. */
+"use strict";
+
+const PLOT_CONFIG = { displayModeBar: false, responsive: true, logging: 0 };
+const PRESENT_HEIGHTS = { slots: 150, budget: 84, blocks: 224 };
+
+function el(tag, cls, parent, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+BS.Side = class {
+  /* P: BS.Payload; v: one view of it; opts: {present, compact (text table closed), beats (show teaching beats)}. */
+  constructor(P, v, root, opts) {
+    this.P = P; this.v = v; this.opts = opts; this.drawn = -1; this.plotted = -1; this.last = {};
+    this.template = { layout: P.p.template };
+    const s = this.dom = {};
+    s.root = el("section", "bs-side", root);
+    s.root.dataset.policy = v.policy;
+    s.head = el("h2", "bs-side-head", s.root);
+    s.caption = el("div", "bs-caption", s.root, v.caption);
+    s.note = el("div", "bs-note", s.root, v.finished_note);
+    s.note.hidden = true;
+    s.narration = el("p", "bs-narration", s.root);
+    s.beats = el("div", "bs-beats", s.root);
+    s.grid = el("div", "bs-grid", s.root);
+    s.slots = el("div", "bs-plot bs-slots", s.grid);
+    const hl = v.slots.highlight;
+    s.highlight = el("div", "bs-highlight", s.slots);
+    Object.assign(s.highlight.style, { background: hl.fillcolor, border: `${hl.line.width}px solid ${hl.line.color}` });
+    s.budget = el("div", "bs-plot bs-budget", s.grid);
+    s.blocks = el("div", "bs-plot bs-blocks", s.grid);
+    s.legend = el("div", "bs-legend", s.grid, "KV blocks: outlined = allocated this step; ✕ = released at the end " +
+      "of this step (owner finished); ⟲ = freed by a preemption in this step; grey = free.");
+    s.queues = el("div", "bs-queues", s.grid);
+    s.details = el("details", "bs-texts", s.root);
+    s.details.open = !opts.compact;
+    el("summary", "", s.details, "Generated so far (each request's text, token by token)");
+    s.table = el("table", "", s.details);
+    s.rows = v.request_ids.map((rid, i) => {
+      const tr = el("tr", "", s.table);
+      el("td", "", tr).appendChild(this.chip(i));
+      return { status: el("td", "bs-status", tr), text: el("td", "bs-text", tr), len: -1 };
+    });
+    s.details.addEventListener("toggle", () => this.drawTexts(this.drawn));
+    s.timeline = el("div", "bs-plot bs-timeline", s.root);
+    if (v.timeline) this.drawTimeline();
+  }
+
+  /* The request timeline is drawn once; its cursor (the Python figure's dotted vline, at step 0) becomes an HTML
+   * line over the plot, moved along the x axis each step without redrawing the figure. */
+  drawTimeline() {
+    const tl = this.v.timeline, s = this.dom;
+    const cursor = tl.layout.shapes[tl.layout.shapes.length - 1];
+    const layout = Object.assign({}, tl.layout, { template: this.template, shapes: tl.layout.shapes.slice(0, -1) });
+    Plotly.newPlot(s.timeline, tl.data, layout, PLOT_CONFIG);
+    s.cursor = el("div", "bs-cursor", s.timeline);
+    s.cursor.style.borderLeft = `${cursor.line.width}px dotted ${cursor.line.color}`;
+    s.timeline.on("plotly_afterplot", () => this.moveCursor(this.drawn));
+  }
+
+  moveCursor(step) {
+    if (step >= 0) this.place(this.dom.cursor, this.dom.timeline, step, step);
+  }
+
+  moveHighlight(step) {
+    if (step >= 0) this.place(this.dom.highlight, this.dom.slots, step - 0.5, step + 0.5);
+  }
+
+  chip(i) {
+    const c = el("span", "bs-chip", null, this.v.request_ids[i]);
+    c.style.background = this.v.colors[i];
+    c.style.color = this.v.chip_text[i];
+    return c;
+  }
+
+  chips(ids) {
+    const f = document.createDocumentFragment();
+    if (!ids.length) el("span", "bs-none", f, "none");
+    for (const rid of ids) f.appendChild(this.chip(this.v.request_ids.indexOf(rid)));
+    return f;
+  }
+
+  layout(base, title, kind) {
+    const L = Object.assign({}, base, { template: this.template });
+    L.title = Object.assign({}, base.title, { text: title });
+    if (this.opts.present) L.height = PRESENT_HEIGHTS[kind];
+    return L;
+  }
+
+  /* Draw at global step k (the trace's last step once it has finished) in two phases, so that the browser lays
+   * the page out once: first every figure of every side (plotPhase), then the text and the overlays (textPhase). */
+  plotPhase(k) {
+    const s = this.P.shown(this.v, k);
+    if (s === this.plotted) return;
+    this.drawSlots(s);
+    this.drawBudget(s);
+    this.drawBlocks(s);
+    this.plotted = s;
+  }
+
+  textPhase(k) {
+    const v = this.v, s = this.P.shown(v, k);
+    this.dom.head.textContent = `${v.policy[0].toUpperCase()}${v.policy.slice(1)} · step ${s}`;
+    this.dom.note.hidden = k <= s;
+    if (s === this.drawn) return;
+    this.drawText(s);
+    this.drawn = s;
+    this.moveHighlight(s);
+    if (v.timeline) this.moveCursor(s);
+  }
+
+  /* The slot grid: its cells are redrawn only when the window turns a page (slots.grid_range); within a page
+   * only the title changes and the highlighted column (an HTML box over the plot) moves. */
+  drawSlots(s) {
+    const v = this.v, L = v.slots.layout, win = this.P.t(v.slots.windows[s]), title = this.P.t(v.slots.titles[s]);
+    if (this.slotWindow === v.slots.windows[s]) return this.retitle(this.dom.slots, title);
+    const data = v.slots.data.map((tr) => BS.sliceTrace(tr, win.lo, win.hi)).filter((tr) => tr);
+    const layout = this.layout(L, title, "slots");
+    layout.xaxis = Object.assign({}, L.xaxis, win.xaxis, { title: Object.assign({}, L.xaxis.title) });
+    Plotly.react(this.dom.slots, data, layout, PLOT_CONFIG);
+    if (this.slotWindow === undefined) this.dom.slots.on("plotly_afterplot", () => this.moveHighlight(this.drawn));
+    this.slotWindow = v.slots.windows[s];
+  }
+
+  /* Put an HTML box (a line for the timeline) over data x0..x1 of a plot's x axis, spanning the plot area. */
+  place(box, plot, x0, x1) {
+    const fl = plot._fullLayout;
+    if (!fl || !fl.xaxis || !fl.xaxis.l2p) return;
+    const ax = fl.xaxis, size = fl._size, a = ax._offset + ax.l2p(x0), b = ax._offset + ax.l2p(x1);
+    Object.assign(box.style, { left: `${a}px`, width: `${b - a}px`, top: `${size.t}px`, height: `${size.h}px` });
+  }
+
+  /* Only the title changed (same bars or same blocks as the step drawn last): relayout it, do not redraw. */
+  retitle(div, title) {
+    Plotly.relayout(div, { "title.text": title });
+  }
+
+  drawBudget(s) {
+    const b = this.v.budget, title = this.P.t(b.titles[s]);
+    if (this.plotted >= 0 && b.bars[s] === b.bars[this.plotted]) return this.retitle(this.dom.budget, title);
+    Plotly.react(this.dom.budget, this.P.budgetTraces(this.v, s), this.layout(b.layout, title, "budget"), PLOT_CONFIG);
+  }
+
+  drawBlocks(s) {
+    const b = this.v.blocks;
+    if (this.plotted >= 0 && this.P.sameLooks(this.v, s, this.plotted)) {
+      return this.retitle(this.dom.blocks, this.P.t(b.titles[s]));
+    }
+    const looks = this.P.blockLooks(this.v, s);
+    const trace = Object.assign({}, b.trace, {
+      x: b.x, y: b.y, text: looks.text, hovertext: looks.hover,
+      marker: Object.assign({}, b.trace.marker,
+        { color: looks.color, line: { width: looks.width, color: looks.line } }),
+    });
+    const layout = this.layout(b.layout, this.P.t(b.titles[s]), "blocks");
+    if (this.opts.present) this.fitBlocks(trace, layout);
+    Plotly.react(this.dom.blocks, [trace], layout, PLOT_CONFIG);
+  }
+
+  /* Presenter mode: the map is shorter than on the page, so blocks and their labels shrink to their grid cell. */
+  fitBlocks(trace, layout) {
+    const m = layout.margin, cols = layout.xaxis.range[1] - layout.xaxis.range[0];
+    const rows = layout.yaxis.range[0] - layout.yaxis.range[1];
+    const cell = Math.min((this.dom.blocks.clientWidth - m.l - m.r) / cols, (layout.height - m.t - m.b) / rows);
+    const size = Math.max(8, Math.floor(cell * 0.9));
+    trace.marker.size = Math.min(trace.marker.size, size);
+    trace.textfont = Object.assign({}, trace.textfont, { size: Math.max(5, Math.min(9, Math.round(size * 0.3))) });
+  }
+
+  /* Narration, teaching beats, queues and the text table: DOM updates only where the step changed them. */
+  drawText(s) {
+    const v = this.v, cols = v.steps, T = this.P.T;
+    if (this.last.narration !== cols.narration[s]) this.dom.narration.textContent = T[cols.narration[s]];
+    if (this.opts.beats && this.last.beats !== cols.beats[s]) {
+      this.dom.beats.replaceChildren(...T[cols.beats[s]].map((i) => el("div", "bs-beat", null, "💡 " + T[i])));
+    }
+    const key = ["waiting", "running", "preempted", "finished"].map((q) => cols[q][s]).join(",");
+    if (this.last.queues !== key) this.drawQueues(s);
+    this.last = Object.assign(this.last, { narration: cols.narration[s], beats: cols.beats[s], queues: key });
+    this.drawTexts(s);
+  }
+
+  drawQueues(s) {
+    const cols = this.v.steps, T = this.P.T;
+    const rows = [["Waiting", "waiting"], ["Running", "running"], ["Preempted now", "preempted"],
+      ["Finished (by the end of this step)", "finished"]];
+    const f = document.createDocumentFragment();
+    for (const [name, q] of rows) {
+      const ids = T[cols[q][s]];
+      if (!ids.length && q === "preempted") continue;
+      const div = el("div", "bs-queue", f);
+      el("b", "", div, name + ": ");
+      div.appendChild(this.chips(ids));
+    }
+    this.dom.queues.replaceChildren(f);
+  }
+
+  drawTexts(s) {
+    if (s < 0 || !this.dom.details.open || this.opts.present) return;
+    const status = this.P.T[this.v.steps.status[s]];
+    this.dom.rows.forEach((row, i) => {
+      if (row.status.textContent !== status[i]) row.status.textContent = status[i];
+      const text = this.P.textAt(this.v, i, s);
+      if (text.length !== row.len) { row.text.textContent = text; row.len = text.length; }
+    });
+  }
+};
