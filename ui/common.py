@@ -99,7 +99,7 @@ def chips(view: TraceView, request_ids: list[str], empty: str = "none") -> str:
     more = len(request_ids) - MAX_CHIPS
     shown = request_ids[:MAX_CHIPS] if more > 0 else request_ids
     return " ".join(
-        f"<span title='{html.escape(r, quote=True)}' style='background:{view.colors[r]};"
+        f"<span title='{html_text(r)}' style='background:{view.colors[r]};"
         f"color:{text_color(view.colors[r])};padding:1px 7px;border-radius:4px;margin-right:3px;"
         f"font-family:monospace'>{html_text(view.label(r))}</span>"
         for r in shown

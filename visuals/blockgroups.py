@@ -57,6 +57,7 @@ def grouped_marks(view: TraceView, step: int) -> dict[str, list]:
 def grouped_title(view: TraceView, step: int) -> str:
     kv = view.steps[step]["kv"]
     return (
-        f"{esc(view.policy)}: KV blocks at step {view.step_number(step)}: {kv['num_used_blocks']}/{kv['num_blocks']} used "
+        f"{esc(view.policy)}: KV blocks at step {view.step_number(step)}: "
+        f"{kv['num_used_blocks']}/{kv['num_blocks']} used "
         f"(one cell = {group_size(kv['num_blocks'])} blocks)"
     )
