@@ -49,13 +49,10 @@ def run_bench(
 ) -> dict:
     """Run every row ``opts.rounds`` times, interleaved, then the decode-step measurements.
 
-    Returns the result dict written to ``assets/bench.json`` (see ``bench.report.to_markdown`` for the table).
-    Ctrl-C (``KeyboardInterrupt``) or an error in a row stops the run cleanly: the result then holds the rounds and
-    rows done so far and ``"partial": true`` (and ``"error"``: what failed; no decode-step figures and no targets if
-    it stopped before them).
+    Returns the result dict written to ``assets/bench.json`` (``bench.report.to_markdown``: the table). Ctrl-C or an
+    error in a row stops it cleanly, keeping the rounds done so far: ``"partial": true`` (and ``"error"``).
     Raises:
-        ParityError: outputs differ and parity is strict (``opts.parity == "strict"``, or ``"auto"`` with a
-            dtype of 32 bits or more).
+        ParityError: outputs differ and parity is strict (``"strict"``, or ``"auto"`` with 32-bit floats or wider).
     """
     say = progress or (lambda msg: None)
     order = _schedule(opts)
@@ -63,13 +60,9 @@ def run_bench(
     times: dict[str, list[float]] = {label: [] for label in labels}
     outputs: dict[str, dict[str, list[int]]] = {}
     extras: dict[str, list[dict]] = {label: [] for label in labels}  # per round (Batchscope rows)
-    partial, failure = False, None
+    partial, failure = False, None  # Ctrl-C / an error: keep what ran
     try:
-        say("warm-up")
-        n_warm = min(4, work.max_tokens)
-        warm = Workload([dict(s, max_tokens=n_warm) for s in work.specs[:2]], work.prompts[:2], n_warm, work.ignore_eos)
-        for row, n in order:
-            _call(row, loaded, warm, max(1, min(n, 2)), opts)
+        _warm_up(loaded, work, opts, order, say)
         _rounds(loaded, work, opts, order, labels, say, (times, outputs, extras))
     except KeyboardInterrupt:
         partial = True
@@ -110,6 +103,15 @@ def run_bench(
     }
     result["targets"] = evaluate_targets(result)
     return result
+
+
+def _warm_up(loaded: LoadedModel, work: Workload, opts: BenchOptions, order, say) -> None:
+    """Every row once on two short requests (first-call costs stay out of the timed rounds)."""
+    say("warm-up")
+    n_warm = min(4, work.max_tokens)
+    warm = Workload([dict(s, max_tokens=n_warm) for s in work.specs[:2]], work.prompts[:2], n_warm, work.ignore_eos)
+    for row, n in order:
+        _call(row, loaded, warm, max(1, min(n, 2)), opts)
 
 
 def _describe(work: Workload, opts: BenchOptions) -> dict:
