@@ -13,10 +13,8 @@ from steplog.view import TraceView
 from ui import playground_run, state
 from ui.common import md, model_and_lock
 from ui.compare import compare
-from ui.panels import narration, step_panel
-from ui.player import player
 from ui.state import live_runs, live_settings
-from visuals.stepinfo import event_steps
+from ui.web_player import web_player
 
 PROMPT_SETS = {
     "chat questions": [
@@ -232,9 +230,4 @@ def page() -> None:
         compare(views, key="pg:compare")
     else:
         (view,) = views.values()
-
-        def render(step: int) -> None:
-            narration(view, step)
-            step_panel(view, step, key="pg:single", window=20)
-
-        player("pg:single", view.num_steps, event_steps(view), render)
+        web_player([view], f"playground ({view.policy})", key="pg-single", window=20)

@@ -9,10 +9,8 @@ from engine.workload import list_scenarios
 from steplog import trace
 from steplog.view import TraceView
 from ui.common import badge, md, query_int, recorded_records
-from ui.panels import narration, step_panel
-from ui.player import player
 from ui.state import live_runs
-from visuals.stepinfo import event_steps
+from ui.web_player import web_player
 
 MAX_LISTED = 6  # per cell of the steps table; a server's step schedules dozens of requests
 
@@ -136,11 +134,8 @@ def page() -> None:
     st.dataframe(steps_table(records, view), hide_index=True, width="stretch", height=260)
     st.caption("scheduled: request:kind and tokens (p = prefill chunk or recompute, d = decode), in batch order.")
 
-    def render(step: int) -> None:
-        narration(view, step)
-        step_panel(view, step, key="trace:panel", window=20)
-        with st.expander(f"Raw record of step {step}"):
-            st.json(view.steps[step])
-
-    initial = query_int("step", 0, 0, view.num_steps - 1)
-    player(f"trace:{source}:{name}", view.num_steps, event_steps(view), render, initial=initial)
+    title = f"{view.header.get('scenario') or name or 'trace'} ({view.policy})"
+    web_player([view], title, key=f"trace-{source}", window=20)
+    with st.expander("Raw record of a step"):
+        k = st.number_input("step", 0, view.num_steps - 1, query_int("step", 0, 0, view.num_steps - 1), key="trace:raw")
+        st.json(view.steps[int(k)])

@@ -8,7 +8,6 @@ import streamlit as st
 from steplog.view import TraceView
 from ui.common import chips, md
 from visuals.budget import budget_bar
-from visuals.checklist import head_checklist
 from visuals.kv import block_map
 from visuals.narration import BEAT_TEXT, narrate, story_beats
 from visuals.slots import slot_grid
@@ -36,21 +35,6 @@ def queue_panel(view: TraceView, step: int) -> None:
         if ids or name != "Preempted now"
     )
     st.markdown(html, unsafe_allow_html=True)
-
-
-def checklist_panel(view: TraceView, step: int) -> None:
-    """The head of the waiting queue: each admission limit with its numbers, and the one that binds."""
-    items = head_checklist(view, step)
-    if not items:
-        st.caption("Nobody is waiting after this step's admissions.")
-        return
-    head = view.steps[step]["waiting"][0]
-    st.markdown(f"**Why {md(head)} (head of the queue) waits**")
-    rows = [
-        {"limit": i["limit"], "this step": i["numbers"], "": "binds ✗" if i["binds"] else ("ok ✓" if i["ok"] else "✗")}
-        for i in items
-    ]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
 MAX_TEXT_ROWS = 200

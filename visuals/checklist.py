@@ -114,6 +114,16 @@ def _static_why(view: TraceView, step: int) -> str:
     return "a static batch takes new requests only when the whole batch has finished"
 
 
+def checklist_text(view: TraceView, step: int) -> str:
+    """The checklist in one line for the player: ``Why D waits: max_num_seqs 3 / 3 rows used ✗ binds · ...``."""
+    items = head_checklist(view, step)
+    if not items:
+        return ""
+    head = view.steps[step]["waiting"][0]
+    marks = [f"{i['limit']}: {i['numbers']} {'✗ binds' if i['binds'] else '✓' if i['ok'] else '✗'}" for i in items]
+    return f"Why {view.label(head)} (head of the queue) waits: " + " · ".join(marks)
+
+
 def binding_reason(view: TraceView, step: int) -> str:
     """Why the head waits at ``step``, in words (the narration's "Waiting: ..." clause)."""
     items = head_checklist(view, step)

@@ -30,6 +30,7 @@ import plotly.io as pio
 from steplog.view import TraceView, text_color
 from visuals.blockgroups import AGGREGATE_ABOVE, grouped_marks, grouped_title
 from visuals.budget import budget_bar, budget_title, budget_traces
+from visuals.checklist import checklist_text
 from visuals.kv import block_map, block_map_title, block_marks
 from visuals.narration import BEAT_TEXT, narrate, story_beats
 from visuals.slots import grid_range, grid_title, grid_xaxis, slot_grid
@@ -136,17 +137,19 @@ def utf16_len(text: str) -> int:
 
 
 def text_section(view: TraceView) -> dict:
-    """Each request's final text, and the steps where its text grew with its length (UTF-16 units) after them."""
+    """Each request's final text, and the steps (positions) where its text grew with its length (UTF-16 units)
+    after them. The growth follows ``text_so_far``: each token's ``text_delta`` where the trace records it (whole
+    characters only), else its text alone."""
     final = text_so_far(view, view.num_steps - 1) if view.steps else {r: "" for r in view.request_ids}
     grew: dict[str, list[list[int]]] = {rid: [] for rid in view.request_ids}
     length = dict.fromkeys(view.request_ids, 0)
-    for st in view.steps:
+    for k, st in enumerate(view.steps):
         for s in st["sampled"]:
-            length[s["request_id"]] += utf16_len(s["text"])
+            length[s["request_id"]] += utf16_len(s.get("text_delta", s.get("text", "")))
         for s in st["sampled"]:
             rid = s["request_id"]
-            if not grew[rid] or grew[rid][-1][0] != st["step"]:
-                grew[rid].append([st["step"], length[rid]])
+            if not grew[rid] or grew[rid][-1][0] != k:
+                grew[rid].append([k, length[rid]])
     return {"final": [final[r] for r in view.request_ids], "grew": [grew[r] for r in view.request_ids]}
 
 
@@ -154,7 +157,7 @@ def step_columns(view: TraceView, intern: Interner) -> dict[str, list[int]]:
     """Per-step columns of ``T`` indices: narration, teaching beats, queues and request states."""
     beats = story_beats(view)
     cols: dict[str, list[int]] = {
-        k: [] for k in ("narration", "beats", "waiting", "running", "preempted", "finished", "status")
+        k: [] for k in ("narration", "beats", "waiting", "running", "preempted", "finished", "status", "checklist")
     }
     for k in range(view.num_steps):
         q = queues(view, k)
@@ -164,6 +167,7 @@ def step_columns(view: TraceView, intern: Interner) -> dict[str, list[int]]:
             cols[name].append(intern(q[name]))
         status = request_status(view, k)
         cols["status"].append(intern([status[r] for r in view.request_ids]))
+        cols["checklist"].append(intern(checklist_text(view, k)))
     return cols
 
 

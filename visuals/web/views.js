@@ -38,6 +38,7 @@ BS.Side = class {
     s.legend = el("div", "bs-legend", s.grid, "KV blocks: outlined = allocated this step; ✕ = released at the end " +
       "of this step (owner finished); ⟲ = freed by a preemption in this step; grey = free.");
     s.queues = el("div", "bs-queues", s.grid);
+    s.checklist = el("div", "bs-checklist", s.grid);
     s.details = el("details", "bs-texts", s.root);
     s.details.open = !opts.compact;
     el("summary", "", s.details, "Generated so far (each request's text, token by token)");
@@ -177,6 +178,10 @@ BS.Side = class {
   drawText(s) {
     const v = this.v, cols = v.steps, T = this.P.T;
     if (this.last.narration !== cols.narration[s]) this.dom.narration.textContent = T[cols.narration[s]];
+    if (cols.checklist && this.last.checklist !== cols.checklist[s]) {
+      this.dom.checklist.textContent = T[cols.checklist[s]];
+      this.last.checklist = cols.checklist[s];
+    }
     if (this.opts.beats && this.last.beats !== cols.beats[s]) {
       this.dom.beats.replaceChildren(...T[cols.beats[s]].map((i) => el("div", "bs-beat", null, "💡 " + T[i])));
     }
