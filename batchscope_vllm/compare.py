@@ -28,9 +28,19 @@ def _split(records: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str
     return header, steps, summary
 
 
+IDLE_STEP: dict[str, Any] = {"scheduled": [], "admitted": [], "preempted": [], "finished": [], "kv": {}}
+
+
 def _steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Step records of a whole trace (records with ``type``), or the list itself (driver output)."""
-    return [r for r in records if r.get("type", "step") == "step"]
+    """Step records of a whole trace (records with ``type``), or the list itself (driver output), one per step of
+    the step clock: Batchscope skips idle steps (nothing to run until a later arrival) and records how many before
+    the next step (``idle_steps_before``); the driver runs them, so they come back here as empty steps."""
+    out: list[dict[str, Any]] = []
+    for r in records:
+        if r.get("type", "step") == "step":
+            out += [IDLE_STEP] * int(r.get("idle_steps_before", 0))
+            out.append(r)
+    return out
 
 
 def workload_from_trace(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,17 +1,22 @@
 """The benchmark tools' commands, added to ``python -m engine`` through the ``batchscope.commands`` entry points:
 
     python -m engine bench [--num-requests 4 --max-tokens 32 --rounds 2 --max-num-seqs 4]
+    python -m engine bench --contention          (decode step quiet vs one busy core, for 1 and 2 threads)
     python -m engine sweep [--num-requests 32 --mean-tokens 32 --sigmas 0 0.5 1 1.5 2]
 
-A bad flag value raises ``ValueError`` (the CLI prints one line and exits 2); greedy outputs that differ across
-rows exit 1 (not bad input: the engines disagree, which the benchmark must not hide).
+A bad flag value raises ``ValueError`` (the CLI prints one line and exits 2); output paths are checked before
+anything runs; greedy outputs that differ across rows exit 1 (not bad input: the engines disagree, which the
+benchmark must not hide). Ctrl-C stops a run cleanly: what was measured is written, marked partial (exit 130).
 """
 
 from __future__ import annotations
 
 import sys
 
+from engine.cli_util import HelpFormatter, check_device, check_out_path
 from engine.config import LIMITS
+from engine.progress import Progress
+from engine.threads import use_threads
 
 BENCH_RANGES = {
     "num_requests": (1, 10_000),
@@ -29,9 +34,15 @@ BENCH_RANGES = {
 
 def add_bench(sub) -> None:
     """Entry point: the ``bench`` command."""
-    from bench.rows import ROW_TITLES
+    from bench.names import ROW_TITLES
 
-    b = sub.add_parser("bench", help="Batchscope vs transformers on one workload (tokens/s, decode step, parity)")
+    b = sub.add_parser(
+        "bench",
+        help="Batchscope vs transformers on one workload (tokens/s, decode step, parity)",
+        formatter_class=HelpFormatter,
+        epilog="example:\n  python -m engine bench --num-requests 6 --max-tokens 24 --max-num-seqs 4 "
+        "--step-batches 1 4 --out-json /tmp/b.json --out-md /tmp/b.md\n  python -m engine bench --contention",
+    )
     src = b.add_mutually_exclusive_group()
     src.add_argument("--scenario", default="sixteen", help="shipped scenario (default: sixteen)")
     src.add_argument("--workload", help="JSON Lines workload instead of a scenario")
@@ -50,18 +61,29 @@ def add_bench(sub) -> None:
         default="auto",
         help="strict: differing greedy outputs fail the run; auto: strict unless 16-bit floats",
     )
+    b.add_argument(
+        "--contention",
+        action="store_true",
+        help="instead: the decode step quiet and with one busy core, for 1 and 2 threads (assets/contention.*)",
+    )
     b.add_argument("--model", default="SmolLM2-135M-Instruct")
-    b.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
-    b.add_argument("--out-json", default="assets/bench.json")
-    b.add_argument("--out-md", default="assets/bench.md")
+    b.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
+    b.add_argument("--threads", type=int, default=None, help="CPU threads (default: available cores - 1, >= 1)")
+    b.add_argument("--out-json", default=None, help="default: assets/bench.json (assets/contention.json)")
+    b.add_argument("--out-md", default=None, help="default: assets/bench.md (assets/contention.md)")
     b.set_defaults(handler=_bench)
 
 
 def add_sweep(sub) -> None:
     """Entry point: the ``sweep`` command."""
-    from bench.sweep import DEFAULT_SIGMAS
+    from bench.names import DEFAULT_SIGMAS
 
-    w = sub.add_parser("sweep", help="static vs continuous throughput as output lengths spread (same mean)")
+    w = sub.add_parser(
+        "sweep",
+        help="static vs continuous throughput as output lengths spread (same mean)",
+        formatter_class=HelpFormatter,
+        epilog="example:\n  python -m engine sweep --num-requests 8 --mean-tokens 8 --sigmas 0 1 --out /tmp/sweep.json",
+    )
     w.add_argument("--num-requests", type=int, default=32, help="integer in [1, 10000]")
     w.add_argument("--mean-tokens", type=int, default=32, help="mean output length; integer in [1, 100000]")
     w.add_argument(
@@ -78,8 +100,9 @@ def add_sweep(sub) -> None:
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--rounds", type=int, default=1, help="runs per level and policy (the fastest counts); [1, 20]")
     w.add_argument("--model", default="SmolLM2-135M-Instruct")
-    w.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
-    w.add_argument("--out", default="assets/sweep.json")
+    w.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
+    w.add_argument("--threads", type=int, default=None, help="CPU threads (default: available cores - 1, >= 1)")
+    w.add_argument("--out", default="assets/sweep.json", help="result JSON (its folder must exist)")
     w.set_defaults(handler=_sweep)
 
 
@@ -90,18 +113,9 @@ def _check(name: str, value) -> None:
             raise ValueError(f"--{name.replace('_', '-')}={v} is out of range: an integer in [{lo}, {hi}]")
 
 
-def _progress(desc: str):
-    from tqdm import tqdm
-
-    bar = tqdm(desc=desc, bar_format="{desc}: {elapsed} {postfix}", file=sys.stderr)
-    return bar, (lambda msg: (bar.set_postfix_str(msg), bar.update(0)))
-
-
 def _bench(args) -> int:
     from bench import report, rows, run
     from bench.measure import ParityError
-    from engine.models import load_model
-    from engine.workload import load_scenario, read_workload
 
     for name in (
         "num_requests",
@@ -114,13 +128,13 @@ def _bench(args) -> int:
         "step_batches",
     ):
         _check(name, getattr(args, name))
-    if args.workload:
-        specs, budget = read_workload(args.workload), 128
-    else:
-        scenario = load_scenario(args.scenario)
-        specs, budget = scenario["requests"], scenario.get("config", {}).get("max_num_batched_tokens", 128)
-    loaded = load_model(args.model, args.device)
+    stem = "contention" if args.contention else "bench"
+    out_json = check_out_path(args.out_json or f"assets/{stem}.json", "--out-json", (args.workload,))
+    out_md = check_out_path(args.out_md or f"assets/{stem}.md", "--out-md", (args.workload,))
+    loaded, specs, budget = _load(args)
     work = rows.make_workload(loaded, specs, args.num_requests, args.max_tokens)
+    if args.contention:
+        return _contention(args, loaded, work, out_json, out_md)
     opts = run.BenchOptions(
         max_num_seqs=args.max_num_seqs,
         rounds=args.rounds,
@@ -131,30 +145,87 @@ def _bench(args) -> int:
         parity=args.parity,
         rows=args.rows,
     )
-    bar, say = _progress("bench")
+    bar = Progress("bench")
     try:
-        result = run.run_bench(loaded, work, opts, progress=say)
+        result = run.run_bench(loaded, work, opts, progress=bar.say)
     except ParityError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
         bar.close()
     result["workload"]["source"] = args.workload or f"scenario {args.scenario}"
-    report.write(result, args.out_json, args.out_md)
+    report.write(result, out_json, out_md)
     print(report.to_markdown(result))
-    print(f"wrote {args.out_json} and {args.out_md}", file=sys.stderr)
+    print(f"wrote {out_json} and {out_md}", file=sys.stderr)
     if not result["parity"]["identical"]:
         print(f"warning: greedy outputs differ across rows ({result['parity']['error']})", file=sys.stderr)
+    return _done(result)
+
+
+def _load(args):
+    """Check --device and --threads, read the workload, load the model: (loaded, specs, the scenario's budget)."""
+    from engine.models import check_model_name, load_model
+    from engine.workload import load_scenario, read_workload
+
+    check_device(args.device)
+    check_model_name(args.model)
+    if args.workload:
+        specs, budget = read_workload(args.workload), 128
+    else:
+        scenario = load_scenario(args.scenario)
+        specs, budget = scenario["requests"], scenario.get("config", {}).get("max_num_batched_tokens", 128)
+    use_threads(args.threads)
+    loaded = load_model(args.model, args.device)
+    from engine.config import EngineConfig
+    from engine.llm import validate_requests
+    from engine.workload import to_requests
+
+    roomy = EngineConfig(
+        num_kv_blocks=LIMITS["num_kv_blocks"][1], max_num_batched_tokens=LIMITS["max_num_batched_tokens"][1]
+    )
+    validate_requests(loaded, to_requests(specs, loaded.tokenizer), roomy)  # ids in the vocabulary, the context
+    return loaded, specs, budget
+
+
+def _contention(args, loaded, work, out_json, out_md) -> int:
+    import json
+
+    from bench.contention import measure_contention, to_markdown
+    from steplog.trace import write_text_atomic
+
+    bar = Progress("contention")
+    try:
+        result = measure_contention(
+            loaded, work, batch=min(4, max(args.max_num_seqs)), rounds=args.rounds, progress=bar.say
+        )
+    finally:
+        bar.close()
+    write_text_atomic(json.dumps(result, indent=1, allow_nan=False) + "\n", out_json)
+    write_text_atomic(to_markdown(result), out_md)
+    print(to_markdown(result))
+    print(f"wrote {out_json} and {out_md}", file=sys.stderr)
+    return _done(result)
+
+
+def _done(result: dict) -> int:
+    """Exit status: 1 after an error, 130 when Ctrl-C stopped the run early (what was done is written, marked
+    partial, either way), else 0."""
+    if result.get("error"):
+        print(f"error: {result['error']}; wrote what was measured before it, marked partial", file=sys.stderr)
+        return 1
+    if result.get("partial"):
+        print("stopped by Ctrl-C: wrote what was measured, marked partial", file=sys.stderr)
+        return 130
     return 0
 
 
 def _sweep(args) -> int:
     import json
-    from pathlib import Path
 
     from bench import sweep
-    from engine.models import load_model
+    from engine.models import check_model_name, load_model
     from engine.workload import load_scenario
+    from steplog.trace import write_text_atomic
 
     for name in (
         "num_requests",
@@ -170,8 +241,12 @@ def _sweep(args) -> int:
         raise ValueError(f"--sigmas={args.sigmas} is out of range: numbers in [0, 4]")
     if not 1 <= args.cap_factor <= 1000:
         raise ValueError(f"--cap-factor={args.cap_factor} is out of range: a number in [1, 1000]")
+    out = check_out_path(args.out, "--out")
+    check_device(args.device)
+    check_model_name(args.model)
+    use_threads(args.threads)
     loaded = load_model(args.model, args.device)
-    bar, say = _progress("sweep")
+    bar = Progress("sweep")
     try:
         result = sweep.run_sweep(
             loaded,
@@ -185,11 +260,11 @@ def _sweep(args) -> int:
             seed=args.seed,
             cap_factor=args.cap_factor,
             rounds=args.rounds,
-            progress=say,
+            progress=bar.say,
         )
     finally:
         bar.close()
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    write_text_atomic(json.dumps(result, indent=1, allow_nan=False) + "\n", out)
     print(sweep.to_markdown(result))
-    print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+    print(f"wrote {out}", file=sys.stderr)
+    return _done(result)

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from engine.models import LoadedModel
+from steplog.trace import write_text_atomic
 
 # Targets of the benchmark issue (CPU, the `sixteen` workload): (description, measured key, minimum or maximum).
 TARGETS = [
@@ -95,6 +96,11 @@ def to_markdown(result: dict) -> str:
         f"Workload: {w['num_requests']} requests, max_tokens {w['max_tokens']}, greedy; "
         f"{result['options']['rounds']} interleaved rounds.",
         "",
+        *(
+            ["**PARTIAL: the run was stopped early (Ctrl-C); these are the rounds it finished.**", ""]
+            if result.get("partial")
+            else []
+        ),
         "| # | engine | max_num_seqs | seconds (best round) | output tokens/s | × row 1 | outside forward |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -114,6 +120,8 @@ def to_markdown(result: dict) -> str:
         "",
     ]
     d = result["decode_step"]
+    if not d.get("batches"):
+        return "\n".join(lines) + "\n"
     lines += [
         f"Decode step (Batchscope, all rows decoding) against the weight-streaming floor: "
         f"{d['weight_bytes'] / 1e6:.0f} MB of weights / {d['read_bandwidth_GBps']:.1f} GB/s measured read "
@@ -137,6 +145,6 @@ def to_markdown(result: dict) -> str:
 
 
 def write(result: dict, json_path: str | Path, md_path: str | Path) -> None:
-    """Write the result as JSON and the Markdown table."""
-    Path(json_path).write_text(json.dumps(result, indent=1) + "\n")
-    Path(md_path).write_text(to_markdown(result))
+    """Write the result as JSON and the Markdown table (each atomically: never half a file)."""
+    write_text_atomic(json.dumps(result, indent=1, allow_nan=False) + "\n", json_path)
+    write_text_atomic(to_markdown(result), md_path)

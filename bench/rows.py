@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from bench.names import BATCHED_ROWS, ROW_TITLES  # noqa: F401  (re-exported: bench.run and the tests use them)
 from engine.block_manager import blocks_needed
 from engine.config import EngineConfig
 from engine.models import LoadedModel
@@ -17,15 +18,6 @@ from steplog.records import TraceRecords
 
 if TYPE_CHECKING:  # imported where used: transformers takes seconds to import
     from engine.model_runner import ModelRunner
-
-ROW_TITLES = {
-    "hf-sequential": "transformers generate, one request at a time",
-    "hf-static": "transformers generate, static batches (left padding)",
-    "hf-continuous": "transformers continuous batching (generate_batch)",
-    "batchscope-static": "Batchscope static",
-    "batchscope-continuous": "Batchscope continuous",
-}
-BATCHED_ROWS = ("hf-static", "hf-continuous", "batchscope-static", "batchscope-continuous")
 
 
 @dataclass

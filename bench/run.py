@@ -49,31 +49,74 @@ def run_bench(
 ) -> dict:
     """Run every row ``opts.rounds`` times, interleaved, then the decode-step measurements.
 
-    Returns the result dict written to ``assets/bench.json`` (see ``bench.report.to_markdown`` for the table).
+    Returns the result dict written to ``assets/bench.json`` (``bench.report.to_markdown``: the table). Ctrl-C or an
+    error in a row stops it cleanly, keeping the rounds done so far: ``"partial": true`` (and ``"error"``).
     Raises:
-        ParityError: outputs differ and parity is strict (``opts.parity == "strict"``, or ``"auto"`` with a
-            dtype of 32 bits or more).
+        ParityError: outputs differ and parity is strict (``"strict"``, or ``"auto"`` with 32-bit floats or wider).
     """
     say = progress or (lambda msg: None)
     order = _schedule(opts)
     labels = [f"{row}@{n}" if n else row for row, n in order]
+    times: dict[str, list[float]] = {label: [] for label in labels}
+    outputs: dict[str, dict[str, list[int]]] = {}
+    extras: dict[str, list[dict]] = {label: [] for label in labels}  # per round (Batchscope rows)
+    partial, failure = False, None  # Ctrl-C / an error: keep what ran
+    try:
+        _warm_up(loaded, work, opts, order, say)
+        _rounds(loaded, work, opts, order, labels, say, (times, outputs, extras))
+    except KeyboardInterrupt:
+        partial = True
+    except ParityError:
+        raise
+    except Exception as exc:  # keep what was measured; the CLI reports the error
+        partial, failure = True, f"{type(exc).__name__}: {exc}"
+    strict = not partial and (opts.parity == "strict" or (opts.parity == "auto" and loaded.dtype.itemsize >= 4))
+    reference = next((label for label in labels if label in outputs), labels[0])
+    parity_error = None
+    try:
+        check_parity(outputs, reference)
+    except ParityError as exc:
+        if strict:
+            raise
+        parity_error = str(exc)
+    decode_step: dict = {"batches": []}
+    if not partial:
+        try:
+            say("decode steps")
+            decode_step = _decode_steps(loaded, work, opts)
+        except KeyboardInterrupt:
+            partial = True
+    result = {
+        "provenance": provenance(loaded),
+        **_describe(work, opts),
+        "rows": _row_table(order, labels, times, outputs, extras),
+        "parity": {
+            "strict": strict,
+            "identical": parity_error is None,
+            "reference": reference,
+            "agreement": agreement(outputs, reference) if outputs else {},
+            "error": parity_error,
+        },
+        "decode_step": decode_step,
+        **({"partial": True} if partial else {}),
+        **({"error": failure} if failure else {}),
+    }
+    result["targets"] = evaluate_targets(result)
+    return result
+
+
+def _warm_up(loaded: LoadedModel, work: Workload, opts: BenchOptions, order, say) -> None:
+    """Every row once on two short requests (first-call costs stay out of the timed rounds)."""
     say("warm-up")
     n_warm = min(4, work.max_tokens)
     warm = Workload([dict(s, max_tokens=n_warm) for s in work.specs[:2]], work.prompts[:2], n_warm, work.ignore_eos)
     for row, n in order:
         _call(row, loaded, warm, max(1, min(n, 2)), opts)
-    times, outputs, extras = _rounds(loaded, work, opts, order, labels, say)
-    strict = opts.parity == "strict" or (opts.parity == "auto" and loaded.dtype.itemsize >= 4)
-    parity_error = None
-    try:
-        check_parity(outputs, labels[0])
-    except ParityError as exc:
-        if strict:
-            raise
-        parity_error = str(exc)
-    say("decode steps")
-    result = {
-        "provenance": provenance(loaded),
+
+
+def _describe(work: Workload, opts: BenchOptions) -> dict:
+    """The ``workload`` and ``options`` parts of a result."""
+    return {
         "workload": {
             "num_requests": len(work.specs),
             "max_tokens": work.max_tokens,
@@ -90,18 +133,7 @@ def run_bench(
             "step_tokens": opts.step_tokens,
             "parity": opts.parity,
         },
-        "rows": _row_table(order, labels, times, outputs, extras),
-        "parity": {
-            "strict": strict,
-            "identical": parity_error is None,
-            "reference": labels[0],
-            "agreement": agreement(outputs, labels[0]),
-            "error": parity_error,
-        },
-        "decode_step": _decode_steps(loaded, work, opts),
     }
-    result["targets"] = evaluate_targets(result)
-    return result
 
 
 def _rounds(
@@ -111,11 +143,11 @@ def _rounds(
     order: list[tuple[str, int]],
     labels: list[str],
     say: Callable[[str], None],
-) -> tuple[dict, dict, dict]:
-    """Seconds per round, outputs and Batchscope extras per row label; outputs must not change between rounds."""
-    times: dict[str, list[float]] = {label: [] for label in labels}
-    outputs: dict[str, dict[str, list[int]]] = {}
-    extras: dict[str, list[dict]] = {label: [] for label in labels}  # per round (Batchscope rows)
+    into: tuple[dict, dict, dict],
+) -> None:
+    """Fill ``into`` = (seconds per round, outputs, Batchscope extras) per row label, round by round (so that an
+    interrupted run keeps what it measured); outputs must not change between rounds."""
+    times, outputs, extras = into
     for r in range(opts.rounds):
         seq = list(zip(order, labels))
         for (row, n), label in seq if r % 2 == 0 else seq[::-1]:
@@ -130,7 +162,6 @@ def _rounds(
             outputs.setdefault(label, out)
             if outputs[label] != out:
                 raise ParityError(f"{label}: greedy outputs changed between rounds")
-    return times, outputs, extras
 
 
 def _row_table(order: list[tuple[str, int]], labels: list[str], times: dict, outputs: dict, extras: dict) -> list:
@@ -139,6 +170,8 @@ def _row_table(order: list[tuple[str, int]], labels: list[str], times: dict, out
     rows = []
     base = None
     for (row, n), label in zip(order, labels):
+        if not times[label]:  # never ran (an interrupted run)
+            continue
         best_s = min(times[label])
         extra = extras[label][times[label].index(best_s)]
         tps = total_tokens[label] / best_s

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import statistics
 
+from bench.names import DEFAULT_SIGMAS
 from bench.report import provenance
 from bench.rows import Workload, engine_config, run_engine
 from engine.models import LoadedModel
@@ -37,8 +38,6 @@ ANYSCALE = {
     "continuous_batching_alone_max_ratio": 8.0,
     "vllm_vs_naive_hf_ratio": 23.0,
 }
-
-DEFAULT_SIGMAS = (0.0, 0.5, 1.0, 1.5, 2.0)  # coefficient of variation 0, 0.53, 1.31, 2.91, 7.32 before the cap
 
 
 def sweep_workloads(
@@ -114,26 +113,10 @@ def run_sweep(
     Returns the dict saved as ``assets/sweep.json``: ``provenance``, ``config``, ``anyscale`` (the published
     numbers) and ``levels``, one per ``sigma`` with ``lengths``, their ``spread`` (``spread_stats``), and per
     policy ``seconds``, ``num_steps``, ``output_tokens``, ``tok_per_s``, ``tok_per_step``; plus ``ratio_s`` and
-    ``ratio_steps`` (continuous / static).
+    ``ratio_steps`` (continuous / static). Ctrl-C or an error stops cleanly: the levels finished so far are
+    returned, with ``"partial": true`` (and ``"error"``: what failed).
     """
     say = progress or (lambda msg: None)
-    levels = []
-    for k, (sigma, specs) in enumerate(sweep_workloads(prompt_specs, n, mean, sigmas, seed, cap_factor)):
-        prompts = [render_prompt(s, loaded.tokenizer)[1] for s in specs]
-        work = Workload(specs, prompts, max(s["max_tokens"] for s in specs), True)
-        lengths = [s["max_tokens"] for s in specs]
-        level: dict = {"sigma": sigma, "lengths": lengths, "spread": spread_stats(lengths)}
-        for r in range(rounds):
-            for policy in ("static", "continuous") if (k + r) % 2 == 0 else ("continuous", "static"):
-                say(f"sigma {sigma:g}: {policy}" + (f" (round {r + 1}/{rounds})" if rounds > 1 else ""))
-                config = engine_config(work, policy, max_num_seqs, max_num_batched_tokens, block_size)
-                run = _one_run(loaded, specs, config)
-                best: dict | None = level.get(policy)
-                level[policy] = run if best is None or run["seconds"] < best["seconds"] else best
-                level.setdefault(f"{policy}_seconds_per_round", []).append(run["seconds"])
-        level["ratio_s"] = level["continuous"]["tok_per_s"] / level["static"]["tok_per_s"]
-        level["ratio_steps"] = level["continuous"]["tok_per_step"] / level["static"]["tok_per_step"]
-        levels.append(level)
     settings = {
         "num_requests": n,
         "mean_output_tokens": mean,
@@ -145,12 +128,46 @@ def run_sweep(
         "max_num_batched_tokens": max_num_batched_tokens,
         "block_size": block_size,
     }
+    levels: list[dict] = []
+    partial, failure = False, None
+    try:
+        _run_levels(loaded, prompt_specs, settings, say, levels)
+    except KeyboardInterrupt:
+        partial = True
+    except Exception as exc:  # keep the finished levels; the CLI reports the error
+        partial, failure = True, f"{type(exc).__name__}: {exc}"
     return {
         "provenance": provenance(loaded),
         "config": _describe(settings, prompt_specs),
         "anyscale": ANYSCALE,
         "levels": levels,
+        **({"partial": True} if partial else {}),
+        **({"error": failure} if failure else {}),
     }
+
+
+def _run_levels(loaded: LoadedModel, prompt_specs: list[dict], c: dict, say, levels: list[dict]) -> None:
+    """Append each spread level to ``levels`` once both policies ran on it (see ``run_sweep``; ``c``: settings)."""
+    workloads = sweep_workloads(
+        prompt_specs, c["num_requests"], c["mean_output_tokens"], c["sigmas"], c["seed"], c["cap_factor"]
+    )
+    rounds = c["rounds"]
+    for k, (sigma, specs) in enumerate(workloads):
+        prompts = [render_prompt(s, loaded.tokenizer)[1] for s in specs]
+        work = Workload(specs, prompts, max(s["max_tokens"] for s in specs), True)
+        lengths = [s["max_tokens"] for s in specs]
+        level: dict = {"sigma": sigma, "lengths": lengths, "spread": spread_stats(lengths)}
+        for r in range(rounds):
+            for policy in ("static", "continuous") if (k + r) % 2 == 0 else ("continuous", "static"):
+                say(f"sigma {sigma:g}: {policy}" + (f" (round {r + 1}/{rounds})" if rounds > 1 else ""))
+                config = engine_config(work, policy, c["max_num_seqs"], c["max_num_batched_tokens"], c["block_size"])
+                run = _one_run(loaded, specs, config)
+                best: dict | None = level.get(policy)
+                level[policy] = run if best is None or run["seconds"] < best["seconds"] else best
+                level.setdefault(f"{policy}_seconds_per_round", []).append(run["seconds"])
+        level["ratio_s"] = level["continuous"]["tok_per_s"] / level["static"]["tok_per_s"]
+        level["ratio_steps"] = level["continuous"]["tok_per_step"] / level["static"]["tok_per_step"]
+        levels.append(level)
 
 
 def _describe(config: dict, prompt_specs: list[dict]) -> dict:
@@ -172,6 +189,7 @@ def to_markdown(result: dict) -> str:
         f"Model {p['model']} ({p['dtype']}) on {p['device']}, {p['created']}; {c['num_requests']} requests, "
         f"mean output {c['mean_output_tokens']} tokens, max_num_seqs {c['max_num_seqs']}, seed {c['seed']}.",
         "",
+        *(["**PARTIAL: stopped early (Ctrl-C); the levels finished so far.**", ""] if result.get("partial") else []),
         "| sigma | max length | CV of lengths | static tok/s | continuous tok/s | ratio (s) | "
         "static steps | continuous steps | ratio (steps) |",
         "|---|---|---|---|---|---|---|---|---|",

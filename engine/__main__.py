@@ -1,103 +1,206 @@
-"""Command line: ``python -m engine run|scenarios`` here, and the tools' commands (``bench``, ``sweep``, ...).
+"""Command line: ``python -m engine run|scenarios|metrics`` here, and the tools' commands (``bench``, ``sweep``, ...).
 
     python -m engine scenarios
     python -m engine run --scenario seed-abcd --policy continuous --out t.jsonl
     python -m engine run --workload my.jsonl --max-num-seqs 2 --num-kv-blocks 32 --out t.jsonl
+    python -m engine metrics t.jsonl [other.jsonl]
     python -m engine bench [--num-requests 4 --max-tokens 32 --rounds 2 --max-num-seqs 4]   (package bench)
     python -m engine sweep [--num-requests 32 --mean-tokens 32 --sigmas 0 0.5 1 1.5 2]       (package bench)
-    python -m engine vllm-diff --scenario sixteen | --workload FILE | --trace FILE        (package bench)
 
 Tools beside the engine add their commands through the ``batchscope.commands`` entry points (see
 ``pyproject.toml``): each entry point is a function ``add_parser(subparsers)`` that adds one sub-command and sets
 its ``handler(args) -> int``. The engine never imports them by name.
 
-Bad input exits with status 2 and one line on stderr that names the field and the allowed range.
+Bad input exits with status 2 and one line on stderr that names the field and the allowed range; results go to
+stdout, progress to stderr. Ctrl-C stops a run after its current step and writes the partial trace (exit 130).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from importlib.metadata import entry_points
 
+from engine.cli_util import HelpFormatter, check_device, check_out_path, stop_on_ctrl_c, version
 from engine.flags import add_engine_flags, config_from_args
 from steplog.records import StepRecord
 
+RUN_EXAMPLE = """example:
+  python -m engine run --scenario seed-abcd --out t.jsonl
+  python -m engine run --workload my.jsonl --policy static --max-num-seqs 2 --out t.jsonl --force
+
+A workload is JSON Lines, one request per line (format: docs/trace-format.md, "Workload"). Threads: one fewer than
+the available cores (at least 1), so that a busy neighbour does not stall the run; --threads overrides it."""
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m engine", description="Batchscope: a small, real LLM serving engine.")
+    p = argparse.ArgumentParser(
+        prog="python -m engine",
+        description="Batchscope: a small, real LLM serving engine.",
+        formatter_class=HelpFormatter,
+        epilog="examples:\n  python -m engine run --scenario seed-abcd --out t.jsonl\n"
+        "  python -m engine metrics t.jsonl",
+    )
+    p.add_argument("--version", action="version", version=f"batchscope {version()}")
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("scenarios", help="list the shipped scenarios")
-    run = sub.add_parser("run", help="run a scenario or workload and write its trace (JSON Lines)")
-    src = run.add_mutually_exclusive_group(required=True)
-    src.add_argument("--scenario", help="a shipped scenario (see `python -m engine scenarios`)")
-    src.add_argument("--workload", help="JSON Lines file, one request per line (see docs/trace-format.md)")
-    run.add_argument("--out", required=True, help="trace file to write")
-    add_engine_flags(run)
+    sub.add_parser(
+        "scenarios",
+        help="list the shipped scenarios",
+        epilog="example:\n  python -m engine scenarios",
+        formatter_class=HelpFormatter,
+    )
+    _add_run(sub)
+    m = sub.add_parser(
+        "metrics",
+        help="validate traces and print their latency and throughput (vLLM's definitions)",
+        formatter_class=HelpFormatter,
+        epilog="example:\n  python -m engine metrics assets/traces/seed-abcd-static.jsonl "
+        "assets/traces/seed-abcd-continuous.jsonl",
+    )
+    m.add_argument("traces", nargs="+", metavar="TRACE", help="one or two trace files (JSON Lines)")
     for ep in entry_points(group="batchscope.commands"):
         if ep.name not in sub.choices:  # an editable and a plain install of the same tools list them twice
             ep.load()(sub)
     return p
 
 
-def _run(args) -> None:
-    from tqdm import tqdm
+def _add_run(sub) -> None:
+    run = sub.add_parser(
+        "run",
+        help="run a scenario or workload and write its trace (JSON Lines)",
+        formatter_class=HelpFormatter,
+        epilog=RUN_EXAMPLE,
+    )
+    src = run.add_mutually_exclusive_group(required=True)
+    src.add_argument("--scenario", help="a shipped scenario (see `python -m engine scenarios`)")
+    src.add_argument("--workload", help="JSON Lines file, one request per line (docs/trace-format.md, Workload)")
+    run.add_argument("--out", required=True, help="trace file to write (refused if it exists, unless --force)")
+    run.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    add_engine_flags(run)  # --policy, the limits, chunked prefill, prefix caching, admission rule, queue, model, device
+    run.add_argument("--num-requests", type=int, help="run only the first N requests of the scenario or workload")
+    run.add_argument("--max-tokens", type=int, help="set every request's max_tokens to M")
+    run.add_argument("--seed", type=int, help="seed for unseeded sampled requests (default: a fresh one, recorded)")
+    run.add_argument("--threads", type=int, default=None, help="CPU threads (default: available cores - 1, >= 1)")
 
-    from engine.engine import PriorityIgnoredWarning, priority_ignored_message, validate_request
-    from engine.llm import generate_trace
-    from engine.models import load_model
-    from engine.workload import load_scenario, read_workload, to_requests
+
+def _specs(args) -> tuple[list[dict], dict]:
+    """The run's request specs (shrunk by --num-requests / --max-tokens) and the scenario's config overrides."""
+    from engine.cli_util import CLIError
+    from engine.threads import check_threads
+    from engine.workload import load_scenario, read_workload
 
     if args.scenario:
         scenario = load_scenario(args.scenario)
         specs, overrides = scenario["requests"], scenario.get("config", {})
     else:
         specs, overrides = read_workload(args.workload), {}
+    if args.num_requests is not None:
+        if not 1 <= args.num_requests <= len(specs):
+            raise CLIError(f"--num-requests={args.num_requests} is out of range: an integer in [1, {len(specs)}]")
+        specs = specs[: args.num_requests]
+    if args.max_tokens is not None:
+        if not 1 <= args.max_tokens <= 1_000_000:
+            raise CLIError(f"--max-tokens={args.max_tokens} is out of range: an integer in [1, 1000000]")
+        specs = [dict(s, max_tokens=args.max_tokens) for s in specs]
+    if args.seed is not None and not 0 <= args.seed < 2**63:
+        raise CLIError(f"--seed={args.seed} is out of range: an integer in [0, 2**63)")
+    if args.threads is not None:
+        check_threads(args.threads)
+    return specs, overrides
+
+
+def _run(args) -> int:
+    specs, overrides = _specs(args)  # every input checked before torch and the model load (seconds)
     config = config_from_args(args, overrides)
+    out = check_out_path(args.out, "--out", inputs=(args.workload,), force=args.force)
+    check_device(args.device)
+    from engine.llm import generate_trace, validate_requests
+    from engine.models import check_model_name, load_model
+    from engine.progress import Progress
+    from engine.threads import use_threads
+    from engine.validation import PriorityIgnoredWarning, priority_ignored_message
+    from engine.workload import to_requests
+    from steplog import trace
+
+    check_model_name(args.model)
+    use_threads(args.threads)
     loaded = load_model(args.model, args.device)
-    max_len = getattr(loaded.model.config, "max_position_embeddings", None)
     requests = to_requests(specs, loaded.tokenizer)
-    for req in requests:  # fail in seconds, before any step runs
-        validate_request(req, config, max_len)
+    validate_requests(loaded, requests, config)  # fail in seconds, before any step
     ignored = priority_ignored_message(requests, config)
-    if ignored:  # said once here, on its own line (the engine's warning would land inside the progress bar)
+    if ignored:
         print(f"warning: {ignored}", file=sys.stderr)
-    bar = tqdm(desc=f"{args.policy} steps", unit="step", file=sys.stderr)
+    bar = Progress(f"{args.policy}", total=len(specs))
     finished = 0
 
     def on_step(record: StepRecord) -> None:
         nonlocal finished
         finished += len(record["finished"])
-        bar.set_postfix(finished=f"{finished}/{len(specs)}", tokens=record["num_batched_tokens"])
-        bar.update(1)
+        note = f"step {record['step']}, {finished}/{len(specs)} requests finished"
+        bar.update(1, done=finished, note=note)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PriorityIgnoredWarning)
-        records = generate_trace(loaded, specs, config, scenario=args.scenario, on_step=on_step)
+    with stop_on_ctrl_c() as stop, warnings.catch_warnings():
+        warnings.simplefilter("ignore", PriorityIgnoredWarning)  # said once above
+        records = generate_trace(
+            loaded, specs, config, scenario=args.scenario, on_step=on_step, seed=args.seed, should_stop=lambda: stop[0]
+        )
     bar.close()
-    from steplog import trace
+    if len(records) == 2:  # stopped before the first step: nothing to keep
+        print("stopped by Ctrl-C before the first step: no trace written", file=sys.stderr)
+        return 130
+    trace.write(records, out)
+    partial = records[-1].get("partial", False)
+    print(
+        f"wrote {out}: {len(records) - 2} steps, {len(specs)} requests ({args.policy})"
+        + (", PARTIAL: stopped by Ctrl-C" if partial else "")
+    )
+    return 130 if partial else 0
 
-    trace.write(records, args.out)
-    print(f"wrote {args.out}: {len(records) - 2} steps, {len(specs)} requests ({args.policy})", file=sys.stderr)
+
+def _metrics(args) -> int:
+    from steplog import trace
+    from steplog.report import metrics_table
+
+    if len(args.traces) > 2:
+        raise ValueError(f"metrics takes one or two traces, got {len(args.traces)}")
+    runs = {}
+    for path in args.traces:
+        records = trace.read(path)
+        label = os.path.basename(path) if os.path.basename(path) not in runs else f"{os.path.basename(path)} (2)"
+        runs[label] = records
+        n_steps, n_req = len(records) - 2, len(records[0]["requests"])
+        state = "PARTIAL (stopped early)" if records[-1].get("partial") else "complete"
+        print(f"{path}: valid trace, {records[0]['policy']}, {n_steps} step records, {n_req} requests, {state}")
+    print()
+    print(metrics_table(runs))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
     try:
+        args = _parser().parse_args(argv)
         if args.command == "scenarios":
             from engine.workload import list_scenarios
 
             for name, desc in list_scenarios().items():
-                print(f"{name:14s} {desc}")
+                print(f"{name:12s} {desc}")
             return 0
         if args.command == "run":
-            _run(args)
-            return 0
+            return _run(args)
+        if args.command == "metrics":
+            return _metrics(args)
         return args.handler(args)
+    except BrokenPipeError:  # stdout closed early (`| head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (ValueError, OSError) as exc:  # RequestError, WorkloadError, ModelLoadError, TraceError, config errors
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

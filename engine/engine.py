@@ -6,30 +6,29 @@
 
 ``LLMEngine.run`` returns the whole trace as a list of dicts (header, one per step, summary) in the format of
 ``docs/trace-format.md``. Times are seconds from the start of the run (``time.perf_counter``).
+
+Idle time costs nothing: when nothing is running or waiting and the next arrival is on the step clock, the clock
+jumps to that step and the next step record says how many empty steps it skipped (``idle_steps_before``); with only
+wall-clock arrivals left, the loop sleeps until the next one. A run can be stopped between steps (``should_stop``):
+the trace then ends with a summary marked ``partial``.
 """
 
 from __future__ import annotations
 
 import random
 import time
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Protocol
 
-from engine.block_manager import blocks_needed
 from engine.config import EngineConfig
+from engine.detokenizer import IncrementalDetokenizer, is_partial
 from engine.policies import make_scheduler
-from engine.request import FieldError, Request
+from engine.request import Request
 from engine.scheduler import SchedulerOutput
 from engine.step_log import header_record, kv_record, step_record, summary_record
-from steplog.records import StepRecord, TraceRecords
-
-PRIORITY_RANGE = (-(2**63), 2**63 - 1)  # vLLM's priority is a 64-bit signed integer
-
-
-class PriorityIgnoredWarning(UserWarning):
-    """Requests carry a priority but the waiting queue is FCFS: the priorities change nothing."""
+from engine.validation import RequestError, validate_request, warn_if_priority_ignored
+from steplog.records import HeaderRecord, SampledRecord, StepRecord, SummaryRecord, TraceRecords
 
 
 class Runner(Protocol):
@@ -38,110 +37,6 @@ class Runner(Protocol):
     def execute(self, out: SchedulerOutput, block_tables: dict[str, list[int]]) -> dict[str, int]: ...
 
     def release(self, request_id: str) -> None: ...
-
-
-class RequestError(ValueError):
-    """A request that can never run under this configuration.
-
-    Attributes: ``request_id``; ``field``, the setting that has to change (a request field such as ``max_tokens``
-    or an engine knob such as ``num_kv_blocks``); ``value``; ``allowed``, the range that would do; ``minimum``, the
-    smallest value of ``field`` that would do, where there is one. The message says all of it in one line.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        request_id: str | None = None,
-        field: str | None = None,
-        value: object = None,
-        allowed: str | None = None,
-        minimum: int | None = None,
-    ):
-        super().__init__(message)
-        self.request_id, self.field, self.value, self.allowed = request_id, field, value, allowed
-        self.minimum = minimum
-
-
-def validate_request(req: Request, config: EngineConfig, max_model_len: int | None) -> None:
-    """Reject up front what could never finish (no hang, no silent truncation).
-
-    Raises:
-        RequestError: empty prompt, bad sampling field, prompt + max_tokens beyond the model's context, a
-            request whose K/V could not fit even alone in the whole pool, or (chunked prefill off) a prompt
-            longer than the token budget.
-    """
-    where = f"request {req.request_id!r}"
-    rid = req.request_id
-    if req.num_prompt_tokens == 0:
-        raise RequestError(f"{where}: the prompt is empty; give at least one token", rid, "prompt", "", ">= 1 token")
-    try:
-        req.sampling.validate(where)
-    except FieldError as exc:
-        raise RequestError(str(exc), rid, exc.field, exc.value, exc.allowed) from None
-    _validate_priority(req, where)
-    total = req.num_prompt_tokens + req.sampling.max_tokens
-    if max_model_len is not None and total > max_model_len:
-        raise RequestError(
-            f"{where}: prompt ({req.num_prompt_tokens} tokens) + max_tokens ({req.sampling.max_tokens}) = {total} "
-            f"exceeds the model's context of {max_model_len} tokens; max_tokens must be in "
-            f"[1, {max_model_len - req.num_prompt_tokens}]",
-            rid,
-            "max_tokens",
-            req.sampling.max_tokens,
-            f"[1, {max_model_len - req.num_prompt_tokens}]",
-        )
-    need = blocks_needed(req.max_kv_tokens, config.block_size)
-    if need > config.num_kv_blocks:
-        raise RequestError(
-            f"{where}: needs {need} KV blocks of {config.block_size} tokens for prompt {req.num_prompt_tokens} + "
-            f"max_tokens {req.sampling.max_tokens} - 1 tokens (the last sampled token is never fed back, so it needs "
-            f"no KV slot) but the whole pool has num_kv_blocks="
-            f"{config.num_kv_blocks}; raise num_kv_blocks to >= {need} or lower max_tokens",
-            rid,
-            "num_kv_blocks",
-            config.num_kv_blocks,
-            f">= {need}",
-            need,
-        )
-    if not config.enable_chunked_prefill and req.num_prompt_tokens > config.max_num_batched_tokens:
-        raise RequestError(
-            f"{where}: prompt of {req.num_prompt_tokens} tokens exceeds max_num_batched_tokens="
-            f"{config.max_num_batched_tokens} with chunked prefill off; turn chunked prefill on or raise "
-            f"max_num_batched_tokens to >= {req.num_prompt_tokens}",
-            rid,
-            "max_num_batched_tokens",
-            config.max_num_batched_tokens,
-            f">= {req.num_prompt_tokens}",
-            req.num_prompt_tokens,
-        )
-
-
-def _validate_priority(req: Request, where: str) -> None:
-    lo, hi = PRIORITY_RANGE
-    p = req.priority
-    if isinstance(p, bool) or not isinstance(p, int) or not lo <= p <= hi:
-        allowed = "an integer in [-2**63, 2**63 - 1]"
-        raise RequestError(
-            f"{where}: priority={p!r} is out of range: {allowed}", req.request_id, "priority", p, allowed
-        )
-
-
-def priority_ignored_message(requests: list[Request], config: EngineConfig) -> str | None:
-    """The warning for requests that carry a non-zero priority under the FCFS queue (None if there is none)."""
-    given = [r.request_id for r in requests if r.priority != 0]
-    if not given or config.scheduling_policy != "fcfs":
-        return None
-    return (
-        f"priority is ignored with scheduling_policy='fcfs' (set on {len(given)} request(s), e.g. {given[0]!r}); "
-        "use scheduling_policy='priority' (--scheduling-policy priority) to apply it"
-    )
-
-
-def warn_if_priority_ignored(requests: list[Request], config: EngineConfig) -> None:
-    """One ``PriorityIgnoredWarning`` when requests carry a non-zero priority under the FCFS queue."""
-    message = priority_ignored_message(requests, config)
-    if message:
-        warnings.warn(PriorityIgnoredWarning(message), stacklevel=3)
 
 
 class LLMEngine:
@@ -153,6 +48,7 @@ class LLMEngine:
         eos_token_ids: tokens that end a request with reason ``stop``.
         decode: token id -> text, for the log (``str`` of the id if omitted).
         max_model_len: the model's context length in tokens (``None``: unchecked).
+        vocab_size: the model's vocabulary size; prompt token ids must be below it (``None``: unchecked).
         meta: ``model``, ``device``, ``dtype`` and any extra header fields.
     """
 
@@ -164,23 +60,73 @@ class LLMEngine:
         decode: Callable[[list[int]], str] | None = None,
         max_model_len: int | None = None,
         meta: dict | None = None,
+        vocab_size: int | None = None,
     ):
         config.validate()
         self.runner, self.config = runner, config
         self.scheduler = make_scheduler(config, eos_token_ids)
         self.decode = decode or (lambda ids: " ".join(map(str, ids)))
-        self.max_model_len = max_model_len
+        self.max_model_len, self.vocab_size = max_model_len, vocab_size
+        self.detok: dict[str, IncrementalDetokenizer] = {}
         self.meta = dict(meta or {})
 
     def run(
-        self, requests: list[Request], on_step: Callable[[StepRecord], None] | None = None, seed: int = 0
-    ) -> list[dict]:
+        self,
+        requests: list[Request],
+        on_step: Callable[[StepRecord], None] | None = None,
+        seed: int | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> TraceRecords:
         """Run ``requests`` (validated first: nothing runs if one is bad) and return the trace records.
 
-        ``on_step`` is called with each step record as it is made (progress bars, live views).
+        Args:
+            on_step: called with each step record as it is made (progress bars, live views).
+            seed: draws the seeds of unseeded sampled requests (recorded in the header and per request, so a run
+                replays); ``None`` draws a fresh one, so two unseeded runs sample differently.
+            should_stop: asked before every step; ``True`` ends the run there with a summary marked ``partial``
+                (unfinished requests have ``finish_reason`` null).
         Raises:
             RequestError: see ``validate_request``; also on duplicate request ids.
         """
+        self._validate(requests)
+        seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+        rng = random.Random(seed)
+        for req in requests:  # unseeded sampled requests get a recorded seed, so every run can be replayed
+            if req.sampling.temperature > 0 and req.sampling.seed is None:
+                req.sampling = replace(req.sampling, seed=rng.randrange(2**31))
+        eos = self.scheduler.eos_token_ids
+        self.detok = {r.request_id: IncrementalDetokenizer(self.decode, eos) for r in requests}
+        pending = sorted(requests, key=lambda r: (r.arrival_step if r.arrival_step is not None else -1, r.arrival_time))
+        records: TraceRecords = [self._header(requests, seed)]
+        t0 = time.perf_counter()
+        step = idle = 0
+        stopped = False
+        while pending or self.scheduler.has_unfinished():
+            if should_stop is not None and should_stop():
+                stopped = True
+                break
+            now = time.perf_counter() - t0
+            pending = self._admit_arrivals(pending, now, step)
+            if not self.scheduler.has_unfinished():  # idle: nothing to run until the next arrival
+                due = [r.arrival_step for r in pending if r.arrival_step is not None]
+                if due:  # on the step clock: jump to it, and record the gap once
+                    idle += min(due) - step
+                    step = min(due)
+                else:  # on the wall clock: wait (in short slices if should_stop must be heard)
+                    wait = max(0.0, pending[0].arrival_time - now)
+                    time.sleep(min(0.1, wait) if should_stop else wait)
+                continue
+            record = self._step(step, t0)
+            if idle:
+                record["idle_steps_before"], idle = idle, 0
+            records.append(record)
+            if on_step:
+                on_step(record)
+            step += 1
+        records.append(self._summary(requests, partial=stopped))
+        return records
+
+    def _validate(self, requests: list[Request]) -> None:
         ids = [r.request_id for r in requests]
         if len(set(ids)) != len(ids):
             repeated = sorted({i for i in ids if ids.count(i) > 1})
@@ -188,41 +134,19 @@ class LLMEngine:
                 f"request_id must be unique; repeated: {repeated}", repeated[0], "request_id", repeated[0], "unique ids"
             )
         for req in requests:
-            validate_request(req, self.config, self.max_model_len)
+            validate_request(req, self.config, self.max_model_len, self.vocab_size)
         warn_if_priority_ignored(requests, self.config)
-        rng = random.Random(seed)
-        for req in requests:  # unseeded sampled requests get a recorded seed, so every run can be replayed
-            if req.sampling.temperature > 0 and req.sampling.seed is None:
-                req.sampling = replace(req.sampling, seed=rng.randrange(2**31))
-        pending = sorted(requests, key=lambda r: (r.arrival_step if r.arrival_step is not None else -1, r.arrival_time))
-        records: TraceRecords = [
-            header_record(self.config, self.meta, requests, set(self.scheduler.eos_token_ids), self.max_model_len)
-        ]
-        t0 = time.perf_counter()
-        step = 0
-        while pending or self.scheduler.has_unfinished():
-            now = time.perf_counter() - t0
-            # Scan all of ``pending``, not just its head: with both clocks in one workload, a request due on the
-            # step clock must not wait behind one that is not yet due on the wall clock (or the reverse).
-            arrived = [r for r in pending if self._arrived(r, now, step)]
-            if arrived:
-                pending = [r for r in pending if not any(r is a for a in arrived)]
-            for req in arrived:  # in arrival order
-                if req.arrival_step is not None:  # step-clock arrivals: record when it really arrived
-                    req.arrival_time = now
-                self.scheduler.add_request(req)
-            # Idle with only wall-clock arrivals left: wait for the next one. (With step-clock arrivals left, an empty
-            # step runs instead: the step clock must advance.)
-            if not self.scheduler.has_unfinished() and all(r.arrival_step is None for r in pending):
-                time.sleep(max(0.0, pending[0].arrival_time - now))
-                continue
-            record = self._step(step, t0)
-            records.append(record)
-            if on_step:
-                on_step(record)
-            step += 1
-        records.append(summary_record(requests, self.scheduler.eos_token_ids, self.decode))
-        return records
+
+    def _admit_arrivals(self, pending: list[Request], now: float, step: int) -> list[Request]:
+        """Hand the requests that have arrived by ``now`` / ``step`` to the scheduler; return the rest."""
+        # Scan all of ``pending``, not just its head: with both clocks in one workload, a request due on the step
+        # clock must not wait behind one that is not yet due on the wall clock (or the reverse).
+        arrived = [r for r in pending if self._arrived(r, now, step)]
+        for req in arrived:  # in arrival order
+            if req.arrival_step is not None:  # step-clock arrivals: record when it really arrived
+                req.arrival_time = now
+            self.scheduler.add_request(req)
+        return [r for r in pending if not any(r is a for a in arrived)] if arrived else pending
 
     @staticmethod
     def _arrived(req: Request, now: float, step: int) -> bool:
@@ -248,4 +172,28 @@ class LLMEngine:
             if req.is_finished:
                 req.finish_time = t_end
                 self.runner.release(req.request_id)
-        return step_record(step, (t_start, t_end), sched, out, running, kv, sampled, finished, self.decode)
+        record = step_record(step, (t_start, t_end), sched, out, running, kv, sampled, finished, self.decode)
+        record["sampled"] = self._sampled(record["sampled"], {rid for rid, _ in finished})
+        return record
+
+    def _sampled(self, sampled: list[SampledRecord], finished: set[str]) -> list[SampledRecord]:
+        """Each sampled token plus ``partial`` (its text alone is part of a character) and ``text_delta``, what it
+        adds to the request's output text (``engine.detokenizer``)."""
+        for entry in sampled:
+            rid = entry["request_id"]
+            if is_partial(entry["text"]):
+                entry["partial"] = True
+            entry["text_delta"] = self.detok[rid].add(entry["token_id"], final=rid in finished)
+        return sampled
+
+    def _header(self, requests: list[Request], seed: int | None = None) -> HeaderRecord:
+        eos = set(self.scheduler.eos_token_ids)
+        record = header_record(self.config, self.meta, requests, eos, self.max_model_len)
+        record["seed"] = seed
+        return record
+
+    def _summary(self, requests: list[Request], partial: bool = False) -> SummaryRecord:
+        record = summary_record(requests, self.scheduler.eos_token_ids, self.decode)
+        if partial:
+            record["partial"] = True
+        return record

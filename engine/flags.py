@@ -30,7 +30,7 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", default="SmolLM2-135M-Instruct", help="HF causal-LM id (in the local cache) or local folder"
     )
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
 
 
 def config_from_args(args, overrides: dict) -> EngineConfig:

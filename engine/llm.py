@@ -8,8 +8,27 @@ from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.model_runner import ModelRunner
 from engine.models import LoadedModel
+from engine.request import Request
+from engine.validation import validate_request
 from engine.workload import to_requests
 from steplog.records import StepRecord, TraceRecords
+
+
+def model_limits(loaded: LoadedModel) -> tuple[int | None, int | None]:
+    """(context length, vocabulary size) of the model, in tokens (``None`` where its config does not say)."""
+    cfg = loaded.model.config
+    return getattr(cfg, "max_position_embeddings", None), getattr(cfg, "vocab_size", None)
+
+
+def validate_requests(loaded: LoadedModel, requests: list[Request], config: EngineConfig) -> None:
+    """``validate_request`` for each request against this model's context and vocabulary (before any step runs).
+
+    Raises:
+        engine.validation.RequestError: the first request that could never run, in one line.
+    """
+    max_len, vocab = model_limits(loaded)
+    for req in requests:
+        validate_request(req, config, max_len, vocab)
 
 
 def eos_token_ids(loaded: LoadedModel) -> set[int]:
@@ -30,12 +49,14 @@ def build_engine(loaded: LoadedModel, config: EngineConfig, scenario: str | None
         engine.config.ConfigError: a setting out of range.
     """
     tok = loaded.tokenizer
+    max_len, vocab = model_limits(loaded)
     return LLMEngine(
         ModelRunner(loaded.model, config, loaded.device),
         config,
         eos_token_ids=eos_token_ids(loaded),
         decode=(lambda ids: tok.decode(ids, skip_special_tokens=False)) if tok else None,
-        max_model_len=getattr(loaded.model.config, "max_position_embeddings", None),
+        max_model_len=max_len,
+        vocab_size=vocab,
         meta={
             "model": loaded.name,
             "device": str(loaded.device),
@@ -51,11 +72,16 @@ def generate_trace(
     config: EngineConfig,
     scenario: str | None = None,
     on_step: Callable[[StepRecord], None] | None = None,
+    seed: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> TraceRecords:
     """Run ``specs`` (see ``engine.workload``) to completion and return the trace records.
+
+    ``seed`` and ``should_stop``: see ``LLMEngine.run`` (a fresh seed per run unless given; stop between steps,
+    keeping a partial trace).
 
     Raises:
         engine.engine.RequestError / engine.workload.WorkloadError: bad input, before anything runs.
     """
     requests = to_requests(specs, loaded.tokenizer)
-    return build_engine(loaded, config, scenario).run(requests, on_step=on_step)
+    return build_engine(loaded, config, scenario).run(requests, on_step=on_step, seed=seed, should_stop=should_stop)

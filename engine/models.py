@@ -97,16 +97,35 @@ def default_model_path() -> Path:
     return target
 
 
+def check_model_name(name: str) -> None:
+    """Refuse at once, in words, what cannot be a model: a file, a folder without ``config.json``, a path that does
+    not exist. A name that is not a path is a Hugging Face id, looked up in the local cache by ``load_model``."""
+    if name == DEFAULT_MODEL:
+        return
+    p = Path(name).expanduser()
+    hint = "give a model folder (config.json and weights), a Hugging Face id in the local cache, or " + repr(
+        DEFAULT_MODEL
+    )
+    if p.is_file():
+        raise ModelLoadError(f"model {name!r} is a file, not a model folder; {hint}")
+    if p.is_dir() and not (p / "config.json").is_file():
+        raise ModelLoadError(f"model {name!r} is a folder without config.json, so not a model folder; {hint}")
+    looks_like_path = name.startswith(("/", ".", "~")) or name.endswith("/") or name.count("/") > 1
+    if not p.exists() and looks_like_path:
+        raise ModelLoadError(f"model folder {name!r} does not exist; {hint}")
+
+
 def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = None) -> LoadedModel:
     """Load ``name`` (the default model, a local folder, or a Hugging Face id already in the local cache).
 
     Raises:
-        ModelLoadError: the model is not available offline, or is not a causal LM.
+        ModelLoadError: not a model folder, not available offline, or not a causal LM.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # our own progress bar is the run's, not the weight loading's
+    check_model_name(name)
     dev = torch.device(device) if device is not None else default_device()
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ModelLoadError("device 'cuda' was asked for but no CUDA device is available; use --device cpu")

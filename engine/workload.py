@@ -7,11 +7,12 @@ A workload line is one request::
 
 Exactly one of ``prompt`` (plain text), ``messages`` (chat, rendered with the model's chat template) or
 ``prompt_token_ids`` is required; ``max_tokens`` is required; the rest is optional. ``arrival_time`` is in seconds
-from the start of the run; ``arrival_step`` (optional) makes the request arrive before that step instead, for
-reproducible demos. ``priority`` (optional, a 64-bit signed integer, default 0): lower runs first under the
-``priority`` scheduling policy; the FCFS policy ignores it (with a warning). A scenario
-(``engine/scenarios/NAME.json``, package data) is ``{"name", "description", "config": {...}, "requests": [lines as
-above]}``.
+from the start of the run; ``arrival_step`` makes the request arrive before that step instead (the step clock, for
+reproducible demos; give one of the two). ``priority`` (optional, a 64-bit signed integer, default 0): lower runs
+first under the ``priority`` scheduling policy; the FCFS policy ignores it (with a warning). Every field is checked
+strictly before a model loads (``engine.spec``).
+A scenario (``engine/scenarios/NAME.json``, package data) is ``{"name", "description",
+"config": {...}, "requests": [lines as above]}``.
 
 The workload generators live here too, so the engine, the benchmark tools and the app share one copy:
 ``poisson_arrivals`` (seeded arrival times) and ``output_lengths`` (seeded log-normal lengths with an exact mean).
@@ -28,99 +29,56 @@ from pathlib import Path
 import numpy as np
 
 from engine.request import Request, SamplingParams
+from engine.spec import WorkloadError, parse_spec
+from steplog.strict_json import JSONLineError, parse_line
 
-_FIELDS = {
-    "request_id",
-    "prompt",
-    "messages",
-    "prompt_token_ids",
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "top_k",
-    "seed",
-    "ignore_eos",
-    "arrival_time",
-    "arrival_step",
-    "priority",
-}
-_NUMBERS = {"max_tokens": int, "temperature": float, "top_p": float, "top_k": int, "arrival_time": float}
-
-
-class WorkloadError(ValueError):
-    """A workload line or scenario that cannot be used; the message names the line and the field."""
-
-
-def parse_spec(obj: object, where: str) -> dict:
-    """Check one request spec (types, required fields); returns it with defaults filled in."""
-    if not isinstance(obj, dict):
-        raise WorkloadError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    unknown = set(obj) - _FIELDS
-    if unknown:
-        raise WorkloadError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(_FIELDS)}")
-    sources = [k for k in ("prompt", "messages", "prompt_token_ids") if k in obj]
-    if len(sources) != 1:
-        raise WorkloadError(f"{where}: give exactly one of 'prompt', 'messages' or 'prompt_token_ids' (got {sources})")
-    if "max_tokens" not in obj:
-        raise WorkloadError(f"{where}: missing field 'max_tokens' (an integer >= 1)")
-    spec = dict(obj)
-    for name, typ in _NUMBERS.items():
-        if name in spec:
-            value = spec[name]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or (typ is int and value != int(value)):
-                raise WorkloadError(
-                    f"{where}: field '{name}' must be {'an integer' if typ is int else 'a number'}, got {value!r}"
-                )
-            spec[name] = typ(value)
-    if spec.get("arrival_time", 0.0) < 0:
-        raise WorkloadError(f"{where}: field 'arrival_time' must be >= 0 seconds, got {spec['arrival_time']}")
-    if spec.get("arrival_step") is not None and (not isinstance(spec["arrival_step"], int) or spec["arrival_step"] < 0):
-        raise WorkloadError(f"{where}: field 'arrival_step' must be an integer >= 0, got {spec['arrival_step']!r}")
-    if "messages" in spec:
-        msgs = spec["messages"]
-        if (
-            not isinstance(msgs, list)
-            or not msgs
-            or not all(
-                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-                for m in msgs
-            )
-        ):
-            raise WorkloadError(f"{where}: field 'messages' must be a non-empty list of {{'role', 'content'}} strings")
-    if "prompt" in spec and not isinstance(spec["prompt"], str):
-        raise WorkloadError(f"{where}: field 'prompt' must be a string")
-    if "prompt_token_ids" in spec and not (
-        isinstance(spec["prompt_token_ids"], list)
-        and all(isinstance(t, int) and t >= 0 for t in spec["prompt_token_ids"])
-    ):
-        raise WorkloadError(f"{where}: field 'prompt_token_ids' must be a list of token ids (integers >= 0)")
-    if spec.get("seed") is not None and not isinstance(spec["seed"], int):
-        raise WorkloadError(f"{where}: field 'seed' must be an integer or null")
-    if "priority" in spec:
-        p = spec["priority"]
-        if isinstance(p, bool) or not isinstance(p, int) or not -(2**63) <= p < 2**63:
-            raise WorkloadError(f"{where}: field 'priority' must be an integer in [-2**63, 2**63 - 1], got {p!r}")
-    return spec
+MAX_WORKLOAD_BYTES = 50 * 1024 * 1024
 
 
 def read_workload(path: str | Path) -> list[dict]:
-    """Read a JSON Lines workload file. Raises ``WorkloadError`` naming the line and field."""
+    """Read a JSON Lines workload file, every line checked strictly (``engine.spec``) and ids unique, before any
+    model loads. Lines without ``request_id`` get ``r0``, ``r1``, ... in file order.
+
+    Raises:
+        WorkloadError: naming the file, the line and the field.
+    """
     p = Path(path)
+    if p.is_dir():
+        raise WorkloadError(f"workload {str(p)!r} is a folder; give a JSON Lines file, one request per line")
     if not p.is_file():
         raise WorkloadError(f"workload file {str(p)!r} does not exist")
+    if p.stat().st_size > MAX_WORKLOAD_BYTES:
+        raise WorkloadError(f"workload file {p.name} is {p.stat().st_size / 1e6:.1f} MB; the limit is 50 MB")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"workload file {p.name} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return parse_workload_text(text, p.name)
+
+
+def parse_workload_text(text: str, name: str = "workload") -> list[dict]:
+    """The request specs of JSON Lines ``text`` (see ``read_workload``); messages say ``{name} line {i}``."""
     specs: list[dict] = []
-    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+    lines: dict[str, int] = {}
+    for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        where = f"{name} line {i}"
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise WorkloadError(f"{p.name} line {i}: not valid JSON ({exc.msg})") from None
-        spec = parse_spec(obj, f"{p.name} line {i}")
+            obj = parse_line(line, where)
+        except JSONLineError as exc:
+            raise WorkloadError(str(exc)) from None
+        spec = parse_spec(obj, where)
         spec.setdefault("request_id", f"r{len(specs)}")
+        rid = spec["request_id"]
+        if rid in lines:
+            raise WorkloadError(
+                f"{where}, field 'request_id': {rid!r} is already used on line {lines[rid]}; ids must be unique"
+            )
+        lines[rid] = i
         specs.append(spec)
     if not specs:
-        raise WorkloadError(f"workload file {p.name} holds no request")
+        raise WorkloadError(f"workload {name} holds no request")
     return specs
 
 
@@ -224,7 +182,7 @@ def poisson_arrivals(specs: list[dict], rate: float, seed: int = 0, clock: str =
         if clock == "s":
             new["arrival_time"] = float(t)
         else:
-            new["arrival_time"], new["arrival_step"] = 0.0, math.floor(t)
+            new["arrival_step"] = math.floor(t)
         out.append(new)
     return out
 

@@ -24,11 +24,17 @@ Aggregates (``summarize``): mean, p50, p90, p99 (``numpy.percentile``, linear in
 pools every gap of every request, so mean ITL = sum of gaps / number of gaps (not / number of tokens:
 NVIDIA/TensorRT-LLM#8378); mean TPOT is over requests with at least 2 output tokens only. Output tokens include
 EOS when it was sampled (it is an output token the model computed).
+
+No figure is ever NaN, infinite or negative: a latency that cannot be computed (a request that never ran, TPOT of a
+one-token request, or records that contradict each other when they were not read through ``steplog.trace``) is
+``None``, shown as "n/a". The step clock counts idle steps too (``idle_steps_before``): a run's ``num_steps`` is its
+last step + 1, and slot and KV utilisation count an idle step as empty.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pandas as pd
@@ -88,7 +94,16 @@ def _arrival_steps(header: dict, steps: list[dict]) -> dict[str, int]:
 
 
 def _gaps(times: list[float] | list[int]) -> list[float]:
-    return [b - a for a, b in itertools.pairwise(times)]
+    return [g for a, b in itertools.pairwise(times) if (g := _clean(b - a)) is not None]
+
+
+def _clean(value: float | None) -> float | None:
+    """``value`` if it is a finite number >= 0, else ``None`` (n/a): a metric is never NaN or negative."""
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
+
+
+def _diff(b: float | None, a: float | None) -> float | None:
+    return None if a is None or b is None else _clean(b - a)
 
 
 def request_metrics(records: list[dict]) -> list[dict]:
@@ -158,18 +173,17 @@ def _add_latencies(m: dict, n: int, tsteps: list[int], ttimes: list[float], arri
             [k + 1 for k in tsteps],
         ),
     ):
-        m[f"queue_time_{clock}"] = None if sched is None or arr is None else sched - arr
-        m[f"ttft_{clock}"] = None if first is None or arr is None else first - arr
-        m[f"e2e_{clock}"] = None if last is None or arr is None else last - arr
+        m[f"queue_time_{clock}"] = _diff(sched, arr)
+        m[f"ttft_{clock}"] = _diff(first, arr)
+        m[f"e2e_{clock}"] = _diff(last, arr)
         m[f"itl_{clock}"] = _gaps(times)
-        m[f"tpot_{clock}"] = (
-            (m[f"e2e_{clock}"] - m[f"ttft_{clock}"]) / (n - 1) if n >= 2 and first is not None else None
-        )
+        decode_time = _diff(m[f"e2e_{clock}"], m[f"ttft_{clock}"])
+        m[f"tpot_{clock}"] = decode_time / (n - 1) if n >= 2 and decode_time is not None else None
 
 
 def distribution(values: list[float | None]) -> dict[str, float | None]:
     """``{"count", "mean", "p50", "p90", "p99"}`` of ``values`` (``None`` entries dropped); ``None`` stats if empty."""
-    vals = [float(v) for v in values if v is not None]
+    vals = [float(v) for v in values if v is not None and math.isfinite(v)]
     if not vals:
         return {"count": 0, "mean": None, **{f"p{p}": None for p in PERCENTILES}}
     arr = np.asarray(vals)
@@ -251,8 +265,8 @@ def summarize(records: list[dict]) -> dict:
     header, steps, _ = _split(records)
     reqs = request_metrics(records)
     frame = steps_frame(records)
-    num_steps = len(steps)
-    duration = steps[-1]["t_end"] if steps else 0.0
+    num_steps = steps[-1]["step"] + 1 if steps else 0  # the step clock, idle steps included
+    duration = (_clean(steps[-1]["t_end"]) or 0.0) if steps else 0.0
     out_tokens = sum(r["num_output_tokens"] for r in reqs)
     out: dict = {
         "policy": header.get("policy"),
@@ -271,9 +285,9 @@ def summarize(records: list[dict]) -> dict:
             out[name] = distribution([g for r in reqs for g in r[name]])
         else:
             out[name] = distribution([r[name] for r in reqs])
-    out["slot_utilisation"] = float(frame["slot_utilisation"].mean()) if num_steps else None
+    out["slot_utilisation"] = float(frame["slot_utilisation"].sum()) / num_steps if num_steps else None
     out["padding_slot_steps"] = int(frame["num_padding"].sum())
-    out["kv_utilisation_mean"] = float(frame["kv_utilisation"].mean()) if num_steps else None
+    out["kv_utilisation_mean"] = float(frame["kv_utilisation"].sum()) / num_steps if num_steps else None
     out["kv_utilisation_max"] = float(frame["kv_utilisation"].max()) if num_steps else None
     out["num_preemptions"] = int(frame["num_preempted"].sum())
     out["num_recomputed_tokens"] = sum(r["num_recomputed_tokens"] for r in reqs)

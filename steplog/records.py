@@ -58,6 +58,7 @@ class _HeaderOptional(TypedDict, total=False):
     record_text: bool
     eos_token_ids: list[int]
     max_model_len: int | None
+    seed: int | None  # the run's seed: unseeded sampled requests drew their seeds from it
 
 
 class HeaderRecord(_HeaderOptional):
@@ -90,6 +91,8 @@ class ScheduledRecord(_ScheduledOptional):
 
 class _SampledOptional(TypedDict, total=False):
     text: str  # absent in a vLLM tracer's trace without text
+    partial: bool  # ``text`` (the token alone) is only part of a character
+    text_delta: str  # what the token adds to the output text (incremental detokenization)
 
 
 class SampledRecord(_SampledOptional):
@@ -139,6 +142,7 @@ class KVRecord(KVExtras):
 class _StepOptional(TypedDict, total=False):
     arrived: list[RequestSpecRecord]  # version 2: requests that arrived since the previous step
     num_prefix_hit_tokens: dict[str, int]  # prefix-cache hit tokens of each request admitted in this step
+    idle_steps_before: int  # empty steps skipped right before this one (the step clock jumped to an arrival)
 
 
 class StepRecord(_StepOptional):
@@ -178,7 +182,11 @@ class RequestResultRecord(_RequestResultOptional):
     finish_time: float | None
 
 
-class SummaryRecord(TypedDict):
+class _SummaryOptional(TypedDict, total=False):
+    partial: bool  # stopped early: unfinished requests have finish_reason null
+
+
+class SummaryRecord(_SummaryOptional):
     """Last line: every request's outcome."""
 
     type: Literal["summary"]

@@ -6,6 +6,12 @@ The format is documented in ``docs/trace-format.md`` and pinned by the JSON Sche
 (every block table in every step) and 2 (what changed: ``kv.allocated``, ``kv.freed``) are read; a path or text
 that is gzip data (``.jsonl.gz``) is decompressed transparently, and the size limit applies to the uncompressed
 text. Traces are plain data: never pickle, never eval.
+
+Reading is strict and bounded (``steplog.strict_json``: no ``NaN`` or ``Infinity``, no 1000-digit integers, no deep
+nesting, no endless line) and then checks what the schema cannot (``steplog.checks``: finite numbers, time that never
+runs backwards, ids, slots and blocks that exist), so that every trace read here can be measured and drawn. Writing
+never emits a non-finite number and replaces the file atomically (a temporary file in the same folder, then a
+rename).
 """
 
 from __future__ import annotations
@@ -13,12 +19,16 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
+import tempfile
 import zlib
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from steplog.checks import CheckError, check_records
 from steplog.schemacheck import compile_schema, explain
+from steplog.strict_json import JSONLineError, parse_line
 
 SCHEMA_VERSION = 1  # what Batchscope's own engine writes
 SCHEMA_VERSIONS = (1, 2)  # what this reader accepts
@@ -94,6 +104,11 @@ def validate_records(records: list[dict]) -> None:
         if kind == "step" and "block_tables" in rec["kv"]:
             _check_kv(rec["kv"], i)
 
+    try:
+        check_records(records)
+    except CheckError as exc:
+        raise TraceError(str(exc)) from None
+
 
 def _check_kv(kv: dict, line: int) -> None:
     """Reference counts and cache flags must agree with the block tables (traces that record them).
@@ -132,15 +147,36 @@ def _check_kv(kv: dict, line: int) -> None:
 
 
 def dumps(records: list[dict]) -> str:
-    """Records as JSON Lines text (validated first)."""
+    """Records as JSON Lines text (validated first; never ``NaN`` or ``Infinity``)."""
     validate_records(records)
-    return "".join(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n" for rec in records)
+    return "".join(
+        json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n" for rec in records
+    )
+
+
+def write_bytes_atomic(data: bytes, path: str | Path) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename: a reader (or a crash)
+    sees the old file or the new one, never half of one."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(text: str, path: str | Path) -> None:
+    """``write_bytes_atomic`` of UTF-8 text."""
+    write_bytes_atomic(text.encode("utf-8"), path)
 
 
 def write(records: list[dict], path: str | Path) -> None:
-    """Validate and write a trace file (gzip-compressed if the name ends in ``.gz``)."""
+    """Validate and write a trace file, atomically (gzip-compressed if the name ends in ``.gz``)."""
     data = dumps(records).encode("utf-8")
-    Path(path).write_bytes(gzip.compress(data, compresslevel=6) if str(path).endswith(".gz") else data)
+    write_bytes_atomic(gzip.compress(data, compresslevel=6) if str(path).endswith(".gz") else data, path)
 
 
 def _mb(n: int) -> str:
@@ -178,9 +214,9 @@ def loads(text: str | bytes) -> list[dict]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"line {i}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+            rec = parse_line(line, f"line {i}")
+        except JSONLineError as exc:
+            raise TraceError(str(exc)) from None
         if not isinstance(rec, dict):
             raise TraceError(f"line {i}: expected a JSON object, got {type(rec).__name__}")
         records.append(rec)
@@ -191,6 +227,8 @@ def loads(text: str | bytes) -> list[dict]:
 def read(path: str | Path) -> list[dict]:
     """Read and validate a trace file (``.jsonl`` or ``.jsonl.gz``)."""
     p = Path(path)
+    if p.is_dir():
+        raise TraceError(f"{p} is a folder, not a trace file")
     if p.stat().st_size > MAX_TRACE_BYTES:
         raise TraceError(f"{p.name} is {_mb(p.stat().st_size)}; the limit is {_mb(MAX_TRACE_BYTES)}")
     return loads(p.read_bytes())

@@ -1,4 +1,9 @@
-"""A read-only view of a trace for the visuals: per-step records plus per-request colours and derived cells."""
+"""A read-only view of a trace for the visuals: per-step records plus per-request colours and derived cells.
+
+The visuals index steps by position in the trace (0 .. ``num_steps`` - 1). That equals each record's ``step`` unless
+the engine skipped idle steps (``idle_steps_before``: nothing to run until a later arrival); ``step_number(i)`` gives
+the step clock's number of position ``i`` for labels.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ class Cell:
     kind: str
     num_tokens: int = 0
     token_text: str = ""
+    partial: bool = False  # the sampled token alone is part of a character (byte-level BPE)
 
 
 @dataclass
@@ -119,27 +125,28 @@ class TraceView:
 
     @cached_property
     def cells(self) -> list[Cell]:
-        """Every (step, slot) that was not empty."""
+        """Every (step position, slot) that was not empty."""
         return [c for k in range(len(self.steps)) for c in self.cells_at(k)]
 
     def cells_at(self, k: int) -> list[Cell]:
-        """The non-empty (step, slot) cells of step index ``k``, built on first use (a window of a long trace
-        never builds the others)."""
+        """The non-empty (step position, slot) cells of step index ``k``, built on first use (a window of a long
+        trace never builds the others). ``partial``: the token sampled there is only part of a character."""
         if k not in self._cells:
             st = self.steps[k]
-            texts = {s["request_id"]: s.get("text", "") for s in st["sampled"]}
+            sampled = {s["request_id"]: s for s in st["sampled"]}
             out = [
                 Cell(
-                    st["step"],
+                    k,
                     s["slot"],
                     s["request_id"],
                     "recompute" if s.get("recompute") else s["kind"],
                     s["num_tokens"],
-                    texts.get(s["request_id"], ""),
+                    sampled[s["request_id"]].get("text", "") if s["request_id"] in sampled else "",
+                    bool(sampled[s["request_id"]].get("partial")) if s["request_id"] in sampled else False,
                 )
                 for s in st["scheduled"]
             ]
-            out += [Cell(st["step"], p["slot"], p["request_id"], "padding") for p in st["padding_slots"]]
+            out += [Cell(k, p["slot"], p["request_id"], "padding") for p in st["padding_slots"]]
             self._cells[k] = out
         return self._cells[k]
 
@@ -155,10 +162,32 @@ class TraceView:
                 out.setdefault(f["request_id"], k)
         return out
 
+    def step_number(self, i: int) -> int:
+        """The step clock's number of the step at position ``i`` (``i`` itself unless idle steps were skipped)."""
+        return self.steps[i]["step"] if 0 <= i < len(self.steps) else i
+
+    @cached_property
+    def has_idle_gaps(self) -> bool:
+        return any(st.get("idle_steps_before") for st in self.steps)
+
+    @property
+    def partial(self) -> bool:
+        """The run was stopped early (cancelled): unfinished requests have no finish."""
+        return bool(self.summary.get("partial"))
+
+    def step_ticks(self, lo: int, hi: int, max_ticks: int = 12) -> dict:
+        """x-axis ticks for positions ``lo..hi`` labelled with step numbers (``{}`` without idle gaps)."""
+        if not self.has_idle_gaps:
+            return {}
+        every = max(1, -(-(hi - lo + 1) // max_ticks))
+        vals = list(range(max(lo, 0), min(hi, len(self.steps) - 1) + 1, every))
+        return {"tickvals": vals, "ticktext": [str(self.step_number(v)) for v in vals]}
+
     def finish_step(self, request_id: str) -> int | None:
-        for st in self.steps:
+        """Position of the step in which ``request_id`` finished (``None``: it did not)."""
+        for i, st in enumerate(self.steps):
             if any(f["request_id"] == request_id for f in st["finished"]):
-                return st["step"]
+                return i
         return None
 
     def provenance(self) -> str:

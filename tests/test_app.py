@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -145,14 +146,58 @@ def test_playground_rejects_a_pool_too_small_next_to_the_knob_and_keeps_values()
     assert at.number_input(key="pg:blocks").value == 2  # the user's value is kept
 
 
+def wait_for_live_run(at, timeout: float = 180) -> AppTest:
+    """Rerun the page until this session's live run (a background thread) has ended and been collected."""
+    deadline = time.monotonic() + timeout
+    while "playground:live-job" in at.session_state:
+        assert time.monotonic() < deadline, "the live run did not end"
+        time.sleep(0.3)
+        at.run()
+        assert not at.exception, at.exception
+    return at
+
+
 @pytest.mark.real_model
 def test_playground_live_run_draws_both_policies():
     at = page("page_playground")
     at.slider(key="pg:n").set_value(3).run()
     at.slider(key="pg:maxtok").set_value(6).run()
     click(at, "pg:run")
+    wait_for_live_run(at)
     p = player_payload(at)
     assert [v["policy"] for v in p["views"]] == ["static", "continuous"] and p["initial_step"] == 0
+
+
+@pytest.mark.real_model
+def test_playground_cancel_keeps_the_partial_trace_and_the_trace_page_says_partial():
+    at = page("page_playground")
+    at.slider(key="pg:n").set_value(8).run()
+    at.selectbox(key="pg:lengths").set_value("forced, equal").run()
+    at.slider(key="pg:maxtok").set_value(300).run()  # minutes of work: it must be cancelled, not finished
+    assert not at.button(key="pg:run").disabled, [e.value for e in at.error]
+    click(at, "pg:run")
+    job = at.session_state["playground:live-job"]
+    deadline = time.monotonic() + 120
+    while not (job.status == "running" and "step 3," in job.text):
+        assert time.monotonic() < deadline and not job.finished, (job.status, job.text, job.error)
+        time.sleep(0.2)
+    at.run()
+    at.button(key="pg:cancel").click().run()
+    assert job.cancelled.is_set()
+    job.join(timeout=60)
+    assert job.status == "cancelled"
+    wait_for_live_run(at)
+    assert any("Cancelled" in w.value for w in at.warning)
+    (records,) = at.session_state["playground:live-runs"].values()  # static ran first; continuous never started
+    assert records[-1]["partial"] is True and 4 <= len(records) - 2 < 100
+    assert any(r["finish_reason"] is None for r in records[-1]["requests"])
+    trace.validate_records(records)
+    tr = AppTest.from_string("from ui import page_trace\npage_trace.page()", default_timeout=120)
+    tr.session_state["playground:live-runs"] = at.session_state["playground:live-runs"]
+    tr.run()
+    tr.selectbox(key="trace:choice").set_value("live run: static").run()
+    assert not tr.exception, tr.exception
+    assert any("partial" in c.value for c in tr.caption)
 
 
 def test_metrics_page_shows_both_policies_from_the_traces():

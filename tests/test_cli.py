@@ -117,7 +117,7 @@ def test_request_too_big_for_the_pool_and_empty_prompt(tmp_path):
     )
     assert_clear_error(code, err, "'big'", "num_kv_blocks=4")
     code, _, err = run_workload(tmp_path, {"request_id": "e", "prompt": "", "max_tokens": 3})
-    assert_clear_error(code, err, "'e'", "empty")
+    assert_clear_error(code, err, "line 1", "'prompt'", "non-empty")  # refused with the workload, before the model
 
 
 def test_unknown_model_offline(tmp_path):

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from engine.config import EngineConfig
 from engine.engine import LLMEngine, RequestError
 from engine.request import Request, SamplingParams
+from steplog.checks import check_records
 
 POLICIES = ("continuous", "static")
 
@@ -153,6 +154,7 @@ def run_workload(w: Workload):
     engine = LLMEngine(runner, w.config, eos_token_ids={EOS})
     runner.engine = engine
     records = engine.run(requests)
+    check_records(records)  # the trace checks (times, ids, slots, blocks, tokens) hold for every run the engine makes
     return records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}, runner
 
 
@@ -177,9 +179,15 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
     preempted_at: dict[str, list[int]] = {rid: [] for rid in order}
     prev_tables: dict[str, list[int]] = {}
 
-    for k, (rec, free) in enumerate(zip(steps, free_lists)):
+    prev_step = -1
+    for rec, free in zip(steps, free_lists):
         s = rec["step"]
-        assert s == k
+        idle = rec.get("idle_steps_before", 0)
+        assert s == prev_step + 1 + idle
+        if idle:  # the clock jumped over empty steps: only when nobody was left, and straight to the next arrival
+            assert not queue and not running and s in {spec[rid].arrival for rid in order}
+            assert not any(prev_step < spec[rid].arrival < s for rid in order)
+        prev_step = s
         queue += [rid for rid in order if spec[rid].arrival == s]  # arrivals come before the step is scheduled
 
         # -- budget, max_num_seqs, slots --------------------------------------------------------------------
@@ -297,7 +305,7 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
     # -- the end: everyone finished, with the right outputs, within the bound ---------------------------------
     assert not queue and not running
     assert set(finished_at) == set(order), f"never finished: {set(order) - set(finished_at)}"
-    assert len(steps) == max(finished_at.values()) + 1, "the engine ran steps after everyone finished"
+    assert steps[-1]["step"] == max(finished_at.values()), "the engine ran steps after everyone finished"
     bounds = finish_bounds(w)
     for rid in order:
         sp, out = spec[rid], summary[rid]

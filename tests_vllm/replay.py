@@ -16,8 +16,9 @@ from typing import Any
 from batchscope_vllm.compare import workload_from_trace
 from batchscope_vllm.driver import run_vllm
 from engine.config import EngineConfig
-from engine.engine import LLMEngine, PriorityIgnoredWarning
+from engine.engine import LLMEngine
 from engine.request import Request, SamplingParams
+from engine.validation import PriorityIgnoredWarning
 
 
 class ReplayRunner:

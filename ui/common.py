@@ -1,9 +1,15 @@
-"""Shared glue: loading traces, the provenance badge, request chips, and the step state of a page."""
+"""Shared glue: loading traces, the provenance badge, request chips, and the step state of a page.
+
+Text that comes from a trace or a workload (request ids, file names, the header's model and policy, error messages
+that quote them) is escaped before it joins Markdown (``md``: backslash escapes) or HTML that Streamlit renders as
+Markdown (``html_text``: character references): an id such as ``<img src=https://example.com/x.png>`` or
+``![x](https://example.com/x.png)`` then shows as those characters and never makes the browser fetch anything.
+"""
 
 from __future__ import annotations
 
-import html
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -34,8 +40,29 @@ def model_and_lock():
     serialises live runs (one forward at a time on this machine's cores), so two users each get their own correct
     trace. ``$BATCHSCOPE_MODEL`` picks another model (a local folder or a cached Hugging Face id)."""
     from engine.models import DEFAULT_MODEL, load_model
+    from engine.threads import use_threads
 
+    use_threads()  # one core left for the browser and other neighbours (engine/threads.py)
     return load_model(os.environ.get("BATCHSCOPE_MODEL", DEFAULT_MODEL)), threading.Lock()
+
+
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<>&$~|])")
+
+
+def md(text: object) -> str:
+    """``text`` as literal characters in Streamlit Markdown: no links, images, HTML, code, LaTeX or emphasis."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+# HTML's own characters, then Markdown's syntax characters, each as a numeric character reference
+_HTML_MD_ENTITIES = {ord(c): f"&#{ord(c)};" for c in "&<>\"'" + "\\`*_[]()!$~|:{}#+-"}
+
+
+def html_text(text: object) -> str:
+    """``text`` as literal characters inside HTML that Streamlit renders as Markdown (``unsafe_allow_html``): HTML
+    escaped, and Markdown's syntax characters as numeric character references, which Markdown shows but never
+    parses (a backslash would not do: it is not an escape in HTML)."""
+    return str(text).translate(_HTML_MD_ENTITIES)
 
 
 def badge(view: TraceView) -> None:
@@ -43,17 +70,18 @@ def badge(view: TraceView) -> None:
     trace written by the vLLM tracer, "vLLM 0.33.0 server, MODEL, DEVICE" first."""
     source = getattr(view, "source", "recorded")
     label = {"recorded": "Recorded trace", "live": "Live run", "imported": "Imported file"}.get(source, source)
-    name = getattr(view, "filename", "")
+    name = md(getattr(view, "filename", ""))
+    partial = " · :orange-badge[partial: stopped early]" if view.partial else ""
     c = view.header["config"]
-    origin = f"**{label}**{' ' + name if name else ''} · {view.policy} · {view.provenance()}"
+    origin = f"**{label}**{' ' + name if name else ''} · {md(view.policy)} · {md(view.provenance())}"
     if view.engine == "vllm":
         h = view.header
         origin = (
-            f"**vLLM {h.get('vllm_version', '?')} server, {h['model']}, {h['device']}** · {label}"
-            f"{' ' + name if name else ''} · {h['dtype']} · {(h.get('created') or '')[:10] or 'unknown date'}"
+            f"**vLLM {md(h.get('vllm_version', '?'))} server, {md(h['model'])}, {md(h['device'])}** · {label}"
+            f"{' ' + name if name else ''} · {md(h['dtype'])} · {(h.get('created') or '')[:10] or 'unknown date'}"
         )
     st.caption(
-        f":material/verified: {origin} · "
+        f":material/verified: {origin}{partial} · "
         f"{c['max_num_seqs']} slots (max_num_seqs), token budget {c['max_num_batched_tokens']} "
         f"(max_num_batched_tokens), KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens, "
         f"chunked prefill {'on' if c['enable_chunked_prefill'] else 'off'}"
@@ -71,9 +99,9 @@ def chips(view: TraceView, request_ids: list[str], empty: str = "none") -> str:
     more = len(request_ids) - MAX_CHIPS
     shown = request_ids[:MAX_CHIPS] if more > 0 else request_ids
     return " ".join(
-        f"<span title='{html.escape(r, quote=True)}' style='background:{view.colors[r]};"
+        f"<span title='{html_text(r)}' style='background:{view.colors[r]};"
         f"color:{text_color(view.colors[r])};padding:1px 7px;border-radius:4px;margin-right:3px;"
-        f"font-family:monospace'>{html.escape(view.label(r))}</span>"
+        f"font-family:monospace'>{html_text(view.label(r))}</span>"
         for r in shown
     ) + (f" <span style='opacity:0.7'>and {more} more</span>" if more > 0 else "")
 

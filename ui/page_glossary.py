@@ -8,7 +8,7 @@ import streamlit as st
 
 from engine.workload import list_scenarios
 from steplog.view import TraceView
-from ui.common import POLICIES, badge, recorded_view
+from ui.common import POLICIES, badge, md, recorded_view
 from ui.links import step_link
 from ui.page_trace import choose_trace
 from visuals.glossary import SeeIt, entries, worked_example
@@ -57,14 +57,14 @@ def _worked_example() -> None:
     )
     ex = worked_example(view, rid)
     if ex is None:
-        st.info(f"{rid} produced no token in this trace.")
+        st.info(f"{md(rid)} produced no token in this trace.")
         return
     st.markdown(
-        f"**{ex['request_id']}** arrived before step {ex['arrival_step']}, sampled its first token in step "
+        f"**{md(ex['request_id'])}** arrived before step {ex['arrival_step']}, sampled its first token in step "
         f"{ex['first_token_step']} and its last in step {ex['finish_step']} ({ex['num_output_tokens']} output tokens)."
     )
     for line in ex["lines"]:
-        st.markdown(f"- {line}")
+        st.markdown(f"- {md(line)}")
 
 
 def page() -> None:

@@ -11,7 +11,7 @@ from engine.workload import list_scenarios
 from steplog.frames import summary_frame
 from steplog.metrics import LATENCY_METRICS, summarize
 from steplog.view import TraceView
-from ui.common import POLICIES, recorded_records
+from ui.common import POLICIES, md, recorded_records
 from ui.state import live_runs
 from visuals.metrics import REQUEST_METRICS, kv_utilisation, latency_cdf, request_latency, sweep_ratio, sweep_throughput
 
@@ -25,7 +25,7 @@ TPOT_HELP = (
 
 def _fmt(value) -> str:
     if value is None:
-        return "–"
+        return "n/a"
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
@@ -73,7 +73,12 @@ def page() -> None:
         runs = {p: recorded_records(choice, p) for p in POLICIES}
     else:
         runs = live
-    st.caption(" | ".join(f"{p}: {TraceView(r).provenance()}" for p, r in runs.items()))
+    st.caption(
+        " | ".join(
+            f"{p}: {md(TraceView(r).provenance())}" + (" (partial: stopped early)" if TraceView(r).partial else "")
+            for p, r in runs.items()
+        )
+    )
     headline(runs)
     metric = st.selectbox(
         "Per-request figure",

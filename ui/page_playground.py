@@ -10,9 +10,10 @@ from engine.config import LIMITS, ConfigError, EngineConfig
 from engine.engine import RequestError, validate_request
 from engine.workload import output_lengths, poisson_arrivals, to_requests
 from steplog.view import TraceView
-from ui.common import model_and_lock
+from ui import playground_run, state
+from ui.common import md, model_and_lock
 from ui.compare import compare
-from ui.state import live_runs, live_settings, set_live_runs
+from ui.state import live_runs, live_settings
 from ui.web_player import web_player
 
 PROMPT_SETS = {
@@ -76,12 +77,6 @@ def build_specs(s: dict) -> list[dict]:
         return specs
     clock = "steps" if s["arrivals"] == ARRIVALS[1] else "s"
     return poisson_arrivals(specs, s["rate"], seed=s["seed"] + 1, clock=clock)
-
-
-@st.cache_resource
-def run_cache() -> dict:
-    """Finished live runs, keyed by their settings (shared by sessions: same settings, same greedy trace)."""
-    return {}
 
 
 def knobs() -> tuple[dict, dict]:
@@ -153,7 +148,9 @@ def engine_config(s: dict, policy: str = "continuous") -> EngineConfig:
     )
 
 
-def validate(s: dict, tokenizer, max_model_len: int | None) -> tuple[dict[str, list[str]], list[dict]]:
+def validate(
+    s: dict, tokenizer, max_model_len: int | None, vocab_size: int | None = None
+) -> tuple[dict[str, list[str]], list[dict]]:
     """Messages per knob (empty if the settings can run) and the request specs."""
     msgs: dict[str, list[str]] = {}
     cfg = engine_config(s)
@@ -166,7 +163,7 @@ def validate(s: dict, tokenizer, max_model_len: int | None) -> tuple[dict[str, l
     bad: dict[str, list[RequestError]] = {}
     for req in to_requests(specs, tokenizer):
         try:
-            validate_request(req, cfg, max_model_len)
+            validate_request(req, cfg, max_model_len, vocab_size)
         except RequestError as exc:
             bad.setdefault(exc.field or "max_tokens", []).append(exc)
     for field, errors in bad.items():  # one message per knob: the worst request, and how many are affected
@@ -176,42 +173,8 @@ def validate(s: dict, tokenizer, max_model_len: int | None) -> tuple[dict[str, l
     return msgs, specs
 
 
-def run_live(s: dict, specs: list[dict]) -> dict[str, list[dict]]:
-    from engine.llm import generate_trace
-
-    key = json.dumps(s, sort_keys=True)
-    cache = run_cache()
-    if key in cache:
-        return cache[key]
-    loaded, lock = model_and_lock()
-    policies = ["static", "continuous"] if s["policy"].startswith("both") else [s["policy"]]
-    if lock.locked():
-        st.info(
-            "Queued: another user's live run is in progress on this machine; yours starts when it ends.",
-            icon=":material/hourglass_top:",
-        )
-    out = {}
-    with lock:
-        for i, policy in enumerate(policies, start=1):
-            run = f"run {i} of {len(policies)} ({policy})"
-            bar = st.progress(0.0, text=f"{run}: starting")
-            done = 0
-
-            def on_step(rec, bar=bar, run=run):
-                nonlocal done
-                done += len(rec["finished"])
-                bar.progress(
-                    done / len(specs),
-                    text=f"{run}: step {rec['step']}, {rec['num_batched_tokens']} "
-                    f"tokens this step, {done}/{len(specs)} requests finished",
-                )
-
-            out[policy] = generate_trace(
-                loaded, specs, engine_config(s, policy), scenario="playground", on_step=on_step
-            )
-            bar.empty()
-    cache[key] = out
-    return out
+def policies(s: dict) -> list[str]:
+    return ["static", "continuous"] if s["policy"].startswith("both") else [s["policy"]]
 
 
 def page() -> None:
@@ -223,7 +186,9 @@ def page() -> None:
         "anything runs. Runs are cached by their settings."
     )
     s, slots = knobs()
-    msgs, specs = validate(s, loaded.tokenizer, getattr(loaded.model.config, "max_position_embeddings", None))
+    from engine.llm import model_limits
+
+    msgs, specs = validate(s, loaded.tokenizer, *model_limits(loaded))
     for field, box in slots.items():
         if msgs.get(field):
             box.error("\n\n".join(msgs[field]), icon=":material/error:")
@@ -231,8 +196,16 @@ def page() -> None:
     if leftovers:
         st.error("\n\n".join(leftovers))
     settings_key = json.dumps(s, sort_keys=True)
-    if st.button("Run live", type="primary", disabled=bool(msgs), key="pg:run"):
-        set_live_runs(run_live(s, specs), settings_key)
+    job = playground_run.collect()
+    busy = job is not None and not job.finished
+    if st.button("Run live", type="primary", disabled=bool(msgs) or busy, key="pg:run"):
+        playground_run.start(settings_key, specs, {p: engine_config(s, p) for p in policies(s)})
+        job = state.live_job()
+    if job is not None and job.status == "error":
+        st.error(f"The live run failed: {md(job.error)}", icon=":material/error:")
+    elif job is not None:
+        playground_run.watch()
+        return
     result = live_runs()
     if not result:
         return
@@ -247,6 +220,12 @@ def page() -> None:
     for policy, records in result.items():
         views[policy] = TraceView(records)
         views[policy].source = "live"
+    if any(v.partial for v in views.values()):
+        st.warning(
+            "Cancelled: the partial trace is kept (unfinished requests have no finish) and is on the Trace and "
+            "Metrics pages too." + (" The second policy never ran." if len(views) < len(policies(s)) else ""),
+            icon=":material/cancel:",
+        )
     if len(views) == 2:
         compare(views, key="pg:compare")
     else:

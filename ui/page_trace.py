@@ -8,7 +8,7 @@ import streamlit as st
 from engine.workload import list_scenarios
 from steplog import trace
 from steplog.view import TraceView
-from ui.common import badge, query_int, recorded_records
+from ui.common import badge, md, query_int, recorded_records
 from ui.state import live_runs
 from ui.web_player import web_player
 
@@ -88,7 +88,7 @@ def choose_trace(prefix: str = "trace", follow_url: bool = True) -> tuple[list[d
     if up is None:
         st.stop()
     if up.size > trace.MAX_TRACE_BYTES:
-        st.error(f"{up.name} is {up.size / 2**20:.1f} MB; the limit is {trace.MAX_TRACE_BYTES // 2**20} MB.")
+        st.error(f"{md(up.name)} is {up.size / 2**20:.1f} MB; the limit is {trace.MAX_TRACE_BYTES // 2**20} MB.")
         st.stop()
     cached = st.session_state.get(f"{prefix}:parsed")
     if cached and cached[0] == up.file_id:  # parsed once per upload, not at every rerun
@@ -96,7 +96,7 @@ def choose_trace(prefix: str = "trace", follow_url: bool = True) -> tuple[list[d
     try:
         records = trace.loads(up.getvalue())
     except trace.TraceError as exc:
-        st.error(f"{up.name} is not a valid Batchscope trace: {exc}", icon=":material/error:")
+        st.error(f"{md(up.name)} is not a valid Batchscope trace: {md(exc)}", icon=":material/error:")
         st.stop()
     st.session_state[f"{prefix}:parsed"] = (up.file_id, records)
     return records, "imported", up.name

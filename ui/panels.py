@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from steplog.view import TraceView
-from ui.common import chips
+from ui.common import chips, md
 from visuals.budget import budget_bar
 from visuals.kv import block_map
 from visuals.narration import BEAT_TEXT, narrate, story_beats
@@ -15,7 +15,7 @@ from visuals.stepinfo import queues, request_status, text_so_far
 
 
 def narration(view: TraceView, step: int, beats: bool = True) -> None:
-    st.markdown(f"**{narrate(view, step)}**")
+    st.markdown(f"**{md(narrate(view, step))}**")
     if beats:
         for beat in story_beats(view).get(step, []):
             st.info(BEAT_TEXT[beat], icon=":material/lightbulb:")
@@ -71,7 +71,7 @@ def step_panel(view: TraceView, step: int, key: str, window: int | None = 12, co
     """Every per-step view of ``view`` at ``step`` (the trace's last step if ``step`` is past its end)."""
     shown = min(step, view.num_steps - 1)
     if step > shown:
-        st.success(f"{view.policy} finished at step {shown}; holding its final state.", icon=":material/flag:")
+        st.success(f"{md(view.policy)} finished at step {shown}; holding its final state.", icon=":material/flag:")
     st.plotly_chart(slot_grid(view, shown, window), key=f"{key}:slots", width="stretch")
     st.plotly_chart(budget_bar(view, shown), key=f"{key}:budget", width="stretch")
     st.plotly_chart(block_map(view, shown), key=f"{key}:blocks", width="stretch")

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from steplog.view import TraceView
-from ui.common import chips
+from ui.common import chips, md
 from ui.links import TITLES, step_link
 from ui.panels import narration, step_panel
 from visuals.kv import block_map
@@ -46,7 +46,7 @@ def start_of_step(view: TraceView, step: int) -> None:
 
 def ask(q: Question, key: str):
     """The answer widget; returns what the user gave (``None`` until they answer)."""
-    st.markdown(f"#### {q.text}")
+    st.markdown(f"#### {md(q.text)}")
     if q.is_numeric:
         step = 0.01 if q.tolerance else 1.0
         return st.number_input("Your answer", value=None, step=step, key=key, placeholder="a number")
@@ -76,11 +76,11 @@ def scoreboard() -> None:
 def verdict(view: TraceView, q: Question, given, right: bool) -> None:
     """Right or wrong, the right answer, the explanation from the log, and "show me"."""
     if right:
-        st.success(f"Right: {q.answer_label}", icon=":material/check_circle:")
+        st.success(f"Right: {md(q.answer_label)}", icon=":material/check_circle:")
     else:
         shown = given if isinstance(given, str) else f"{given:g}"
-        st.error(f"Not quite: you said {shown}; the answer is {q.answer_label}.", icon=":material/cancel:")
-    st.markdown(q.explanation)
+        st.error(f"Not quite: you said {md(shown)}; the answer is {md(q.answer_label)}.", icon=":material/cancel:")
+    st.markdown(md(q.explanation))
     if q.target.page:
         step_link(q.target, f"Show me step {q.step} on the {TITLES[q.target.page]} page")
     else:

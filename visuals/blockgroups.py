@@ -10,6 +10,7 @@ from collections import Counter
 
 from steplog.view import FREE_COLOR, TraceView
 from visuals.kv import block_map_cells
+from visuals.safe import esc
 
 AGGREGATE_ABOVE = 400  # pools larger than this are drawn grouped
 MAX_CELLS = 128  # at most this many group cells (8 rows of 16, the size of a 128-block pool's map)
@@ -37,7 +38,7 @@ def grouped_marks(view: TraceView, step: int) -> dict[str, list]:
         marks = (" ✕" if any(c["releasing"] for c in part) else "") + (
             " ⟲" if any(c["preempted_from"] for c in part) else ""
         )
-        who = ", ".join(f"{rid} {n}" for rid, n in owners.most_common(6)) + (", ..." if len(owners) > 6 else "")
+        who = ", ".join(f"{esc(rid)} {n}" for rid, n in owners.most_common(6)) + (", ..." if len(owners) > 6 else "")
         new = any(c["new"] for c in part)
         out["x"].append(i % COLUMNS)
         out["y"].append(i // COLUMNS)
@@ -56,6 +57,7 @@ def grouped_marks(view: TraceView, step: int) -> dict[str, list]:
 def grouped_title(view: TraceView, step: int) -> str:
     kv = view.steps[step]["kv"]
     return (
-        f"{view.policy}: KV blocks at step {step}: {kv['num_used_blocks']}/{kv['num_blocks']} used "
+        f"{esc(view.policy)}: KV blocks at step {view.step_number(step)}: "
+        f"{kv['num_used_blocks']}/{kv['num_blocks']} used "
         f"(one cell = {group_size(kv['num_blocks'])} blocks)"
     )

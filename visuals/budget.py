@@ -6,6 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from steplog.view import FREE_COLOR, TraceView
+from visuals.safe import esc
 from visuals.slots import hatch
 
 
@@ -14,7 +15,7 @@ def budget_segments(view: TraceView, step: int) -> list[dict]:
     st = view.steps[step]
     segs: list[dict] = [
         {
-            "label": f"{s['request_id']} {s['kind']}",
+            "label": f"{esc(s['request_id'])} {s['kind']}",
             "request_id": s["request_id"],
             "kind": "recompute" if s.get("recompute") else s["kind"],
             "num_tokens": s["num_tokens"],
@@ -44,7 +45,7 @@ def budget_traces(view: TraceView, step: int) -> list[dict]:
                     pattern=hatch(seg["kind"]),
                     line=dict(color="white", width=1),
                 ),
-                text=[f"{rid or ''} {seg['num_tokens']}".strip() if seg["num_tokens"] else ""],
+                text=[f"{esc(rid or '')} {seg['num_tokens']}".strip() if seg["num_tokens"] else ""],
                 textposition="inside",
                 insidetextanchor="middle",
                 hovertemplate=f"{seg['label']}: {seg['num_tokens']} tokens<extra></extra>",
@@ -55,7 +56,7 @@ def budget_traces(view: TraceView, step: int) -> list[dict]:
 
 def budget_title(view: TraceView, step: int) -> str:
     used, budget = view.steps[step]["num_batched_tokens"], view.header["config"]["max_num_batched_tokens"]
-    return f"{view.policy}: token budget at step {step}: {used}/{budget} tokens"
+    return f"{esc(view.policy)}: token budget at step {view.step_number(step)}: {used}/{budget} tokens"
 
 
 def budget_bar(view: TraceView, step: int) -> go.Figure:

@@ -156,6 +156,7 @@ TERMS = (
         ),
         "hit rate = hit tokens / queried prompt tokens",
         gf.prefix_caching,
+        (("shared-prefix", "continuous"),),
     ),
     Term(
         "ttft",

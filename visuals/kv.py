@@ -5,13 +5,14 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from steplog.view import FREE_COLOR, TraceView
+from visuals.safe import esc
 from visuals.stepinfo import freed_blocks
 
 
 def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
     """Stacked areas: KV blocks held by each request at every step, against the pool size."""
     fig = go.Figure()
-    x = [st["step"] for st in view.steps]
+    x = list(range(view.num_steps))
     counts = view.block_counts
     for rid in view.request_ids:
         held = counts.get(rid, {})
@@ -21,13 +22,13 @@ def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = N
         fig.add_scatter(
             x=x,
             y=y,
-            name=rid,
+            name=esc(rid),
             stackgroup="kv",
             mode="lines",
             line=dict(width=0.5, shape="hv"),
             fillcolor=view.colors[rid],
             marker=dict(color=view.colors[rid]),
-            hovertemplate=f"{rid}: %{{y}} blocks at step %{{x}}<extra></extra>",
+            hovertemplate=f"{esc(rid)}: %{{y}} blocks<extra></extra>",
         )
     total = view.header["config"]["num_kv_blocks"]
     fig.add_hline(
@@ -37,11 +38,15 @@ def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = N
         annotation_position="top left",
     )
     fig.update_layout(
-        title=f"{view.policy}: KV blocks used per request",
+        title=f"{esc(view.policy)}: KV blocks used per request",
         height=300,
         margin=dict(l=10, r=10, t=40, b=30),
         showlegend=False,
-        xaxis=dict(title="step", range=[-0.5, (num_steps or view.num_steps) - 0.5]),
+        xaxis=dict(
+            title="step",
+            range=[-0.5, (num_steps or view.num_steps) - 0.5],
+            **view.step_ticks(0, (num_steps or view.num_steps) - 1),
+        ),
         yaxis=dict(title="blocks", range=[0, total * 1.08]),
     )
     if step is not None:
@@ -92,14 +97,14 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
         out["color"].append(view.colors[owner] if owner else FREE_COLOR)
         mark = " ✕" if c["releasing"] else ""
         if owner:
-            out["text"].append(f"{view.label(owner)}{mark}<br>{c['fill']}/{bs}")
+            out["text"].append(f"{esc(view.label(owner))}{mark}<br>{c['fill']}/{bs}")
             out["hover"].append(
-                f"block {c['block']}: {owner}, {c['fill']}/{bs} slots"
+                f"block {c['block']}: {esc(owner)}, {c['fill']}/{bs} slots"
                 + (" (released at the end of this step)" if mark else "")
             )
         elif c["preempted_from"]:
-            out["text"].append(f"⟲{view.label(c['preempted_from'])}")
-            out["hover"].append(f"block {c['block']}: free (taken from {c['preempted_from']} by preemption)")
+            out["text"].append(f"⟲{esc(view.label(c['preempted_from']))}")
+            out["hover"].append(f"block {c['block']}: free (taken from {esc(c['preempted_from'])} by preemption)")
         else:
             out["text"].append("")
             out["hover"].append(f"block {c['block']}: free")
@@ -112,7 +117,10 @@ def block_map_title(view: TraceView, step: int) -> str:
     """The block map's title at ``step``: blocks used (and reserved by a static batch) out of the pool."""
     kv = view.steps[step]["kv"]
     reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
-    return f"{view.policy}: KV blocks at step {step}: {kv['num_used_blocks']}/{kv['num_blocks']} used{reserved}"
+    return (
+        f"{esc(view.policy)}: KV blocks at step {view.step_number(step)}: {kv['num_used_blocks']}/{kv['num_blocks']} "
+        f"used{reserved}"
+    )
 
 
 def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from steplog.metrics import LATENCY_METRICS, request_metrics, steps_frame
 from steplog.view import OKABE_ITO
+from visuals.safe import esc
 
 # per-request scalar metrics (ITL is a list per request: see ``latency_cdf``)
 REQUEST_METRICS = [m for m in LATENCY_METRICS if not m.startswith("itl_")]
@@ -53,11 +54,11 @@ def request_latency(runs: dict[str, list[dict]], metric: str = "ttft_s") -> go.F
     for i, (label, records) in enumerate(runs.items()):
         reqs = request_metrics(records)
         fig.add_bar(
-            x=[r["request_id"] for r in reqs],
+            x=[esc(r["request_id"]) for r in reqs],
             y=[r[metric] for r in reqs],
             name=label,
             marker_color=run_color(label, i),
-            hovertemplate=f"%{{x}} ({label}): %{{y:.3g}} {_unit(metric)}<extra></extra>",
+            hovertemplate=f"%{{x}} ({esc(label)}): %{{y:.3g}} {_unit(metric)}<extra></extra>",
         )
     fig.update_layout(
         barmode="group",

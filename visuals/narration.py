@@ -42,7 +42,10 @@ def narrate(view: TraceView, step: int) -> str:
     st = view.steps[step]
     cfg = view.header["config"]
     parts = _work(view, step)
-    sentences = [f"Step {step}: " + ("; ".join(parts) if parts else "nothing is scheduled") + "."]
+    number, idle = st["step"], st.get("idle_steps_before", 0)
+    gap = f"Step {number - 1} was" if idle == 1 else f"Steps {number - idle}–{number - 1} were"
+    sentences = [f"{gap} idle: nothing to run until the next arrival."] if idle else []
+    sentences.append(f"Step {number}: " + ("; ".join(parts) if parts else "nothing is scheduled") + ".")
     sentences += _events(view, step)
     if st["waiting"]:
         sentences.append(f"Waiting: {_join(st['waiting'])} ({binding_reason(view, step)}).")

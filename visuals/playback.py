@@ -137,17 +137,19 @@ def utf16_len(text: str) -> int:
 
 
 def text_section(view: TraceView) -> dict:
-    """Each request's final text, and the steps where its text grew with its length (UTF-16 units) after them."""
+    """Each request's final text, and the steps (positions) where its text grew with its length (UTF-16 units)
+    after them. The growth follows ``text_so_far``: each token's ``text_delta`` where the trace records it (whole
+    characters only), else its text alone."""
     final = text_so_far(view, view.num_steps - 1) if view.steps else {r: "" for r in view.request_ids}
     grew: dict[str, list[list[int]]] = {rid: [] for rid in view.request_ids}
     length = dict.fromkeys(view.request_ids, 0)
-    for st in view.steps:
+    for k, st in enumerate(view.steps):
         for s in st["sampled"]:
-            length[s["request_id"]] += utf16_len(s["text"])
+            length[s["request_id"]] += utf16_len(s.get("text_delta", s.get("text", "")))
         for s in st["sampled"]:
             rid = s["request_id"]
-            if not grew[rid] or grew[rid][-1][0] != st["step"]:
-                grew[rid].append([st["step"], length[rid]])
+            if not grew[rid] or grew[rid][-1][0] != k:
+                grew[rid].append([k, length[rid]])
     return {"final": [final[r] for r in view.request_ids], "grew": [grew[r] for r in view.request_ids]}
 
 

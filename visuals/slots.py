@@ -10,6 +10,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from steplog.view import PADDING_COLOR, Cell, TraceView
+from visuals.safe import esc
 
 PATTERN = {"prefill": "/", "recompute": "+", "decode": "", "padding": "x"}
 MAX_GRID_CELLS = 1200  # slots x steps drawn by slot_grid with a window
@@ -47,7 +48,7 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
                 x=[None],
                 y=[None],
                 mode="markers",
-                name=rid,
+                name=esc(rid),
                 legendgroup=rid,
                 marker=dict(color=view.colors[rid], symbol="square", size=12),
             )
@@ -62,10 +63,10 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
                 x=[len(r) for r in runs],
                 base=[r[0].step - 0.5 for r in runs],
                 marker=dict(color=color, pattern=hatch(kind), line=dict(width=0.5, color="white")),
-                name=rid,
+                name=esc(rid),
                 legendgroup=rid,
                 showlegend=False,
-                customdata=[[rid, kind, r[0].step, r[-1].step, sum(c.num_tokens for c in r)] for r in runs],
+                customdata=[[esc(rid), kind, r[0].step, r[-1].step, sum(c.num_tokens for c in r)] for r in runs],
                 hovertemplate="%{customdata[0]} · %{customdata[1]}<br>steps %{customdata[2]}–%{customdata[3]}"
                 "<br>%{customdata[4]} tokens<extra></extra>",
             )
@@ -76,14 +77,21 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
         bargap=0.15,
         height=150 + 34 * len(slots),
         margin=dict(l=10, r=10, t=40, b=30),
-        title=f"{view.policy}: slot occupancy (/ = prefill, + = recompute, solid = decode, grey x = padding)",
-        xaxis=dict(title="step", range=[-0.5, last]),
+        title=f"{esc(view.policy)}: slot occupancy (/ = prefill, + = recompute, solid = decode, grey x = padding)",
+        xaxis=dict(title="step", range=[-0.5, last], **view.step_ticks(0, int(last))),
         yaxis=dict(type="category", categoryorder="array", categoryarray=slots[::-1], range=[-0.5, len(slots) - 0.5]),
         legend=dict(orientation="h", y=-0.35, font=dict(size=10)),
     )
     if step is not None:
         fig.add_vline(x=step, line=dict(color="#D00", width=2, dash="dot"))
     return fig
+
+
+def _token_label(c: Cell) -> str:
+    """The sampled token's text for a hover label; a token that is only part of a character says so."""
+    return esc(repr(c.token_text)[1:-1]) + (
+        " (part of a character: its bytes join the next token's)" if c.partial else ""
+    )
 
 
 def grid_range(view: TraceView, step: int, window: int | None) -> tuple[int, int]:
@@ -108,7 +116,9 @@ def grid_xaxis(lo: int, hi: int) -> dict:
 
 
 def grid_title(view: TraceView, step: int) -> str:
-    return f"{view.policy}: slots at step {step} (/ prefill, + recompute, solid decode, x padding)"
+    return (
+        f"{esc(view.policy)}: slots at step {view.step_number(step)} (/ prefill, + recompute, solid decode, x padding)"
+    )
 
 
 def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figure:
@@ -133,7 +143,7 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
             y=[f"slot {c.slot}" for c in group],
             orientation="h",
             name=kind,
-            text=[view.label(c.request_id) for c in group],
+            text=[esc(view.label(c.request_id)) for c in group],
             textposition="inside" if row >= 20 else "none",
             insidetextanchor="middle",
             textfont=dict(size=10),
@@ -143,7 +153,7 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
                 pattern=hatch(kind),
                 line=dict(width=1, color="white"),
             ),
-            customdata=[[c.request_id, c.step, c.num_tokens, c.token_text] for c in group],
+            customdata=[[esc(c.request_id), view.step_number(c.step), c.num_tokens, _token_label(c)] for c in group],
             hovertemplate="step %{customdata[1]} · %{customdata[0]} "
             + kind
             + (" (padding row)" if kind == "padding" else ", %{customdata[2]} tokens")
@@ -156,7 +166,7 @@ def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figur
         height=110 + row * len(slots),
         margin=dict(l=10, r=10, t=40, b=30),
         title=grid_title(view, step),
-        xaxis=grid_xaxis(lo, hi),
+        xaxis={**grid_xaxis(lo, hi), **view.step_ticks(lo, hi)},
         yaxis=dict(
             type="category",
             categoryorder="array",

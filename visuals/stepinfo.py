@@ -39,11 +39,17 @@ def request_status(view: TraceView, step: int) -> dict[str, str]:
 
 
 def text_so_far(view: TraceView, step: int) -> dict[str, str]:
-    """Each request's generated text up to and including ``step`` (tokens in sampling order)."""
+    """Each request's generated text up to and including ``step``.
+
+    The engine records, per sampled token, ``text_delta``: what the token adds to the output once decoded together
+    with its neighbours (incremental detokenization), so a character split over several byte-level tokens appears
+    whole, when its last byte arrives, never as ``�``; at the request's last step the text equals the summary's
+    ``output_text``. Traces written before that field existed fall back to joining each token decoded alone.
+    """
     out = {rid: "" for rid in view.request_ids}
     for st in view.steps[: step + 1]:
         for s in st["sampled"]:
-            out[s["request_id"]] += s.get("text", "")
+            out[s["request_id"]] += s.get("text_delta", s.get("text", ""))
     return out
 
 

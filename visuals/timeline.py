@@ -5,6 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from steplog.view import TraceView
+from visuals.safe import esc
 
 PHASE_COLORS = {
     "waiting": "#D9D9D9",
@@ -20,8 +21,7 @@ def request_phases(view: TraceView) -> dict[str, list[str | None]]:
     """request_id -> phase at each step: waiting, prefill, recompute (after a preemption), decode, reserved
     (admitted, no tokens this step), or None."""
     phases: dict[str, list[str | None]] = {rid: [None] * view.num_steps for rid in view.request_ids}
-    for st in view.steps:
-        i = st["step"]
+    for i, st in enumerate(view.steps):
         for rid in st["waiting"]:
             phases[rid][i] = "waiting"
         for rid in st["running"]:
@@ -45,7 +45,7 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
                 if p == phase and start is None:
                     start = i
                 elif p != phase and start is not None:
-                    ys.append(rid)
+                    ys.append(esc(rid))
                     xs.append(i - start)
                     bases.append(start - 0.5)
                     start = None
@@ -65,11 +65,11 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
     ends = [(rid, s) for rid in view.request_ids if (s := view.finish_step(rid)) is not None]
     fig.add_scatter(
         x=[s + 0.5 for _, s in ends],
-        y=[rid for rid, _ in ends],
+        y=[esc(rid) for rid, _ in ends],
         mode="markers",
         name="finished",
         marker=dict(symbol="line-ns", size=14, line=dict(width=3, color="#000")),
-        customdata=[s for _, s in ends],
+        customdata=[view.step_number(s) for _, s in ends],
         hovertemplate="%{y} finished at the end of step %{customdata}<extra></extra>",
     )
     fig.update_layout(
@@ -77,9 +77,13 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
         bargap=0.25,
         height=150 + 22 * len(view.request_ids),
         margin=dict(l=10, r=10, t=40, b=30),
-        title=f"{view.policy}: request timeline",
-        xaxis=dict(title="step", range=[-0.5, (num_steps or view.num_steps) - 0.5]),
-        yaxis=dict(type="category", categoryorder="array", categoryarray=view.request_ids[::-1]),
+        title=f"{esc(view.policy)}: request timeline",
+        xaxis=dict(
+            title="step",
+            range=[-0.5, (num_steps or view.num_steps) - 0.5],
+            **view.step_ticks(0, (num_steps or view.num_steps) - 1),
+        ),
+        yaxis=dict(type="category", categoryorder="array", categoryarray=[esc(r) for r in view.request_ids[::-1]]),
         legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right", font=dict(size=10)),
     )
     if step is not None:

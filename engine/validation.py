@@ -1,0 +1,171 @@
+"""Up-front validation: a request that could never run is refused before any step, with one line that names the
+request, the field, the offending value and the range that would do (no hang, no crash at step 0, no silent
+truncation). ``LLMEngine.run`` calls it for every request; the CLI and the Playground call it before a run starts.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from engine.block_manager import blocks_needed
+from engine.config import EngineConfig
+from engine.request import FieldError, Request
+from steplog.checks import request_id_problem
+
+
+class RequestError(ValueError):
+    """A request that can never run under this configuration.
+
+    Attributes: ``request_id``; ``field``, the setting that has to change (a request field such as ``max_tokens``
+    or an engine knob such as ``num_kv_blocks``); ``value``; ``allowed``, the range that would do; ``minimum``, the
+    smallest value of ``field`` that would do, where there is one. The message says all of it in one line.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        request_id: str | None = None,
+        field: str | None = None,
+        value: object = None,
+        allowed: str | None = None,
+        minimum: int | None = None,
+    ):
+        super().__init__(message)
+        self.request_id, self.field, self.value, self.allowed = request_id, field, value, allowed
+        self.minimum = minimum
+
+
+def validate_request(
+    req: Request, config: EngineConfig, max_model_len: int | None, vocab_size: int | None = None
+) -> None:
+    """Reject up front what could never finish (no hang, no crash at step 0, no silent truncation).
+
+    Args:
+        max_model_len: the model's context in tokens (``None``: unchecked).
+        vocab_size: the model's vocabulary (``None``: token ids unchecked); ids must be in ``[0, vocab_size - 1]``.
+    Raises:
+        RequestError: a bad request id, an empty prompt, a token id outside the vocabulary, a bad sampling field,
+            a prompt or prompt + max_tokens beyond the model's context, a request whose K/V could not fit even alone
+            in the whole pool, or (chunked prefill off) a prompt longer than the token budget. The message says the
+            allowed range.
+    """
+    rid = req.request_id
+    problem = request_id_problem(rid)
+    if problem:
+        raise RequestError(f"request_id {str(rid)[:80]!r} {problem}", str(rid), "request_id", rid, "1-64 printable")
+    where = f"request {rid!r}"
+    if req.num_prompt_tokens == 0:
+        raise RequestError(f"{where}: the prompt is empty; give at least one token", rid, "prompt", "", ">= 1 token")
+    _check_token_ids(req, vocab_size)
+    try:
+        req.sampling.validate(where)
+    except FieldError as exc:
+        raise RequestError(str(exc), rid, exc.field, exc.value, exc.allowed) from None
+    _check_priority(req, where)
+    _check_context(req, max_model_len)
+    _check_pool_and_budget(req, config)
+
+
+PRIORITY_RANGE = (-(2**63), 2**63 - 1)  # vLLM's priority is a 64-bit signed integer
+
+
+class PriorityIgnoredWarning(UserWarning):
+    """Requests carry a priority but the waiting queue is FCFS: the priorities change nothing."""
+
+
+def _check_priority(req: Request, where: str) -> None:
+    lo, hi = PRIORITY_RANGE
+    p = req.priority
+    if isinstance(p, bool) or not isinstance(p, int) or not lo <= p <= hi:
+        allowed = "an integer in [-2**63, 2**63 - 1]"
+        raise RequestError(
+            f"{where}: priority={p!r} is out of range: {allowed}", req.request_id, "priority", p, allowed
+        )
+
+
+def priority_ignored_message(requests: list[Request], config: EngineConfig) -> str | None:
+    """The warning for requests that carry a non-zero priority under the FCFS queue (None if there is none)."""
+    given = [r.request_id for r in requests if r.priority != 0]
+    if not given or config.scheduling_policy != "fcfs":
+        return None
+    return (
+        f"priority is ignored with scheduling_policy='fcfs' (set on {len(given)} request(s), e.g. {given[0]!r}); "
+        "use scheduling_policy='priority' (--scheduling-policy priority) to apply it"
+    )
+
+
+def warn_if_priority_ignored(requests: list[Request], config: EngineConfig) -> None:
+    """One ``PriorityIgnoredWarning`` when requests carry a non-zero priority under the FCFS queue."""
+    message = priority_ignored_message(requests, config)
+    if message:
+        warnings.warn(PriorityIgnoredWarning(message), stacklevel=3)
+
+
+def _check_token_ids(req: Request, vocab_size: int | None) -> None:
+    """Every prompt token id in ``[0, vocab_size - 1]`` (an id past the embedding table crashes the forward)."""
+    hi = vocab_size - 1 if vocab_size is not None else None
+    for i, t in enumerate(req.prompt_token_ids):
+        if isinstance(t, bool) or not isinstance(t, int) or t < 0 or (hi is not None and t > hi):
+            allowed = f"[0, {hi}]" if hi is not None else "integers >= 0"
+            raise RequestError(
+                f"request {req.request_id!r}: prompt_token_ids[{i}] = {t!r} is out of range {allowed}"
+                + (f" (the model's vocabulary has {vocab_size} tokens)" if vocab_size is not None else ""),
+                req.request_id,
+                "prompt_token_ids",
+                t,
+                allowed,
+            )
+
+
+def _check_context(req: Request, max_model_len: int | None) -> None:
+    where, rid = f"request {req.request_id!r}", req.request_id
+    if max_model_len is None:
+        return
+    if req.num_prompt_tokens >= max_model_len:
+        raise RequestError(
+            f"{where}: the prompt of {req.num_prompt_tokens} tokens leaves no room for output in the model's context "
+            f"of {max_model_len} tokens; the prompt must be in [1, {max_model_len - 1}] tokens",
+            rid,
+            "prompt",
+            req.num_prompt_tokens,
+            f"[1, {max_model_len - 1}] tokens",
+        )
+    total = req.num_prompt_tokens + req.sampling.max_tokens
+    if total > max_model_len:
+        raise RequestError(
+            f"{where}: prompt ({req.num_prompt_tokens} tokens) + max_tokens ({req.sampling.max_tokens}) = {total} "
+            f"exceeds the model's context of {max_model_len} tokens; max_tokens must be in "
+            f"[1, {max_model_len - req.num_prompt_tokens}]",
+            rid,
+            "max_tokens",
+            req.sampling.max_tokens,
+            f"[1, {max_model_len - req.num_prompt_tokens}]",
+        )
+
+
+def _check_pool_and_budget(req: Request, config: EngineConfig) -> None:
+    where, rid = f"request {req.request_id!r}", req.request_id
+    need = blocks_needed(req.max_kv_tokens, config.block_size)
+    if need > config.num_kv_blocks:
+        raise RequestError(
+            f"{where}: needs {need} KV blocks of {config.block_size} tokens for prompt {req.num_prompt_tokens} + "
+            f"max_tokens {req.sampling.max_tokens} - 1 tokens (the last sampled token is never fed back, so it needs "
+            f"no KV slot) but the whole pool has num_kv_blocks="
+            f"{config.num_kv_blocks}; raise num_kv_blocks to >= {need} or lower max_tokens",
+            rid,
+            "num_kv_blocks",
+            config.num_kv_blocks,
+            f">= {need}",
+            need,
+        )
+    if not config.enable_chunked_prefill and req.num_prompt_tokens > config.max_num_batched_tokens:
+        raise RequestError(
+            f"{where}: prompt of {req.num_prompt_tokens} tokens exceeds max_num_batched_tokens="
+            f"{config.max_num_batched_tokens} with chunked prefill off; turn chunked prefill on or raise "
+            f"max_num_batched_tokens to >= {req.num_prompt_tokens}",
+            rid,
+            "max_num_batched_tokens",
+            config.max_num_batched_tokens,
+            f">= {req.num_prompt_tokens}",
+            req.num_prompt_tokens,
+        )

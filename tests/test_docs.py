@@ -1,0 +1,82 @@
+"""Documented code runs: every ```python block of the README and docs/ runs from the repository's root; every
+``python -m engine`` command line in a ```bash block parses with the CLI's own parser; the JSON examples of the
+trace format validate against the schema, and the workload example passes the workload reader."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from steplog.trace import _validators
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def blocks(lang: str) -> list[tuple[str, int, str]]:
+    """(file name, line of the block, code) of every fenced block in ``lang``."""
+    out = []
+    for path in DOCS:
+        text = path.read_text()
+        for m in re.finditer(rf"^```{lang}\n(.*?)^```", text, re.DOTALL | re.MULTILINE):
+            out.append((path.name, text[: m.start()].count("\n") + 1, m.group(1)))
+    return out
+
+
+PYTHON = blocks("python")
+
+
+def test_the_docs_have_python_examples():
+    assert any(name == "README.md" for name, _, _ in PYTHON)
+
+
+@pytest.mark.parametrize("name,line,code", PYTHON, ids=[f"{n}:{ln}" for n, ln, _ in PYTHON])
+def test_python_blocks_run(name, line, code):
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"{name} line {line}:\n{proc.stderr[-2000:]}"
+
+
+def _commands() -> list[tuple[str, int, list[str]]]:
+    out = []
+    for name, line, code in blocks("bash"):
+        for command in code.replace("\\\n", " ").splitlines():
+            command = command.split("#")[0].strip()
+            if "-m engine" in command:
+                out.append((name, line, shlex.split(command.split("-m engine", 1)[1])))
+    return out
+
+
+COMMANDS = _commands()
+
+
+@pytest.mark.parametrize("name,line,argv", COMMANDS, ids=[f"{n}:{ln}:{' '.join(a)[:40]}" for n, ln, a in COMMANDS])
+def test_documented_command_lines_parse(name, line, argv):
+    from engine.__main__ import _parser
+
+    if argv == ["--version"]:
+        return
+    try:
+        _parser().parse_args(argv)
+    except SystemExit as exc:
+        pytest.fail(f"{name} line {line}: `python -m engine {' '.join(argv)}` does not parse ({exc})")
+
+
+def test_trace_format_examples_validate_against_the_schema():
+    from engine.workload import parse_workload_text
+
+    examples = [  # an example eliding parts ("...", "…") is an illustration, not a record
+        json.loads(code) for name, _, code in blocks("json") if name == "trace-format.md" and "..." not in code
+    ]
+    by_type = {e.get("type", "workload"): e for e in examples}
+    assert set(by_type) == {"header", "step", "summary", "workload"}
+    validators = _validators()
+    for kind, schema in (("header", "header"), ("step", "step_v1"), ("summary", "summary")):
+        errors = [e.message for e in validators[schema].iter_errors(by_type[kind])]
+        assert not errors, (kind, errors)
+    assert parse_workload_text(json.dumps(by_type["workload"]))[0]["request_id"] == "A"

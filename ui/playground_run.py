@@ -1,0 +1,107 @@
+"""The Playground's live runs: start one in the background, show its progress with a Cancel button, collect it.
+
+    Run live ──► cached?  yes: the result at once
+                          no:  LiveRun (ui/live.py) queued behind the machine's lock ──► running ──► done
+                                                                          Cancel ──► cancelled (partial trace kept)
+
+The page polls the run from a fragment that reruns every ``POLL_S`` seconds; when the run ends, a full rerun draws
+the result. Finished complete runs are cached by their settings (shared by sessions: same settings, same trace); a
+cancelled run is kept for this session only, and its traces say ``partial``.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.config import EngineConfig
+from ui import state
+from ui.common import model_and_lock
+from ui.live import LiveRun
+
+POLL_S = 0.5
+
+
+@st.cache_resource
+def run_cache() -> dict:
+    """Finished live runs, keyed by their settings (shared by sessions: same settings, same greedy trace)."""
+    return {}
+
+
+def start(settings_key: str, specs: list[dict], configs: dict[str, EngineConfig]) -> None:
+    """Show the cached result for these settings, or start a live run of ``specs`` under each config in turn."""
+    from engine.llm import generate_trace
+
+    if settings_key in run_cache():
+        state.set_live_runs(run_cache()[settings_key], settings_key)
+        return
+    loaded, lock = model_and_lock()
+
+    def work(should_stop, report) -> dict[str, list[dict]]:
+        out = {}
+        for i, (policy, config) in enumerate(configs.items(), start=1):
+            if should_stop():
+                break
+            run, done = f"run {i} of {len(configs)} ({policy})", 0
+
+            def on_step(rec, run=run):
+                nonlocal done
+                done += len(rec["finished"])
+                report(
+                    done / len(specs),
+                    f"{run}: step {rec['step']}, {rec['num_batched_tokens']} tokens this step, "
+                    f"{done}/{len(specs)} requests finished",
+                )
+
+            out[policy] = generate_trace(
+                loaded, specs, config, scenario="playground", on_step=on_step, should_stop=should_stop
+            )
+        return out
+
+    state.set_live_job(LiveRun(work, lock, settings_key).start())
+
+
+def collect() -> LiveRun | None:
+    """Take this session's run if it ended (its result becomes the live result); returns the run still in
+    progress, or one that failed (its error is shown until the next run)."""
+    job = state.live_job()
+    if job is None or not job.finished or job.status == "error":
+        return job
+    state.set_live_job(None)
+    result = {p: records for p, records in job.result.items() if len(records) > 2}  # at least one step
+    if job.status == "done":
+        run_cache()[job.settings_key] = result
+    if result:
+        state.set_live_runs(result, job.settings_key)
+    else:
+        st.info("The live run was cancelled before its first step: nothing to show.", icon=":material/cancel:")
+    return None
+
+
+def watch() -> None:
+    """Progress, queue position and a Cancel button, refreshed every ``POLL_S`` s; a full rerun when it ends."""
+
+    @st.fragment(run_every=POLL_S)
+    def panel() -> None:
+        job = state.live_job()
+        if job is None:
+            return
+        if job.finished:
+            st.rerun()  # the whole page: draw the result
+        if job.status == "queued":
+            st.info(
+                "Queued: another user's live run is in progress on this machine; yours starts as soon as it ends "
+                "or is cancelled.",
+                icon=":material/hourglass_top:",
+            )
+        st.progress(job.fraction, text=job.text)
+        stopping = job.cancelled.is_set()
+        st.button(
+            "Cancelling…" if stopping else "Cancel",
+            key="pg:cancel",
+            disabled=stopping,
+            icon=":material/stop:",
+            on_click=job.cancel,
+            help="stop after the current step; the partial trace is kept",
+        )
+
+    panel()
