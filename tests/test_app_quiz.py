@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -19,6 +22,14 @@ def page(name: str, **query) -> AppTest:
 
 def links(at) -> list:
     return [el.proto for el in at.get("page_link")]
+
+
+def player(at) -> dict:
+    """The payload of the browser player the Trace page embeds (its frame's inline JSON)."""
+    (frame,) = at.get("iframe")
+    body = re.search(r'<script type="application/json" id="bs-payload">(.*?)</script>', frame.proto.srcdoc, re.DOTALL)
+    assert body, "no player payload"
+    return json.loads(body.group(1))
 
 
 def answer_widget(at):
@@ -60,15 +71,17 @@ def test_drill_walks_the_trace_one_step_at_a_time():
 def test_glossary_lists_every_term_with_a_see_it_link():
     at = page("page_glossary")
     labels = [link.label for link in links(at)]
-    assert len(labels) == 18  # every term but prefix caching, which no shipped trace records
+    assert len(labels) == 19  # every term, prefix caching included: the shipped traces record hits
     assert any(lb.startswith("See it: preemption (continuous), step 27") for lb in labels)
+    assert any(lb.startswith("See it: shared-prefix (continuous), step 0") for lb in labels)
     assert any("TPOT = (E2E − TTFT) / (n − 1) = (11 − 4) / (8 − 1)" in m.value for m in at.markdown)
 
 
 def test_trace_page_opens_the_linked_scenario_at_the_linked_step():
     at = page("page_trace", scenario="preemption", policy="continuous", step="27")
     assert at.selectbox(key="trace:choice").value == "recorded: preemption / continuous"
-    assert any(m.value.startswith("**Step 27: ") for m in at.markdown)
+    p = player(at)
+    assert p["initial_step"] == 27 and [v["policy"] for v in p["views"]] == ["continuous"]
 
 
 def test_trace_page_opens_the_live_run_a_quiz_links_to():
@@ -83,4 +96,5 @@ def test_trace_page_opens_the_live_run_a_quiz_links_to():
     at.run()
     assert not at.exception, at.exception
     assert at.selectbox(key="trace:choice").value == "live run: static"
-    assert any(m.value.startswith("**Step 5: ") for m in at.markdown)
+    p = player(at)
+    assert p["initial_step"] == 5 and [v["policy"] for v in p["views"]] == ["static"]

@@ -15,7 +15,7 @@ from visuals.glossary import entries, see_it, worked_example
 from visuals.glossary_terms import TERMS
 
 TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
-KEYS = [(sc, p) for sc in ("seed-abcd", "preemption", "sixteen") for p in ("continuous", "static")]
+KEYS = [(sc, p) for sc in ("seed-abcd", "preemption", "sixteen", "shared-prefix") for p in ("continuous", "static")]
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +76,6 @@ def test_every_see_it_link_lands_on_a_step_where_the_term_is_visible(views):
     found = dict(entries(views))
     assert len(found) == len(TERMS) == 19
     for term, where in found.items():
-        if term.key == "prefix_caching":
-            assert where is None  # the shipped traces do not record prefix-cache hits
-            continue
         assert where is not None, term.key
         url = urlparse(where.target.url)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
@@ -100,13 +97,20 @@ def test_links_go_to_the_home_scenarios_and_are_the_first_occurrence(views):
     assert (found["preemption"].scenario, found["preemption"].policy) == ("preemption", "continuous")
     assert (found["padding"].scenario, found["padding"].policy) == ("sixteen", "static")
     assert found["chunked_prefill"].scenario == "seed-abcd"
-    for key in ("prefill", "chunked_prefill", "preemption", "padding"):
+    assert (found["prefix_caching"].scenario, found["prefix_caching"].policy) == ("shared-prefix", "continuous")
+    for key in ("prefill", "chunked_prefill", "preemption", "padding", "prefix_caching"):
         w = found[key]
         records = trace.read(TRACES / f"{w.scenario}-{w.policy}.jsonl")
         assert not any(visible(key, records, k) for k in range(w.step)), key
 
 
 def test_prefix_caching_links_to_a_trace_that_records_hits(views):
+    found = see_it(next(t for t in TERMS if t.key == "prefix_caching"), views)
+    assert found is not None and (found.scenario, found.policy) == ("shared-prefix", "continuous")
+    records = trace.read(TRACES / "shared-prefix-continuous.jsonl")
+    hit = next((rid, n) for rid, n in records[found.step + 1]["num_prefix_hit_tokens"].items() if n > 0)
+    assert visible("prefix_caching", records, found.step) and f"{hit[0]} finds {hit[1]} " in found.what
+    assert not any(visible("prefix_caching", records, k) for k in range(found.step))
     records = copy.deepcopy(views[("seed-abcd", "continuous")].records)
     records[4]["num_prefix_hit_tokens"] = {"D": 0}
     records[1]["num_prefix_hit_tokens"] = {"B": 0, "C": 0, "A": 16}

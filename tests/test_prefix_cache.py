@@ -110,7 +110,7 @@ def workloads(draw):
 HITS = []
 
 
-@pytest.mark.filterwarnings("ignore::engine.engine.PriorityIgnoredWarning")
+@pytest.mark.filterwarnings("ignore::engine.validation.PriorityIgnoredWarning")
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(w=workloads())
 def test_refcounts_hits_and_contents_on_random_workloads(w):

@@ -24,23 +24,67 @@ class Raw:
     def __init__(self, records: list[dict]):
         self.header, self.steps, self.summary = records[0], records[1:-1], records[-1]
         self.cfg = self.header["config"]
-        self.prompt = {r["request_id"]: r["num_prompt_tokens"] for r in self.header["requests"]}
+        reqs = self.header["requests"]
+        self.prompt = {r["request_id"]: r["num_prompt_tokens"] for r in reqs}
+        self.rank = {r["request_id"]: (r.get("priority", 0), i) for i, r in enumerate(reqs)}  # (priority, arrival)
         self.first_seen: dict[str, int] = {}
         self.token_steps: dict[str, list[int]] = {}
+        self.outputs: dict[str, list[int]] = {}
         for st in self.steps:
             for rid in [s["request_id"] for s in st["scheduled"]] + st["waiting"] + st["preempted"]:
                 self.first_seen.setdefault(rid, st["step"])
             for s in st["sampled"]:
                 self.token_steps.setdefault(s["request_id"], []).append(st["step"])
+                self.outputs.setdefault(s["request_id"], []).append(s["token_id"])
 
     def queue_at_start(self, k: int) -> list[str]:
-        """Simulated: the previous step's waiting queue, then this step's newcomers in header order."""
+        """Simulated: the previous step's waiting queue (in its recorded order), then this step's newcomers in
+        header (arrival) order; under the priority policy the queue is ordered by (priority, arrival)."""
         prev = self.steps[k - 1]["waiting"] if k else []
         new = [r for r in self.prompt if self.first_seen.get(r) == k and r not in prev]
-        return list(prev) + new
+        queue = list(prev) + new
+        if self.cfg.get("scheduling_policy") == "priority":
+            queue.sort(key=self.rank.__getitem__)
+        return queue
 
     def known(self, k: int, rid: str) -> int:
         return self.prompt[rid] + sum(1 for j in self.token_steps.get(rid, []) if j < k)
+
+    def tokens(self, k: int, rid: str) -> list[int]:
+        """The token ids ``rid`` knows when step k starts: its prompt, then its outputs sampled so far."""
+        req = next(r for r in self.header["requests"] if r["request_id"] == rid)
+        return list(req["prompt_token_ids"]) + self.outputs.get(rid, [])[: self.known(k, rid) - self.prompt[rid]]
+
+    def cache(self, k: int) -> dict[tuple, list[int]]:
+        """The prefix cache after step k was scheduled: each full block of K/V keyed by the tokens from position 0
+        to its end (what a chained hash stands for), oldest block first; evicted blocks leave it."""
+        bs, content, cache = self.cfg["block_size"], {}, {}
+        for st in self.steps[: k + 1]:
+            for b in st["kv"].get("evicted", []):  # (a block cached by work cancelled in its step was never hit)
+                if b in content:
+                    cache[content.pop(b)].remove(b)
+            order = [s["request_id"] for s in st["scheduled"]]
+            for rid in sorted(st["kv"]["block_tables"], key=lambda r: order.index(r) if r in order else len(order)):
+                toks, full = self.tokens(st["step"], rid), st["kv"]["num_cached_tokens"][rid] // bs
+                for i, b in enumerate(st["kv"]["block_tables"][rid][:full]):
+                    if b not in content:
+                        content[b] = tuple(toks[: (i + 1) * bs])
+                        cache.setdefault(content[b], []).append(b)
+        return cache
+
+    def kv_need(self, k: int, rid: str, left: int) -> int:
+        """Free blocks admitting ``rid`` at step k takes: blocks for its whole known sequence (full-prompt rule)
+        or its first chunk, less the prefix-cache hit's blocks, plus the hit blocks that are now free."""
+        bs, known, toks, cache = self.cfg["block_size"], self.known(k, rid), self.tokens(k, rid), self.cache(k)
+        hits: list[int] = []
+        for i in range((known - 1) // bs):
+            if not cache.get(tuple(toks[: (i + 1) * bs])):
+                break
+            hits.append(cache[tuple(toks[: (i + 1) * bs])][0])
+        hit = len(hits) * bs
+        target = known if self.cfg.get("reserve_full_prompt") else hit + min(known - hit, max(left, 1))
+        held = {b for t in self.steps[k]["kv"]["block_tables"].values() for b in t}
+        return max(0, -(-target // bs) - len(hits)) + sum(b not in held for b in hits)
 
     def binding(self, k: int, limit: str) -> bool:
         """Whether ``limit`` holds the head back at step k, by the scheduler's rules (continuous batching)."""
@@ -54,8 +98,7 @@ class Raw:
         if limit == "budget":
             return left <= 0
         if limit == "kv":
-            need = -(-min(self.known(k, head), max(left, 1)) // self.cfg["block_size"])
-            return need > st["kv"]["num_blocks"] - st["kv"]["num_used_blocks"]
+            return self.kv_need(k, head, left) > st["kv"]["num_blocks"] - st["kv"]["num_used_blocks"]
         return limit == "static_batch" and self.header["policy"] == "static"
 
     def expected(self, q) -> object:
@@ -75,8 +118,12 @@ class Raw:
             return tuple(st["preempted"])
         if q.kind == "recompute":
             return self.tokens_since_admission(k, rid)
-        if q.kind == "finished":
-            return tuple(done), sum(len(tables[r]) for r in done)
+        if q.kind == "finished":  # a shared block is freed only when its last holder releases it
+            refs = {int(b): n for b, n in st["kv"].get("ref_counts", {}).items()}
+            mine = Counter(b for r in done for b in tables[r])
+            return tuple(done), sum(1 for b, n in mine.items() if n == refs.get(b, 1))
+        if q.kind == "queue_order":
+            return tuple(self.queue_at_start(k))
         if q.kind == "unused_budget":
             return self.cfg["max_num_batched_tokens"] - sum(s["num_tokens"] for s in st["scheduled"])
         if q.kind == "padding":
@@ -132,7 +179,7 @@ def test_admissions_follow_the_queue_and_the_stated_limit_is_the_binding_one(gen
         queue = raw.queue_at_start(q.step)
         assert queue, q.step
         if q.value[0] is not None:
-            assert list(q.value) == queue[: len(q.value)], q.step  # FCFS: a prefix of the queue
+            assert list(q.value) == queue[: len(q.value)], q.step  # a prefix of the queue, in its policy's order
             continue
         assert raw.binding(q.step, q.value[1]), (q.step, q.value)
         for c in q.choices:
@@ -157,9 +204,22 @@ def test_at_least_eight_kinds_across_the_shipped_scenarios():
         for k in range(0, view.num_steps, 1 if view.num_steps < 100 else 7):
             kinds.update(q.kind for q in questions(view, k))
     expected = {"admitted", "num_tokens", "kv_blocks", "samples", "preempted", "recompute", "finished"}
-    expected |= {"unused_budget", "padding", "ttft", "tpot", "e2e"}
+    expected |= {"unused_budget", "padding", "ttft", "tpot", "e2e", "prefix_hit", "queue_order"}
     assert expected <= set(kinds), kinds
-    assert "prefix_hit" not in kinds  # the shipped traces do not record prefix-cache hits
+
+
+def test_prefix_cache_and_priority_questions_come_from_the_traces_that_show_them():
+    asked = {}
+    for path in TRACES:
+        view = TraceView(trace.read(path))
+        qs = [q for k in range(view.num_steps) for q in questions(view, k)]
+        asked[path.stem] = {q.kind for q in qs if q.kind in ("prefix_hit", "queue_order")}
+        hits = [q.value for q in qs if q.kind == "prefix_hit"]
+        recorded = any(n > 0 for st in view.records[1:-1] for n in st.get("num_prefix_hit_tokens", {}).values())
+        assert not recorded or max(hits) > 0, path.stem  # a trace that records hits asks about a real one
+    assert "prefix_hit" in asked["shared-prefix-continuous"] and "prefix_hit" in asked["sixteen-static"]
+    assert "queue_order" in asked["priority-continuous"] and "queue_order" in asked["priority-static"]
+    assert not any("queue_order" in kinds for name, kinds in asked.items() if not name.startswith("priority"))
 
 
 def test_prefix_cache_questions_appear_when_the_trace_records_hits():

@@ -166,7 +166,7 @@ def test_priority_late_request_overtakes_the_queue():
     steps 0-1 (prompt 4, 2 tokens), then C (lower value first) in steps 2-3, then B in steps 4-5; FCFS: A, B, C."""
     import warnings
 
-    from engine.engine import PriorityIgnoredWarning
+    from engine.validation import PriorityIgnoredWarning
 
     for policy, order in (("priority", ["A", "C", "B"]), ("fcfs", ["A", "B", "C"])):
         reqs = [make_request("A", 4, 2, priority=1), make_request("B", 4, 2, priority=1)]

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from steplog.view import TraceView
 
-# Where a trace may say how many prompt tokens a request found in the prefix cache when it was admitted. The
-# scheduler's prefix caching writes one of these per step (``{request_id: hit tokens}`` for the step's admissions);
-# the vLLM driver in batchscope_vllm already writes the first. Traces without any of them have no prefix-cache facts.
-PREFIX_HIT_FIELDS = ("num_prefix_hit_tokens",)  # the step field of prefix-cache hits (docs/trace-format.md)
+# Where a step record says how many tokens each request admitted in it found in the prefix cache
+# (``{request_id: hit tokens}``, docs/trace-format.md): ``num_prefix_hit_tokens`` in version 1 (Batchscope's
+# engine), the top-level ``num_cached_tokens`` in version 2 (the vLLM tracer; version 1 keeps its
+# ``num_cached_tokens`` inside ``kv``). Traces without either have no prefix-cache facts.
+PREFIX_HIT_FIELDS = ("num_prefix_hit_tokens", "num_cached_tokens")
 
 
 def queue_at_start(view: TraceView, step: int) -> list[str]:
@@ -108,8 +109,9 @@ def used_blocks_after(view: TraceView, step: int) -> int:
 
 
 def prefix_hits(view: TraceView, step: int) -> dict[str, int] | None:
-    """request_id -> prompt tokens found in the prefix cache, for the requests admitted in ``step``; ``None`` if the
-    trace does not record prefix-cache hits at all (then the quiz never asks about them)."""
+    """request_id -> known tokens (prompt, plus outputs for a resumed request) found in the prefix cache, for the
+    requests admitted in ``step``; ``None`` if the trace does not record prefix-cache hits at all (then the quiz
+    never asks about them)."""
     st: dict = dict(view.steps[step])  # the field's name is a variable: read it as a plain dict
     for name in PREFIX_HIT_FIELDS:
         if isinstance(st.get(name), dict):

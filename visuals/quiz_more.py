@@ -1,6 +1,7 @@
-"""Quiz kinds about a step's use of the machine and about latency: unused token budget, static padding rows,
-prefix-cache hits (only in traces that record them), and one request's TTFT / TPOT / E2E on the step clock
-(``steplog.metrics``: step ``k`` starts at time ``k`` and ends at ``k + 1``)."""
+"""Quiz kinds about a step's use of the machine, the queue and latency: unused token budget, static padding rows,
+prefix-cache hits (only in traces that record them), the waiting queue's order under the priority policy, and one
+request's TTFT / TPOT / E2E on the step clock (``steplog.metrics``: step ``k`` starts at time ``k`` and ends at
+``k + 1``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import random
 
 from steplog.metrics import request_metrics
 from steplog.view import TraceView
-from visuals.quiz import Question, fmt_number, int_choices
-from visuals.quiz_facts import prefix_hits, prompt_lengths, running_at_start
+from visuals.quiz import Choice, Question, fmt_number, int_choices, make_choices
+from visuals.quiz_facts import known_tokens, prefix_hits, prompt_lengths, queue_at_start, running_at_start
 from visuals.quiz_sched import ask, join, plural
 
 
@@ -54,26 +55,51 @@ def padding(view: TraceView, step: int, rng: random.Random) -> Question | None:
 
 
 def prefix_hit(view: TraceView, step: int, rng: random.Random) -> Question | None:
-    """How many of X's prompt tokens come from the prefix cache (only in traces that record hits)."""
+    """How many of X's known tokens come from the prefix cache (only in traces that record hits, with caching on)."""
     hits = prefix_hits(view, step)
-    if not hits:
+    if not hits or view.header["config"].get("enable_prefix_caching") is False:
         return None
     positive = [r for r, h in hits.items() if h > 0]
     rid = sorted(positive or hits)[rng.randrange(len(positive or hits))]
     value = hits[rid]
-    prompt = prompt_lengths(view)[rid]
+    prompt, known = prompt_lengths(view)[rid], known_tokens(view, step, rid)
+    what = f"{prompt} prompt tokens" if known == prompt else f"{known} known tokens: prompt and outputs so far"
     bs = view.header["config"]["block_size"]
     sched = next((s for s in view.steps[step]["scheduled"] if s["request_id"] == rid), None)
     computed = f" and computes {sched['num_tokens']} tokens in this step" if sched else ""
     why = (
-        f"Only full blocks of {bs} tokens are cached, each found by a hash chained over the prompt's blocks, and "
-        f"at least one prompt token is always computed so that a token can be sampled: {rid} finds {value} of "
-        f"its {prompt} prompt tokens ({value // bs} blocks) in the cache{computed}."
+        f"Only full blocks of {bs} tokens are cached, each found by a hash chained over the blocks before it, and "
+        f"the last known token is always computed so that a token can be sampled: {rid} finds {value} of its "
+        f"{what} ({value // bs} blocks) in the cache{computed}."
     )
-    text = f"{rid} ({prompt} prompt tokens) is admitted in step {step}. How many come from the prefix cache?"
-    wrong = [0, prompt, prompt // bs * bs, value + bs, value - bs, prompt - 1]
-    choices = int_choices(value, [w for w in wrong if w <= prompt], rng, "token", lo=0)
+    text = f"{rid} ({what}) is admitted in step {step}. How many come from the prefix cache?"
+    wrong = [0, known, (known - 1) // bs * bs, known // bs * bs, value + bs, value - bs, known - 1]
+    choices = int_choices(value, [w for w in wrong if w <= known], rng, "token", lo=0)
     return ask(view, step, "prefix_hit", text, value, why, choices=choices, subject=rid)
+
+
+def queue_order(view: TraceView, step: int, rng: random.Random) -> Question | None:
+    """Priority policy: in which order the scheduler takes the waiting requests (smallest (priority, arrival))."""
+    queue = queue_at_start(view, step)
+    reqs = {r["request_id"]: (r.get("priority", 0), i) for i, r in enumerate(view.header["requests"])}
+    if view.header["config"].get("scheduling_policy") != "priority" or len({reqs[r][0] for r in queue}) < 2:
+        return None
+    value = tuple(queue)
+    arrival = tuple(sorted(queue, key=lambda r: reqs[r][1]))
+    wrong = [arrival, tuple(sorted(queue, key=lambda r: (-reqs[r][0], reqs[r][1])))]
+    wrong += [tuple(sorted(queue, key=lambda r: (reqs[r][0], -reqs[r][1]))), tuple(reversed(arrival))]
+    choices = make_choices(Choice(", then ".join(value), value), [Choice(", then ".join(w), w) for w in wrong], rng)
+    listed = ", ".join(f"{r} (priority {reqs[r][0]})" for r in arrival)
+    why = (
+        f"Under the priority policy the waiting queue is ordered by (priority, arrival): the smallest priority value"
+        f" first, ties in arrival order. So the head is {value[0]}; a request preempted later is put back by the "
+        "same rule, and the victim is the running request with the largest (priority, arrival)."
+    )
+    text = (
+        f"scheduling_policy is priority (lower value runs first). When step {step} starts, {listed} are waiting, "
+        "listed in arrival order. In which order does the scheduler consider them?"
+    )
+    return ask(view, step, "queue_order", text, value, why, choices=choices)
 
 
 _METRICS: dict[int, tuple[list[dict], dict[str, dict]]] = {}

@@ -35,7 +35,11 @@ LIMIT_WHY = {
     "slots": "Every row (max_num_seqs) is taken by a running request, so the head of the queue waits.",
     "budget": "The running requests use the whole token budget, so not even a chunk of the head's prompt fits.",
     "chunking": "With chunked prefill off a fresh prompt runs whole or waits, and it is longer than the budget left.",
-    "kv": "A slot and budget tokens are free, but the head's tokens need more KV blocks than the pool has free.",
+    "kv": (
+        "A slot and budget tokens are free, but the head needs more KV blocks than the pool has free (with the "
+        "full-prompt rule, for its whole known sequence, not just a first chunk; a prefix-cache hit on blocks "
+        "that another request holds needs no free block)."
+    ),
     "static_batch": "Static batching forms a new batch only when every member of the current one has finished.",
 }
 
@@ -141,6 +145,7 @@ def kv_blocks(view: TraceView, step: int, rng: random.Random) -> Question | None
         f"During the forward pass {during} blocks hold K/V ({plural(allocated, 'block')} allocated in this step"
         + (f", {len(st['preempted'])} request(s) preempted" if st["preempted"] else "")
         + f"); finishing requests then release {plural(released, 'block')}: {during} - {released} = {value}."
+        + (" A block shared through the prefix cache counts once." if st["kv"].get("ref_counts") else "")
     )
     text = (
         f"How many KV blocks are in use at the end of step {step}, once any request that finishes has released "
@@ -227,8 +232,9 @@ def finished(view: TraceView, step: int, rng: random.Random) -> Question | None:
     count = sum(len(b) for b in freed.values())
     value = (ids, count)
     tables = view.block_tables(step)
+    held = sum(len(tables.get(r, [])) for r in ids)  # counting shared blocks too: a plausible mistake
     others = [s["request_id"] for s in st["scheduled"] if s["request_id"] not in ids]
-    wrong = [(ids, count + 1), (ids, count - 1)] + [((r,), len(tables.get(r, []))) for r in others]
+    wrong = [(ids, held), (ids, count + 1), (ids, count - 1)] + [((r,), len(tables.get(r, []))) for r in others]
     wrong += [((*ids, r), count + len(tables.get(r, []))) for r in others[:1]]
 
     def label(v: tuple) -> str:
@@ -241,5 +247,10 @@ def finished(view: TraceView, step: int, rng: random.Random) -> Question | None:
         f"{plural(len(freed[f['request_id']]), 'block')}."
         for f in st["finished"]
     )
+    if held != count:
+        why += (
+            f" Their tables list {plural(held, 'block')}, but a block shared through the prefix cache is freed only"
+            " when its last holder releases it (its reference count drops to 0), and it counts once."
+        )
     text = f"Which requests finish at the end of step {step}, and how many KV blocks do they release in all?"
     return ask(view, step, "finished", text, value, why, choices=choices)
