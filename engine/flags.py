@@ -12,7 +12,7 @@ from engine.request_queue import QUEUES
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     """The engine's knobs as flags (``run`` and the tools' commands share them); read back by ``config_from_args``."""
-    parser.add_argument("--policy", choices=list(SCHEDULERS), default="continuous")
+    parser.add_argument("--policy", choices=list(SCHEDULERS), default="continuous", help="batching policy")
     for name, (lo, hi) in LIMITS.items():
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=f"integer in [{lo}, {hi}]")
     parser.add_argument("--no-chunked-prefill", action="store_true", help="never split a prompt across steps")
