@@ -71,7 +71,13 @@ def test_d02_unseeded_request_gets_a_fresh_recorded_seed_that_replays(smollm):
 
 def test_d03_one_token_prompt_tail_is_a_prefill_next_to_a_decode(smollm):
     records = run(
-        smollm, case_workload("d03"), max_num_seqs=2, max_num_batched_tokens=37, block_size=4, num_kv_blocks=32
+        smollm,
+        case_workload("d03"),
+        max_num_seqs=2,
+        max_num_batched_tokens=37,
+        block_size=4,
+        num_kv_blocks=32,
+        enable_prefix_caching=False,  # the case's values: B computes its whole prompt (A's chat prefix not reused)
     )
     steps = records[1:-1]
     sched = [[(s["request_id"], s["kind"], s["num_tokens"]) for s in st["scheduled"]] for st in steps]
@@ -166,7 +172,13 @@ def test_d06_static_padding_rows_never_emit_tokens_nor_lengthen_the_batch(smollm
 
 def test_d08_preempted_request_goes_back_to_the_head_of_the_queue(smollm):
     records = run(
-        smollm, case_workload("d08"), max_num_seqs=3, max_num_batched_tokens=128, block_size=4, num_kv_blocks=21
+        smollm,
+        case_workload("d08"),
+        max_num_seqs=3,
+        max_num_batched_tokens=128,
+        block_size=4,
+        num_kv_blocks=21,
+        enable_prefix_caching=False,  # the case's values: no shared chat-template blocks between A, B and C
     )
     steps = records[1:-1]
     summary = {r["request_id"]: r for r in records[-1]["requests"]}
