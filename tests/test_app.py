@@ -47,42 +47,6 @@ def test_whole_app_opens_on_the_walkthrough():
     assert at.title[0].value.startswith("Walkthrough")
 
 
-def test_walkthrough_controls_move_the_step_and_figures_follow():
-    at = page("page_walkthrough")
-    assert all("at step 0" in t for t in titles(at) if "slots" in t or "KV blocks" in t or "budget" in t)
-    click(at, "walk:fwd")
-    assert at.session_state["walk:step"] == 1
-    assert sum("at step 1" in t for t in titles(at)) == 3  # slots, budget, block map
-    click(at, "walk:next-event")  # next admission/finish/preemption after step 1: C finishes at step 2
-    assert at.session_state["walk:step"] == 2
-    at.slider(key="walk:step").set_value(4).run()
-    assert sum("at step 4" in t for t in titles(at)) == 3
-    click(at, "walk:back")
-    assert at.session_state["walk:step"] == 3
-
-
-def test_walkthrough_budget_bar_and_slot_cells_match_the_trace():
-    at = page("page_walkthrough", step="2")
-    rec = trace.read(TRACE_DIR / "seed-abcd-continuous.jsonl")[3]  # step 2
-    budget = next(f for f in figures(at) if "budget" in f["layout"]["title"]["text"])
-    assert [(d["name"], d["x"][0]) for d in budget["data"]] == [
-        (f"{s['request_id']} {s['kind']}", s["num_tokens"]) for s in rec["scheduled"]
-    ] + [("unused", 32 - 19)]
-
-
-def test_walkthrough_narration_tells_the_seed_story():
-    at = page("page_walkthrough", step="2")
-    text = " ".join(m.value for m in at.markdown)
-    assert "B and C decode 1 token each" in text and "A prefills a 17-token chunk" in text
-    assert "C hit max_tokens and finished" in text
-    assert any("very next step a waiting request takes its slot" in i.value for i in at.info)
-    click(at, "walk:fwd")
-    text = " ".join(m.value for m in at.markdown)
-    assert "D is admitted and prefills 7 tokens" in text
-    click(at, "walk:fwd")
-    assert "Step 4: A and D decode 1 token each" in " ".join(m.value for m in at.markdown)
-
-
 def player_payload(at) -> dict:
     """The payload of the browser player embedded in the page (its frame's inline JSON)."""
     (frame,) = at.get("iframe")
@@ -90,23 +54,26 @@ def player_payload(at) -> dict:
     return json.loads(body.group(1))
 
 
-def test_walkthrough_playback_ticks_seek_and_resume_c14():
-    at = page("page_walkthrough")
-    n_charts = len(at.get("plotly_chart"))
-    click(at, "walk:play")
-    for _ in range(5):  # each rerun is one timer tick of the playback fragment
-        at.run()
-    assert at.session_state["walk:step"] == 5
-    assert sum("at step 5" in t for t in titles(at)) == 3
-    assert len(at.get("plotly_chart")) == n_charts  # no accumulation
-    click(at, "walk:play")  # pause
-    at.slider(key="walk:step").set_value(3).run()
-    assert sum("at step 3" in t for t in titles(at)) == 3
-    click(at, "walk:play")
-    at.run()
-    at.run()
-    assert sum("at step 5" in t for t in titles(at)) == 3  # continued from the seek
-    assert len(at.get("plotly_chart")) == n_charts
+def test_walkthrough_plays_in_the_browser_player_from_the_urls_step():
+    """The Walkthrough embeds the browser player (its controls, ticks and seeks: tests/test_browser_player.py,
+    case c14) for the seed-abcd trace, starting at ``?step=``."""
+    at = page("page_walkthrough", step="2")
+    p = player_payload(at)
+    (view,) = p["views"]
+    assert (p["initial_step"], view["policy"], view["num_steps"]) == (2, "continuous", 14)
+    assert at.get("download_button")[0].label.startswith("Download this player")
+
+
+def test_walkthrough_narration_tells_the_seed_story():
+    p = player_payload(page("page_walkthrough"))
+    steps, T = p["views"][0]["steps"], p["T"]
+    text = {k: T[steps["narration"][k]] for k in (2, 3, 4)}
+    assert "B and C decode 1 token each" in text[2] and "A prefills a 17-token chunk" in text[2]
+    assert "C hit max_tokens and finished" in text[2]
+    assert any("very next step a waiting request takes its slot" in T[i] for i in T[steps["beats"][2]])
+    assert "D is admitted and prefills 7 tokens" in text[3]
+    assert text[4].startswith("Step 4: A and D decode 1 token each")
+    assert T[steps["checklist"][1]].startswith("Why D (head of the queue) waits")  # the head-of-queue checklist
 
 
 def test_lockstep_page_plays_both_traces_in_the_browser_player():
