@@ -8,6 +8,8 @@ from steplog.view import FREE_COLOR, TraceView
 from visuals.safe import esc
 from visuals.stepinfo import freed_blocks
 
+CACHED_COLOR = "#CDE7F5"  # a free block that still holds a cached prefix (light blue, distinct from plain free)
+
 
 def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
     """Stacked areas: KV blocks held by each request at every step, against the pool size."""
@@ -76,7 +78,11 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
         n = cached.get(rid, len(table) * bs)
         for i, b in enumerate(table):
             cells[b].update(owner=rid, fill=max(0, min(bs, n - i * bs)), new=b in allocated)
+    refs = {int(b): n for b, n in kv.get("ref_counts", {}).items()}
+    cached_free = set(kv.get("cached_free_blocks", ()))
     for b in range(len(cells)):
+        cells[b]["refs"] = refs.get(b, 1 if cells[b]["owner"] else 0)  # prefix caching: a block in N tables
+        cells[b]["cached"] = b in cached_free  # free, but keeps a cached prefix until it is reused (evictable)
         cells[b]["releasing"] = b in releasing
         if cells[b]["owner"] is None and b in preempted:
             cells[b]["preempted_from"] = preempted[b]
@@ -96,15 +102,24 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
         owner = c["owner"]
         out["color"].append(view.colors[owner] if owner else FREE_COLOR)
         mark = " ✕" if c["releasing"] else ""
+        shared = f"×{c['refs']}" if owner and c["refs"] > 1 else ""  # in N block tables (prefix cache)
         if owner:
-            out["text"].append(f"{esc(view.label(owner))}{mark}<br>{c['fill']}/{bs}")
+            out["text"].append(f"{esc(view.label(owner))}{shared}{mark}<br>{c['fill']}/{bs}")
             out["hover"].append(
                 f"block {c['block']}: {esc(owner)}, {c['fill']}/{bs} slots"
+                + (f", shared by {c['refs']} requests (reference count {c['refs']})" if shared else "")
                 + (" (released at the end of this step)" if mark else "")
             )
         elif c["preempted_from"]:
             out["text"].append(f"⟲{esc(view.label(c['preempted_from']))}")
             out["hover"].append(f"block {c['block']}: free (taken from {esc(c['preempted_from'])} by preemption)")
+        elif c["cached"]:
+            out["color"][-1] = CACHED_COLOR
+            out["text"].append("cached")
+            out["hover"].append(
+                f"block {c['block']}: free, but keeps a cached prefix (a request with the same prefix "
+                "can still hit it until it is reused: evictable)"
+            )
         else:
             out["text"].append("")
             out["hover"].append(f"block {c['block']}: free")

@@ -93,12 +93,20 @@ def _work(view: TraceView, step: int) -> list[str]:
             lead = _resume(view, step, rid, n, c, rid in sampled) + (f" ({all_left})" if all_left else "")
             parts.append(lead if rid not in admitted else lead.replace(f"{rid} resumes", f"{rid} is admitted again"))
             continue
+        hit = st.get("num_prefix_hit_tokens", {}).get(rid, 0) if rid in admitted else 0
         span = (
             f"a {n}-token chunk ({c}→{c + n} of {plen} prompt tokens{': ' + all_left if all_left else ''})"
-            if c or c + n < plen
+            if (c and not hit) or c + n < plen
             else f"{n} tokens"
         )
         first = " and samples its first token" if rid in sampled else ""
+        if hit:  # vLLM's automatic prefix caching: the leading blocks were already in the pool
+            rest = "the other" if c + n == plen else "the next"
+            parts.append(
+                f"{rid} is admitted: it found {hit} of its {plen} prompt tokens in the prefix cache (shared KV blocks, "
+                f"not computed again) and prefills {rest} {n}{first}"
+            )
+            continue
         lead = f"{rid} is admitted and prefills" if rid in admitted else f"{rid} prefills"
         parts.append(f"{lead} {span}{first}")
     return parts

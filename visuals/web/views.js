@@ -36,7 +36,8 @@ BS.Side = class {
     s.budget = el("div", "bs-plot bs-budget", s.grid);
     s.blocks = el("div", "bs-plot bs-blocks", s.grid);
     s.legend = el("div", "bs-legend", s.grid, "KV blocks: outlined = allocated this step; ✕ = released at the end " +
-      "of this step (owner finished); ⟲ = freed by a preemption in this step; grey = free.");
+      "of this step (owner finished); ⟲ = freed by a preemption in this step; ×N = shared by N requests (prefix " +
+      "cache); light blue = free but cached (evictable); grey = free.");
     s.queues = el("div", "bs-queues", s.grid);
     s.checklist = el("div", "bs-checklist", s.grid);
     s.details = el("details", "bs-texts", s.root);
