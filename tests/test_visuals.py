@@ -110,3 +110,30 @@ def test_recompute_wording_matches_the_metrics():
     assert f"the {dropped} whose K/V the preemption dropped" in text
     computed = next(s["num_tokens"] for s in view.steps[resume]["scheduled"] if s["request_id"] == victim)
     assert computed == dropped + 1 and f"computes {computed} tokens" in text
+
+
+def test_prefix_cache_hits_shared_and_cached_blocks_are_drawn_from_the_log():
+    """sixteen and shared-prefix record prefix-cache hits: the narration names each hit (the step's
+    num_prefix_hit_tokens), the block map marks every block whose reference count is N > 1 with ×N, and every
+    cached free block (kv.cached_free_blocks) as cached."""
+    from visuals.kv import block_marks
+    from visuals.narration import narrate
+
+    for name in ("sixteen-continuous", "shared-prefix-continuous"):
+        view = TraceView(trace.read(TRACES / f"{name}.jsonl"))
+        seen_hit = seen_shared = seen_cached = False
+        for k, st in enumerate(view.steps):
+            text = narrate(view, k)
+            for rid, hit in st.get("num_prefix_hit_tokens", {}).items():
+                if hit:
+                    seen_hit = True
+                    assert f"{rid} is admitted: it found {hit} of its" in text
+            m = block_marks(view, k)
+            for b, n in st["kv"].get("ref_counts", {}).items():
+                seen_shared = True
+                assert f"×{n}" in m["text"][int(b)]
+            for b in st["kv"].get("cached_free_blocks", []):
+                seen_cached = True
+                assert m["text"][b] == "cached"
+        assert seen_hit and seen_shared, name
+    assert seen_cached  # shared-prefix evicts under a small pool
