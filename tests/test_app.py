@@ -176,3 +176,14 @@ def test_metrics_page_shows_both_policies_from_the_traces():
     pads = [v for label, v in values if label == "padding"]
     assert pads == [f"{summarize(runs[p])['padding_slot_steps']} slot-steps" for p in ("static", "continuous")]
     assert len(at.get("plotly_chart")) >= 3
+
+
+def test_compare_page_takes_any_two_runs_of_one_workload_and_refuses_two_workloads():
+    at = page("page_lockstep", a="seed-abcd / continuous", b="seed-abcd / continuous")
+    assert not at.error
+    text = " ".join(m.value for m in at.markdown)
+    assert "What differs (A → B):" in text  # the same run twice: nothing differs but the run itself
+    assert len(player_payload(at)["views"]) == 2
+    at = page("page_lockstep", a="seed-abcd / static", b="sixteen / continuous")
+    assert at.error and "not of one workload" in at.error[0].value
+    assert not at.get("iframe")  # nothing is drawn for two workloads

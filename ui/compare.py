@@ -28,3 +28,17 @@ def compare(views: dict[str, TraceView], key: str, initial: int | None = None) -
         window=8,
         initial=initial,
     )
+
+
+def compare_any(a: TraceView, b: TraceView, key: str, initial: int | None = None) -> None:
+    """Any two runs of one workload on one step clock (run A left, run B right), without the static/continuous
+    counters; the page above states what differs and compares their metrics."""
+    badge(a)
+    badge(b)
+    web_player(
+        [a, b],
+        "run A vs run B",
+        key=key.replace(":", "-").replace(" ", "").replace("/", "-"),
+        window=8,
+        initial=initial,
+    )

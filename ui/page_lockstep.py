@@ -1,28 +1,65 @@
-"""Static vs continuous: the same requests under both policies, in lockstep."""
+"""Compare two runs of one workload in lockstep: static vs continuous by default, or any two traces of the same
+requests (recorded under other settings, the Playground's live runs) on one step clock."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from engine.workload import list_scenarios
-from ui.common import POLICIES, query_int, recorded_view
-from ui.compare import compare
+from steplog.view import TraceView
+from ui.common import POLICIES, md, query_int, recorded_view
+from ui.compare import compare, compare_any
+from ui.state import live_runs
+from visuals.compare_runs import config_diff, metrics_strip, same_workload
 
 INTRO = """
 The same requests, the same model, the same limits: on the left a **static** batch is formed only when the
 previous one has completely finished, so a finished request's row idles as **padding** (grey, ✕) until the
 slowest member ends. On the right, **continuous** batching hands a finished request's slot and KV blocks to the
-next waiting request at the very next step. Both sides share one step clock.
+next waiting request at the very next step. Both sides share one step clock. Pick any other two runs of one workload
+below (e.g. a Playground run against the recorded one) to see what a setting changes.
 """
 
 
+def _runs() -> dict[str, TraceView]:
+    """Every run the page can compare: the recorded traces (scenario / policy) and this session's live runs."""
+    out = {f"{s} / {p}": recorded_view(s, p) for s in list_scenarios() for p in POLICIES}
+    for policy, records in live_runs().items():
+        out[f"playground live run / {policy}"] = TraceView(records, source="live")
+    return out
+
+
+def _pick(label: str, options: list[str], default: str, key: str) -> str:
+    wanted = st.query_params.get(key, default)
+    return st.selectbox(label, options, index=options.index(wanted) if wanted in options else 0, key=f"lock:{key}")
+
+
 def page() -> None:
-    st.title("Static vs continuous batching")
+    st.title("Compare two runs: static vs continuous batching, and any other pair")
     st.markdown(INTRO)
-    names = list(list_scenarios())
-    wanted = st.query_params.get("scenario", "sixteen")
-    scenario = st.selectbox("Scenario", names, index=names.index(wanted) if wanted in names else 0, key="lock:scenario")
-    st.query_params["scenario"] = scenario
-    views = {p: recorded_view(scenario, p) for p in POLICIES}
-    num_steps = max(v.num_steps for v in views.values())
-    compare(views, key=f"lock:{scenario}", initial=query_int("step", 0, 0, num_steps - 1))
+    runs = _runs()
+    names = list(runs)
+    scenario = st.query_params.get("scenario", "sixteen")
+    left, right = st.columns(2)
+    with left:
+        a = _pick("Run A", names, f"{scenario} / static", "a")
+    with right:
+        b = _pick("Run B", names, f"{scenario} / continuous", "b")
+    st.query_params.update(a=a, b=b)
+    va, vb = runs[a], runs[b]
+    ok, why = same_workload(va, vb)
+    if not ok:
+        st.error(f"These two runs are not of one workload, so a step-by-step comparison would mislead: {md(why)}")
+        return
+    num_steps = max(va.num_steps, vb.num_steps)
+    initial = query_int("step", 0, 0, num_steps - 1)
+    if {va.policy, vb.policy} == {"static", "continuous"} and va.policy != vb.policy and not config_diff(va, vb)[1:]:
+        views = {va.policy: va, vb.policy: vb}
+        compare(views, key=f"lock:{a}:{b}", initial=initial)
+    else:
+        diff = config_diff(va, vb)
+        st.markdown("**What differs (A → B):** " + (md("; ".join(diff)) if diff else "nothing but the run itself"))
+        strip = pd.DataFrame(metrics_strip(va, vb)).rename(columns={"a": "A", "b": "B", "delta": "B − A"})
+        st.dataframe(strip, hide_index=True, width="stretch")
+        compare_any(va, vb, key=f"lock:{a}:{b}", initial=initial)
