@@ -17,7 +17,7 @@ st.set_page_config(page_title="Batchscope", layout="wide", page_icon=str(ICON))
 
 pages = [
     st.Page(page_walkthrough.page, title="Walkthrough", url_path="walkthrough", default=True, icon=":material/school:"),
-    st.Page(page_lockstep.page, title="Static vs continuous", url_path="compare", icon=":material/compare:"),
+    st.Page(page_lockstep.page, title="Compare runs", url_path="compare", icon=":material/compare:"),
     st.Page(page_metrics.page, title="Metrics", url_path="metrics", icon=":material/speed:"),
     st.Page(page_playground.page, title="Playground", url_path="playground", icon=":material/tune:"),
     st.Page(page_trace.page, title="Trace", url_path="trace", icon=":material/data_object:"),
