@@ -73,7 +73,7 @@ def answer(page, q, right: bool) -> None:
 def test_quiz_right_then_wrong_then_show_me(browser, server):  # noqa: F811
     view = TraceView(trace.read(ROOT / "assets" / "traces" / "seed-abcd-continuous.jsonl"))
     page = open_page(browser, server + "/?step=5", 2200)  # the Walkthrough, left at another step
-    page.get_by_text("Step 5:").first.wait_for()
+    player_frame(page, step=5, min_charts=4).get_by_text("Step 5:").first.wait_for()
     page.locator('[data-testid="stSidebarNav"]').get_by_text("Quiz", exact=True).click()
     page.get_by_text("is about to run").first.wait_for()
     page.locator(".st-key-quiz-how").get_by_text("choose").click()
