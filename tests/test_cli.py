@@ -170,6 +170,7 @@ def test_priority_under_fcfs_runs_and_warns_once(tmp_path):
         "8",
         "--out",
         str(out),
+        "--force",  # the first run's trace is replaced on purpose
     )
     assert code == 0 and "warning:" not in err
     from steplog import trace
