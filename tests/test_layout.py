@@ -21,7 +21,7 @@ ALLOWED = {
     "engine": {"steplog"},
     "visuals": {"steplog"},
     "ui": {"engine", "steplog", "visuals"},
-    "bench": {"engine", "steplog"},
+    "bench": {"engine", "steplog", "visuals"},
 }
 
 

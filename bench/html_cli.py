@@ -1,0 +1,56 @@
+"""``python -m engine html TRACE [TRACE2] --out FILE.html``: one self-contained HTML file that plays a trace (or two
+of one workload on one step clock) with the browser player: plotly.js and the data inlined, no network request
+when opened from ``file://``; it takes ``?step=``, ``?speed=`` and ``?present=1``. For slides and course pages."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def add_html(sub) -> None:
+    """Entry point: the ``html`` command."""
+    h = sub.add_parser(
+        "html",
+        help="write one self-contained HTML file that plays one or two traces (for slides, offline)",
+        epilog="example:\n  python -m engine html assets/traces/sixteen-static.jsonl "
+        "assets/traces/sixteen-continuous.jsonl --out sixteen.html",
+    )
+    h.add_argument("traces", nargs="+", metavar="TRACE", help="one or two trace files of one workload")
+    h.add_argument("--out", required=True, help="the HTML file to write (refused if it exists, unless --force)")
+    h.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    h.add_argument("--step", type=int, default=0, help="the step it opens at")
+    h.add_argument("--speed", type=float, default=8.0, help="steps per second, in [1, 120]")
+    h.set_defaults(handler=_html)
+
+
+def _html(args) -> int:
+    from engine.cli_util import check_out_path
+    from steplog import trace
+    from steplog.view import TraceView
+    from visuals.compare_runs import same_workload
+    from visuals.export import player_html
+    from visuals.lockstep import lockstep_counters
+
+    if len(args.traces) > 2:
+        raise ValueError(f"html takes one or two traces, got {len(args.traces)}")
+    if not 1 <= args.speed <= 120:
+        raise ValueError(f"--speed={args.speed} is out of range: a number in [1, 120] steps per second")
+    out = check_out_path(args.out, "--out", inputs=tuple(args.traces), force=args.force)
+    views = [TraceView(trace.read(p), source="imported", filename=Path(p).name) for p in args.traces]
+    counters = None
+    if len(views) == 2:
+        ok, why = same_workload(*views)
+        if not ok:
+            raise ValueError(f"the two traces are not of one workload: {why}")
+        by_policy = {v.policy: v for v in views}
+        if set(by_policy) == {"static", "continuous"}:
+            counters = lockstep_counters(by_policy["static"], by_policy["continuous"])
+    num_steps = max(v.num_steps for v in views)
+    if not 0 <= args.step < num_steps:
+        raise ValueError(f"--step={args.step} is out of range: an integer in [0, {num_steps - 1}]")
+    title = " vs ".join(f"{v.header.get('scenario') or v.filename} ({v.policy})" for v in views)
+    html = player_html(views, title, initial_step=args.step, speed=args.speed, counters=counters)
+    trace.write_text_atomic(html, out)
+    print(f"wrote {out}: {len(html) / 1e6:.1f} MB, {num_steps} steps", file=sys.stderr)
+    return 0
