@@ -137,3 +137,23 @@ def test_prefix_cache_hits_shared_and_cached_blocks_are_drawn_from_the_log():
                 assert m["text"][b] == "cached"
         assert seen_hit and seen_shared, name
     assert seen_cached  # shared-prefix evicts under a small pool
+
+
+def test_static_padding_rows_show_at_the_budget_and_reserved_blocks_differ_from_free():
+    """From the log: a step with padding rows names them in the budget bar's title; the block map draws exactly
+    num_reserved_blocks - num_used_blocks free blocks as reserved ("res"), the rest of the free ones as free."""
+    from visuals.budget import budget_title
+    from visuals.kv import block_marks
+
+    view = TraceView(trace.read(TRACES / "seed-abcd-static.jsonl"))
+    seen_pad = seen_res = False
+    for k, st in enumerate(view.steps):
+        pads = len(st["padding_slots"])
+        title = budget_title(view, k)
+        assert (f"+ {pads} padding row" in title) == (pads > 0)
+        seen_pad |= pads > 0
+        kv = st["kv"]
+        spare = max(0, kv.get("num_reserved_blocks", 0) - kv["num_used_blocks"])
+        assert block_marks(view, k)["text"].count("res") == spare
+        seen_res |= spare > 0
+    assert seen_pad and seen_res

@@ -55,8 +55,15 @@ def budget_traces(view: TraceView, step: int) -> list[dict]:
 
 
 def budget_title(view: TraceView, step: int) -> str:
-    used, budget = view.steps[step]["num_batched_tokens"], view.header["config"]["max_num_batched_tokens"]
-    return f"{esc(view.policy)}: token budget at step {view.step_number(step)}: {used}/{budget} tokens"
+    """The budget bar's title; a static batch's padding rows are named in it: they are not budget tokens, but each
+    still runs a row of the forward pass (the weights are read for it), so their cost shows where the budget is."""
+    st = view.steps[step]
+    used, budget = st["num_batched_tokens"], view.header["config"]["max_num_batched_tokens"]
+    pads = len(st["padding_slots"])
+    padding = (
+        f" + {pads} padding row{'s' if pads != 1 else ''} (finished members, still in the forward)" if pads else ""
+    )
+    return f"{view.policy}: token budget at step {step}: {used}/{budget} tokens{padding}"
 
 
 def budget_bar(view: TraceView, step: int) -> go.Figure:

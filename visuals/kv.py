@@ -9,6 +9,7 @@ from visuals.safe import esc
 from visuals.stepinfo import freed_blocks
 
 CACHED_COLOR = "#CDE7F5"  # a free block that still holds a cached prefix (light blue, distinct from plain free)
+RESERVED_COLOR = "#F6E3B8"  # free, but within a static batch's worst-case reservation (light sand)
 
 
 def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
@@ -79,10 +80,15 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
         for i, b in enumerate(table):
             cells[b].update(owner=rid, fill=max(0, min(bs, n - i * bs)), new=b in allocated)
     refs = {int(b): n for b, n in kv.get("ref_counts", {}).items()}
+    # a static batch reserves a number of blocks, not particular ones: the first free cells stand for that count
+    spare = max(0, kv.get("num_reserved_blocks", 0) - kv["num_used_blocks"])
+    free = [c["block"] for c in cells if c["owner"] is None]
+    reserved = set(free[:spare])
     cached_free = set(kv.get("cached_free_blocks", ()))
     for b in range(len(cells)):
         cells[b]["refs"] = refs.get(b, 1 if cells[b]["owner"] else 0)  # prefix caching: a block in N tables
         cells[b]["cached"] = b in cached_free  # free, but keeps a cached prefix until it is reused (evictable)
+        cells[b]["reserved"] = b in reserved
         cells[b]["releasing"] = b in releasing
         if cells[b]["owner"] is None and b in preempted:
             cells[b]["preempted_from"] = preempted[b]
@@ -113,6 +119,13 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
         elif c["preempted_from"]:
             out["text"].append(f"⟲{esc(view.label(c['preempted_from']))}")
             out["hover"].append(f"block {c['block']}: free (taken from {esc(c['preempted_from'])} by preemption)")
+        elif c["reserved"]:
+            out["color"][-1] = RESERVED_COLOR
+            out["text"].append("res")
+            out["hover"].append(
+                f"block {c['block']}: free, but counted in the static batch's worst-case reservation (it reserves a "
+                "number of blocks, not these ones: a new batch is admitted only within the pool)"
+            )
         elif c["cached"]:
             out["color"][-1] = CACHED_COLOR
             out["text"].append("cached")

@@ -37,7 +37,7 @@ BS.Side = class {
     s.blocks = el("div", "bs-plot bs-blocks", s.grid);
     s.legend = el("div", "bs-legend", s.grid, "KV blocks: outlined = allocated this step; ✕ = released at the end " +
       "of this step (owner finished); ⟲ = freed by a preemption in this step; ×N = shared by N requests (prefix " +
-      "cache); light blue = free but cached (evictable); grey = free.");
+      "cache); light blue = free but cached (evictable); sand \"res\" = reserved by a static batch; grey = free.");
     s.queues = el("div", "bs-queues", s.grid);
     s.checklist = el("div", "bs-checklist", s.grid);
     s.details = el("details", "bs-texts", s.root);
