@@ -206,21 +206,28 @@ def test_two_users_run_live_at_once_and_each_gets_their_own_trace(browser, serve
     b.goto(server + "/playground")
     for p in (a, b):
         p.locator(".st-key-pg-run button").wait_for()
-    b.locator(".st-key-pg-policy").click()  # user B: continuous only
-    b.get_by_role("option", name="continuous").click()
-    b.wait_for_function("document.querySelector('.st-key-pg-policy input').value === 'continuous'")
+    b.locator(".st-key-pg-runs").click()  # user B: A vs B, run B with chunked prefill off
+    b.get_by_role("option", name="A vs B").click()
+    b.locator(".st-key-pg-b-chunked label").click()
+    b.get_by_text("enable_chunked_prefill: on → off").wait_for()
     a.locator(".st-key-pg-run button").click()
     b.locator(".st-key-pg-run button").click()
     frame = player_frame(a, step=0)  # user A: both policies side by side, in the browser player
     frame.get_by_text("Static · step 0").wait_for()
     frame.get_by_text("Continuous · step 0").wait_for()
-    frame_b = player_frame(b, step=0, min_charts=4)  # user B: one continuous trace, in its own player
-    frame_b.get_by_text("Step 0:").first.wait_for()
-    assert frame_b.get_by_text("Static · step 0").count() == 0
+    frame_b = player_frame(b, step=0)  # user B: run A and run B on one step clock, told apart
+    frame_b.get_by_text("A · continuous · step 0").wait_for()
+    frame_b.get_by_text("B · continuous · step 0").wait_for()
+    b.get_by_text("What differs (A → B): enable_chunked_prefill: on → off").wait_for()
     for p in (a, b):
         assert p.locator('[data-testid="stException"]').count() == 0
     wait_ready(a, 0)
     shot(a, "playground")
+    wait_ready(b, 0)
+    shot(b, "playground-a-vs-b")
+    b.get_by_text("Open this pair on the Compare runs page").click()  # same session: the pair opens there
+    player_frame(b, step=0).get_by_text("B · continuous · step 0").wait_for()
+    assert "run+B" in b.url or "run%20B" in b.url
     a.close()
     b.close()
 

@@ -7,9 +7,13 @@ the step.
 
 from __future__ import annotations
 
+import pandas as pd
+import streamlit as st
+
 from steplog.view import TraceView
-from ui.common import badge
+from ui.common import badge, md
 from ui.web_player import web_player
+from visuals.compare_runs import config_diff, metrics_strip
 from visuals.lockstep import lockstep_counters
 
 
@@ -30,6 +34,17 @@ def compare(views: dict[str, TraceView], key: str, initial: int | None = None) -
     )
 
 
+def compare_pair(a: TraceView, b: TraceView, key: str, initial: int | None = None) -> None:
+    """Two runs of one workload: what differs between their settings (A → B), a metrics strip, then both on one
+    step clock (``compare_any``)."""
+    diff = config_diff(a, b)
+    st.markdown("**What differs (A → B):** " + (md("; ".join(diff)) if diff else "nothing but the run itself"))
+    strip = pd.DataFrame(metrics_strip(a, b)).rename(columns={"a": "A", "b": "B", "delta": "B − A"})
+    strip["better"] = strip["better"].map({"a": "A", "b": "B"}).fillna("tie")
+    st.dataframe(strip, hide_index=True, width="stretch")
+    compare_any(a, b, key=key, initial=initial)
+
+
 def compare_any(a: TraceView, b: TraceView, key: str, initial: int | None = None) -> None:
     """Any two runs of one workload on one step clock (run A left, run B right), without the static/continuous
     counters; the page above states what differs and compares their metrics."""
@@ -41,4 +56,5 @@ def compare_any(a: TraceView, b: TraceView, key: str, initial: int | None = None
         key=key.replace(":", "-").replace(" ", "").replace("/", "-"),
         window=8,
         initial=initial,
+        labels=[f"A · {a.policy}", f"B · {b.policy}"],
     )

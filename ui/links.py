@@ -8,7 +8,7 @@ import streamlit as st
 
 from visuals.quiz import Target
 
-TITLES = {"walkthrough": "Walkthrough", "trace": "Trace", "compare": "Static vs continuous"}
+TITLES = {"walkthrough": "Walkthrough", "trace": "Trace", "compare": "Compare runs"}
 
 
 def _page(url_path: str):
@@ -21,3 +21,8 @@ def _page(url_path: str):
 def step_link(target: Target, label: str) -> None:
     """A link that opens ``target`` (a page and its query: scenario, policy, step)."""
     st.page_link(_page(target.page), label=label, query_params=target.query, icon=":material/visibility:")
+
+
+def page_link(url_path: str, label: str, query: dict[str, str]) -> None:
+    """A link that opens the page ``url_path`` (walkthrough, trace or compare) with ``query`` in its URL."""
+    st.page_link(_page(url_path), label=label, query_params=query, icon=":material/open_in_new:")

@@ -3,15 +3,14 @@ requests (recorded under other settings, the Playground's live runs) on one step
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from engine.workload import list_scenarios
 from steplog.view import TraceView
 from ui.common import POLICIES, md, query_int, recorded_view
-from ui.compare import compare, compare_any
+from ui.compare import compare, compare_pair
 from ui.state import live_runs
-from visuals.compare_runs import config_diff, metrics_strip, same_workload
+from visuals.compare_runs import config_diff, same_workload
 
 INTRO = """
 The same requests, the same model, the same limits: on the left a **static** batch is formed only when the
@@ -58,8 +57,4 @@ def page() -> None:
         views = {va.policy: va, vb.policy: vb}
         compare(views, key=f"lock:{a}:{b}", initial=initial)
     else:
-        diff = config_diff(va, vb)
-        st.markdown("**What differs (A → B):** " + (md("; ".join(diff)) if diff else "nothing but the run itself"))
-        strip = pd.DataFrame(metrics_strip(va, vb)).rename(columns={"a": "A", "b": "B", "delta": "B − A"})
-        st.dataframe(strip, hide_index=True, width="stretch")
-        compare_any(va, vb, key=f"lock:{a}:{b}", initial=initial)
+        compare_pair(va, vb, key=f"lock:{a}:{b}", initial=initial)

@@ -45,7 +45,7 @@ def headline(runs: dict[str, list[dict]]) -> None:
     ]
     for policy, col in zip(runs, st.columns(len(runs))):
         with col:
-            st.subheader(policy.capitalize())
+            st.subheader(policy[:1].upper() + policy[1:])
             cells = st.columns(3)
             for i, (label, key, unit, help_text) in enumerate(rows):
                 value = sums[policy][key[0]][key[1]] if isinstance(key, tuple) else sums[policy][key]

@@ -1,4 +1,9 @@
-"""Playground: choose a workload and the scheduler's knobs, run it live on the real model, watch the result."""
+"""Playground: choose a workload and the scheduler's knobs, run it live on the real model, watch the result.
+
+Three kinds of run: static vs continuous side by side, one policy alone, or "A vs B": the same workload under two
+sets of scheduler settings (e.g. chunked prefill on vs off, 4 vs 8 slots, prefix caching on vs off), shown on one
+step clock with what differs and a metrics strip, and one click away on the Compare runs page.
+"""
 
 from __future__ import annotations
 
@@ -6,175 +11,143 @@ import json
 
 import streamlit as st
 
-from engine.config import LIMITS, ConfigError, EngineConfig
-from engine.engine import RequestError, validate_request
-from engine.workload import output_lengths, poisson_arrivals, to_requests
 from steplog.view import TraceView
 from ui import playground_run, state
 from ui.common import md, model_and_lock
-from ui.compare import compare
+from ui.compare import compare, compare_pair
+from ui.links import page_link
+from ui.playground_spec import ARRIVALS, LENGTHS, PROMPT_SETS, RUN_A, RUN_B, RUN_MODES, b_differs, run_configs
+from ui.playground_spec import validate as validate_settings
 from ui.state import live_runs, live_settings
 from ui.web_player import web_player
 
-PROMPT_SETS = {
-    "chat questions": [
-        "What is the capital of France?",
-        "Give two facts about the Moon.",
-        "What does a compiler do?",
-        "Suggest a name for a cat.",
-        "Explain rain to a child in one sentence.",
-        "How do vaccines work?",
-        "Write a poem about the ocean.",
-        "What is 2+2?",
-        "Describe the water cycle in detail.",
-        "Give me a synonym for happy.",
-        "Explain photosynthesis to a high school student.",
-        "Name a primary color.",
-    ],
-    "short completions": [
-        "The capital of France is",
-        "Water boils at",
-        "Once upon a time",
-        "The best way to learn is",
-        "In 1969, astronauts",
-        "My favourite fruit is",
-    ],
-    "long documents (chunked prefill)": [
-        "Summarize in one sentence: "
-        + " ".join(["The printing press spread books and ideas across Europe faster than ever before."] * k)
-        for k in (4, 8, 12, 16)
-    ],
-}
-LENGTHS = ("natural (EOS, capped)", "forced, equal", "forced, variable")
-ARRIVALS = ("all at once", "Poisson, in steps (reproducible)", "Poisson, in seconds")
+Slots = dict[str, "st.delta_generator.DeltaGenerator"]
+POLICY_NAMES = ("continuous", "static")
 
 
-def build_specs(s: dict) -> list[dict]:
-    prompts = PROMPT_SETS[s["prompt_set"]]
-    n = s["num_requests"]
-    natural = s["lengths"] == LENGTHS[0]
-    # forced lengths: the sweep's seeded log-normal with an exact mean (spread 1 = sigma 1.5), capped at 4x the mean
-    sigma = 1.5 * s["spread"] if s["lengths"] == LENGTHS[2] else 0.0
-    lens = [s["max_tokens"]] * n if natural else output_lengths(n, s["max_tokens"], sigma, s["seed"], cap_factor=4)
-    specs = []
-    for i in range(n):
-        text = prompts[i % len(prompts)]
-        spec = {
-            "request_id": f"R{i + 1:02d}",
-            "max_tokens": lens[i],
-            "ignore_eos": not natural,
-            "temperature": s["temperature"],
-            "top_p": s["top_p"],
-            "top_k": s["top_k"],
-            "seed": s["seed"] + i,
-            "arrival_time": 0.0,
-        }
-        spec["messages" if s["prompt_set"] == "chat questions" else "prompt"] = (
-            [{"role": "user", "content": text}] if s["prompt_set"] == "chat questions" else text
+def workload_knobs(s: dict, slots: Slots) -> None:
+    st.markdown("**Workload**")
+    s["prompt_set"] = st.selectbox("Prompt set", list(PROMPT_SETS), key="pg:prompts")
+    s["num_requests"] = st.slider("Number of requests", 1, 32, 6, key="pg:n")
+    s["lengths"] = st.selectbox("Output lengths", LENGTHS, index=2, key="pg:lengths")
+    s["max_tokens"] = st.slider(
+        "Max / mean output tokens",
+        1,
+        400,
+        24,
+        key="pg:maxtok",
+        help="natural: the cap (max_tokens); forced: the mean of the forced lengths",
+    )
+    s["spread"] = st.slider(
+        "Length spread (0 = equal, 1 = very uneven)",
+        0.0,
+        1.0,
+        0.7,
+        key="pg:spread",
+        disabled=s["lengths"] != LENGTHS[2],
+        help="forced, variable: lengths drawn (seeded) around the mean, up to 4x it",
+    )
+    slots["max_tokens"] = st.empty()
+    s["arrivals"] = st.selectbox("Arrivals", ARRIVALS, key="pg:arrivals")
+    s["rate"] = st.slider(
+        "Arrival rate (per step or per second)", 0.05, 4.0, 0.5, key="pg:rate", disabled=s["arrivals"] == ARRIVALS[0]
+    )
+
+
+def scheduler_knobs(prefix: str, like: dict | None = None, places: list | None = None) -> tuple[dict, Slots]:
+    """The scheduler and KV-cache knobs of one run (widget keys ``prefix:...``), drawn in ``places`` (columns, in
+    turn; default: here); ``like``: the first values (run B starts as a copy of run A). Returns the knobs and,
+    per field, the place for its messages."""
+    d = like or {}
+    k: dict = {}
+    slots: Slots = {}
+    places = places or [st.container()]
+    with places[0]:
+        k["max_num_seqs"] = st.slider("max_num_seqs (slots)", 1, 16, d.get("max_num_seqs", 4), key=f"{prefix}:seqs")
+        slots["max_num_seqs"] = st.empty()
+    with places[1 % len(places)]:
+        k["max_num_batched_tokens"] = st.number_input(
+            "max_num_batched_tokens (token budget)",
+            1,
+            4096,
+            d.get("max_num_batched_tokens", 64),
+            key=f"{prefix}:budget",
         )
-        specs.append(spec)
-    if s["arrivals"] == ARRIVALS[0]:
-        return specs
-    clock = "steps" if s["arrivals"] == ARRIVALS[1] else "s"
-    return poisson_arrivals(specs, s["rate"], seed=s["seed"] + 1, clock=clock)
+        k["enable_chunked_prefill"] = st.toggle(
+            "Chunked prefill", d.get("enable_chunked_prefill", True), key=f"{prefix}:chunked"
+        )
+        slots["max_num_batched_tokens"] = st.empty()
+    with places[2 % len(places)]:
+        k["num_kv_blocks"] = st.number_input(
+            "num_kv_blocks", 1, 4096, d.get("num_kv_blocks", 64), key=f"{prefix}:blocks"
+        )
+        k["block_size"] = st.select_slider(
+            "block_size (tokens per block)", [1, 2, 4, 8, 16, 32], d.get("block_size", 16), key=f"{prefix}:bs"
+        )
+        slots["num_kv_blocks"] = st.empty()
+    with places[3 % len(places)]:
+        k["enable_prefix_caching"] = st.toggle(
+            "Prefix caching",
+            d.get("enable_prefix_caching", True),
+            key=f"{prefix}:prefix",
+            help="vLLM's automatic prefix caching (default on): full KV blocks of a prompt already in the pool "
+            "are shared, not recomputed (the chat prompts share their system prompt)",
+        )
+        k["reserve_full_prompt"] = st.toggle(
+            "Full-prompt admission",
+            d.get("reserve_full_prompt", True),
+            key=f"{prefix}:fullprompt",
+            help="vLLM 0.33's default: admit a request only if the free blocks hold its whole prompt; off: only "
+            "its first chunk must fit (the older rule, which can thrash)",
+        )
+    return k, slots
 
 
-def knobs() -> tuple[dict, dict]:
-    """Draw the knobs; returns the settings and, per knob, the messages to show next to it."""
-    slots: dict[str, st.delta_generator.DeltaGenerator] = {}
+def knobs() -> tuple[dict, Slots, Slots]:
+    """Draw the knobs; returns the settings and the places for run A's and run B's messages, per field."""
     s: dict = {}
+    slots: Slots = {}
     c = st.columns(3)
     with c[0]:
-        st.markdown("**Workload**")
-        s["prompt_set"] = st.selectbox("Prompt set", list(PROMPT_SETS), key="pg:prompts")
-        s["num_requests"] = st.slider("Number of requests", 1, 32, 6, key="pg:n")
-        s["lengths"] = st.selectbox("Output lengths", LENGTHS, index=2, key="pg:lengths")
-        s["max_tokens"] = st.slider(
-            "Max / mean output tokens",
-            1,
-            400,
-            24,
-            key="pg:maxtok",
-            help="natural: the cap (max_tokens); forced: the mean of the forced lengths",
-        )
-        s["spread"] = st.slider(
-            "Length spread (0 = equal, 1 = very uneven)",
-            0.0,
-            1.0,
-            0.7,
-            key="pg:spread",
-            disabled=s["lengths"] != LENGTHS[2],
-            help="forced, variable: lengths drawn (seeded) around the mean, up to 4x it",
-        )
-        slots["max_tokens"] = st.empty()
-        s["arrivals"] = st.selectbox("Arrivals", ARRIVALS, key="pg:arrivals")
-        s["rate"] = st.slider(
-            "Arrival rate (per step or per second)",
-            0.05,
-            4.0,
-            0.5,
-            key="pg:rate",
-            disabled=s["arrivals"] == ARRIVALS[0],
-        )
+        workload_knobs(s, slots)
     with c[1]:
         st.markdown("**Scheduler and KV cache**")
-        s["policy"] = st.selectbox("Policy", ["both (side by side)", "continuous", "static"], key="pg:policy")
-        s["max_num_seqs"] = st.slider("max_num_seqs (slots)", 1, 16, 4, key="pg:seqs")
-        slots["max_num_seqs"] = st.empty()
-        s["max_num_batched_tokens"] = st.number_input(
-            "max_num_batched_tokens (token budget)", 1, 4096, 64, key="pg:budget"
-        )
-        s["enable_chunked_prefill"] = st.toggle("Chunked prefill", True, key="pg:chunked")
-        slots["max_num_batched_tokens"] = st.empty()
-        s["num_kv_blocks"] = st.number_input("num_kv_blocks", 1, 4096, 64, key="pg:blocks")
-        s["block_size"] = st.select_slider("block_size (tokens per block)", [1, 2, 4, 8, 16, 32], 16, key="pg:bs")
-        slots["num_kv_blocks"] = st.empty()
+        s["runs"] = st.selectbox("Runs", RUN_MODES, key="pg:runs", help="A vs B: run B's settings appear below")
+        ab = s["runs"] == RUN_MODES[3]
+        s["policy"] = st.selectbox("Policy (run A)", POLICY_NAMES, key="pg:policy") if ab else "continuous"
+        knobs_a, slots_a = scheduler_knobs("pg")
+        s.update(knobs_a)
+        slots.update(slots_a)
     with c[2]:
         st.markdown("**Sampling**")
         s["temperature"] = st.slider("temperature (0 = greedy)", 0.0, 2.0, 0.0, key="pg:temp")
         s["top_p"] = st.slider("top_p", 0.0, 1.0, 1.0, key="pg:topp")
         s["top_k"] = st.number_input("top_k (0 = off)", 0, 1000, 0, key="pg:topk")
         s["seed"] = st.number_input("seed", 0, 2**31 - 1, 0, key="pg:seed")
-    return s, slots
+    slots_b: Slots = {}
+    if ab:
+        with st.container(border=True):
+            st.markdown(
+                "**Run B**: the same requests under other settings (it starts as a copy of run A; change what "
+                "you want to compare)."
+            )
+            cb = st.columns(4)
+            with cb[0]:
+                b = {"policy": st.selectbox("Policy (run B)", POLICY_NAMES, key="pg:b:policy")}
+            knobs_b, slots_b = scheduler_knobs("pg:b", like=s, places=list(cb))
+            b.update(knobs_b)
+            s["b"] = b
+            diff = b_differs(s)
+            st.markdown("**B differs from A in:** " + (md("; ".join(diff)) if diff else "nothing yet"))
+    return s, slots, slots_b
 
 
-def engine_config(s: dict, policy: str = "continuous") -> EngineConfig:
-    return EngineConfig(
-        policy=policy,
-        **{
-            k: s[k]
-            for k in ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_kv_blocks", "enable_chunked_prefill")
-        },
-    )
-
-
-def validate(
-    s: dict, tokenizer, max_model_len: int | None, vocab_size: int | None = None
-) -> tuple[dict[str, list[str]], list[dict]]:
-    """Messages per knob (empty if the settings can run) and the request specs."""
-    msgs: dict[str, list[str]] = {}
-    cfg = engine_config(s)
-    for name in LIMITS:
-        try:
-            EngineConfig(**{name: getattr(cfg, name)}).validate()
-        except ConfigError as exc:
-            msgs.setdefault(exc.field, []).append(str(exc))
-    specs = build_specs(s)
-    bad: dict[str, list[RequestError]] = {}
-    for req in to_requests(specs, tokenizer):
-        try:
-            validate_request(req, cfg, max_model_len, vocab_size)
-        except RequestError as exc:
-            bad.setdefault(exc.field or "max_tokens", []).append(exc)
-    for field, errors in bad.items():  # one message per knob: the worst request, and how many are affected
-        worst = max(errors, key=lambda e: e.minimum or 0)
-        more = f" ({len(errors)} of {len(specs)} requests are affected.)" if len(errors) > 1 else ""
-        msgs.setdefault(field, []).append(str(worst) + more)
-    return msgs, specs
-
-
-def policies(s: dict) -> list[str]:
-    return ["static", "continuous"] if s["policy"].startswith("both") else [s["policy"]]
+def show_messages(msgs: dict[str, list[str]], slots: Slots, run: str = "") -> list[str]:
+    """Each message next to its knob; returns those with no knob (shown together by the caller)."""
+    for field, box in slots.items():
+        if msgs.get(field):
+            box.error("\n\n".join(run + m for m in msgs[field]), icon=":material/error:")
+    return [run + m for f, ms in msgs.items() if f not in slots for m in ms]
 
 
 def page() -> None:
@@ -182,52 +155,62 @@ def page() -> None:
     loaded, _ = model_and_lock()
     st.markdown(
         f"Pick a workload and the scheduler's limits, then run it live on **{loaded.name}** on this "
-        "machine. Knobs keep their values; a setting that cannot run is explained next to its knob before "
-        "anything runs. Runs are cached by their settings."
+        "machine: static vs continuous, one policy, or **A vs B** (the same requests under two settings). Knobs "
+        "keep their values; a setting that cannot run is explained next to its knob before anything runs. Runs "
+        "are cached by their settings."
     )
-    s, slots = knobs()
+    s, slots, slots_b = knobs()
     from engine.llm import model_limits
 
-    msgs, specs = validate(s, loaded.tokenizer, *model_limits(loaded))
-    for field, box in slots.items():
-        if msgs.get(field):
-            box.error("\n\n".join(msgs[field]), icon=":material/error:")
-    leftovers = [m for f, ms in msgs.items() if f not in slots for m in ms]
+    msgs, msgs_b, specs = validate_settings(s, loaded.tokenizer, *model_limits(loaded))
+    leftovers = show_messages(msgs, slots) + show_messages(msgs_b, slots_b, "Run B: ")
+    same = s["runs"] == RUN_MODES[3] and not b_differs(s)
     if leftovers:
         st.error("\n\n".join(leftovers))
     settings_key = json.dumps(s, sort_keys=True)
     job = playground_run.collect()
     busy = job is not None and not job.finished
-    if st.button("Run live", type="primary", disabled=bool(msgs) or busy, key="pg:run"):
-        playground_run.start(settings_key, specs, {p: engine_config(s, p) for p in policies(s)})
+    if st.button("Run live", type="primary", disabled=bool(msgs or msgs_b) or busy or same, key="pg:run"):
+        playground_run.start(settings_key, specs, run_configs(s))
         job = state.live_job()
+    if same:
+        st.info("Run B has the same settings as run A: change at least one of B's knobs.", icon=":material/info:")
     if job is not None and job.status == "error":
         st.error(f"The live run failed: {md(job.error)}", icon=":material/error:")
     elif job is not None:
         playground_run.watch()
         return
+    show_result(s, settings_key)
+
+
+def show_result(s: dict, settings_key: str) -> None:
+    """The last live run of these settings, or a note that the knobs changed since."""
     result = live_runs()
     if not result:
         return
     if live_settings() != settings_key:
         st.info(
             "The knobs changed since the last run: press **Run live** to see these settings. (The last run "
-            "stays available on the Trace and Metrics pages.)",
+            "stays available on the Compare runs, Trace and Metrics pages.)",
             icon=":material/info:",
         )
         return
-    views = {}
-    for policy, records in result.items():
-        views[policy] = TraceView(records)
-        views[policy].source = "live"
+    views = {label: TraceView(records, source="live") for label, records in result.items()}
     if any(v.partial for v in views.values()):
         st.warning(
             "Cancelled: the partial trace is kept (unfinished requests have no finish) and is on the Trace and "
-            "Metrics pages too." + (" The second policy never ran." if len(views) < len(policies(s)) else ""),
+            "Metrics pages too." + (" The second run never ran." if len(views) < len(run_configs(s)) else ""),
             icon=":material/cancel:",
         )
-    if len(views) == 2:
+    if set(views) == {RUN_A, RUN_B}:
+        page_link(
+            "compare",
+            "Open this pair on the Compare runs page",
+            {"a": f"playground live run / {RUN_A}", "b": f"playground live run / {RUN_B}"},
+        )
+        compare_pair(views[RUN_A], views[RUN_B], key="pg-ab")
+    elif set(views) == {"static", "continuous"}:
         compare(views, key="pg:compare")
     else:
-        (view,) = views.values()
+        view = next(iter(views.values()))
         web_player([view], f"playground ({view.policy})", key="pg-single", window=20)

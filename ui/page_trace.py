@@ -78,7 +78,8 @@ def choose_trace(prefix: str = "trace", follow_url: bool = True) -> tuple[list[d
     if choice.startswith("live"):
         if follow_url:
             st.query_params["live"] = choice.split(": ", 1)[1]
-        return live[choice.split(": ", 1)[1]], "live", ""
+        label = choice.split(": ", 1)[1]
+        return live[label], "live", label
     up = st.file_uploader(
         f"Batchscope or vLLM-tracer trace (.jsonl or .jsonl.gz, at most {trace.MAX_TRACE_BYTES // 2**20} MB of "
         "uncompressed text)",
@@ -125,7 +126,9 @@ def page() -> None:
     st.download_button(
         "Export this trace (.jsonl)",
         lambda: trace.dumps(records),  # built only when clicked: a server's trace is tens of MB
-        file_name=(name or "trace.jsonl").removesuffix(".gz"),
+        file_name=f"playground-{name.replace(' ', '-')}.jsonl"
+        if source == "live"
+        else (name or "trace.jsonl").removesuffix(".gz"),
         mime="application/jsonl",
         key="trace:export",
     )
@@ -134,7 +137,7 @@ def page() -> None:
     st.dataframe(steps_table(records, view), hide_index=True, width="stretch", height=260)
     st.caption("scheduled: request:kind and tokens (p = prefill chunk or recompute, d = decode), in batch order.")
 
-    title = f"{view.header.get('scenario') or name or 'trace'} ({view.policy})"
+    title = f"{view.header.get('scenario') or name or 'trace'} ({name if source == 'live' else view.policy})"
     web_player([view], title, key=f"trace-{source}", window=20)
     with st.expander("Raw record of a step"):
         k = st.number_input("step", 0, view.num_steps - 1, query_int("step", 0, 0, view.num_steps - 1), key="trace:raw")

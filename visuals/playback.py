@@ -171,20 +171,25 @@ def step_columns(view: TraceView, intern: Interner) -> dict[str, list[int]]:
     return cols
 
 
-def view_payload(view: TraceView, num_steps: int, intern: Interner, window: int = 12, columns: int = 16) -> dict:
+def view_payload(
+    view: TraceView, num_steps: int, intern: Interner, window: int = 12, columns: int = 16, label: str = ""
+) -> dict:
     """One trace's part of the payload; ``num_steps`` is the shared clock's length (lockstep pages), ``window``
-    the slot grid's (``slots.grid_range``), ``columns`` the block map's."""
+    the slot grid's (``slots.grid_range``), ``columns`` the block map's; ``label`` heads its side (default: the
+    policy)."""
     c = view.header["config"]
     last = view.num_steps - 1
+    label = label or view.policy
     return {
         "policy": view.policy,
+        "label": label,
         "num_steps": view.num_steps,
         "request_ids": view.request_ids,
         "colors": [view.colors[r] for r in view.request_ids],
         "chip_text": [text_color(view.colors[r]) for r in view.request_ids],
         "caption": f"{view.policy} · {view.provenance()} · {c['max_num_seqs']} slots, token budget "
         f"{c['max_num_batched_tokens']}, KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens",
-        "finished_note": f"{view.policy} finished at step {last}; holding its final state.",
+        "finished_note": f"{label} finished at step {last}; holding its final state.",
         "events": event_steps(view),
         "slots": slot_section(view, intern, window),
         "budget": budget_section(view, intern),
@@ -203,16 +208,23 @@ def player_payload(
     present: bool = False,
     window: int = 12,
     counters: list[dict] | None = None,
+    labels: list[str] | None = None,
 ) -> dict:
     """The whole payload for one or two traces on one step clock (see the module docstring).
 
     ``counters``: optional cards above the views, ``{"label", "values": [one string per step], "help"}``.
+    ``labels``: the heading of each side; default the policies, or "A · policy" / "B · policy" when two runs
+    share a policy (so the sides can be told apart).
     """
     if not 1 <= len(views) <= 2 or any(v.num_steps == 0 for v in views):
         raise ValueError("the player shows one or two traces, each with at least one step")
     intern = Interner()
     num_steps = max(v.num_steps for v in views)
-    packed = [view_payload(v, num_steps, intern, window) for v in views]
+    if labels is None:
+        policies = [v.policy for v in views]
+        same = len(set(policies)) < len(policies)
+        labels = [f"{ab} · {p}" if same else p for ab, p in zip("AB", policies)]
+    packed = [view_payload(v, num_steps, intern, window, label=lab) for v, lab in zip(views, labels)]
     cards = [
         {"label": c["label"], "help": c.get("help", ""), "values": [intern(x) for x in c["values"]]}
         for c in counters or []

@@ -116,7 +116,8 @@ def int_choices(right: int, wrong: list[int], rng: random.Random, unit: str = ""
 
 def show_me(view: TraceView, step: int) -> Target:
     """The page that shows this trace at ``step``: the Walkthrough for the recorded seed-abcd story, the Trace page
-    for other recorded scenarios and for the Playground's live run, nothing for an imported file."""
+    for other recorded scenarios and for the Playground's live runs (named by their label, the view's
+    ``filename``: a policy or "run A"), nothing for an imported file."""
     source = getattr(view, "source", "recorded")
     scenario = view.header.get("scenario")
     if source == "recorded" and scenario == "seed-abcd":
@@ -124,7 +125,7 @@ def show_me(view: TraceView, step: int) -> Target:
     if source == "recorded" and scenario:
         return Target("trace", {"scenario": scenario, "policy": view.policy, "step": str(step)})
     if source == "live":
-        return Target("trace", {"live": view.policy, "step": str(step)})
+        return Target("trace", {"live": getattr(view, "filename", "") or view.policy, "step": str(step)})
     return Target("")
 
 

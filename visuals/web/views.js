@@ -108,7 +108,7 @@ BS.Side = class {
 
   textPhase(k) {
     const v = this.v, s = this.P.shown(v, k);
-    this.dom.head.textContent = `${v.policy[0].toUpperCase()}${v.policy.slice(1)} · step ${s}`;
+    this.dom.head.textContent = `${v.label[0].toUpperCase()}${v.label.slice(1)} · step ${s}`;
     this.dom.note.hidden = k <= s;
     if (s === this.drawn) return;
     this.drawText(s);
