@@ -256,3 +256,35 @@ def test_presenter_mode_fits_a_1280x720_projector(browser, files, scenario):
     assert page.is_visible("#bs-play") and page.is_visible("#bs-next-event")
     assert not page.is_visible("#bs-scrub") and not page.is_visible("#bs-speed")
     page.close()
+
+
+WHITESPACE_CASES = {  # hand-written: what a reader must see
+    " ": "␣",
+    " Paris": "␣Paris",
+    "Paris is ": "Paris is␣",
+    "a  b": "a␣␣b",
+    "a b": "a b",
+    "one\ntwo": "one⏎two",
+    "x\r\ny\rz": "x⏎y⏎z",
+    "\tcode": "⇥code",
+    "\n\n": "⏎⏎",
+    "": "",
+}
+
+
+def test_whitespace_tokens_are_visible_in_the_text_so_far(browser, files):
+    """A sampled space or newline never looks like nothing: the player and the Python text table mark it the same
+    way (visuals.stepinfo.visible_whitespace), and seed-abcd's C, whose first token is a space, shows ␣ at step 0."""
+    from visuals.stepinfo import text_so_far, visible_whitespace
+
+    assert {s: visible_whitespace(s) for s in WHITESPACE_CASES} == WHITESPACE_CASES
+    page = open_file(browser, files["seed-abcd"], "?step=0")
+    got = page.evaluate("(cases) => cases.map((s) => BS.visibleWhitespace(s))", list(WHITESPACE_CASES))
+    assert got == list(WHITESPACE_CASES.values())
+    view = pair("seed-abcd")[1]
+    assert text_so_far(view, 0)["C"] == " "  # the fact the check below relies on, from the trace
+    side = 1  # continuous
+    page.evaluate("(i) => { const d = bsPlayer.sides[i].dom.details; d.open = true; }", side)
+    row = view.request_ids.index("C")
+    page.wait_for_function("([i, r]) => bsPlayer.sides[i].dom.rows[r].text.textContent === '␣'", arg=[side, row])
+    page.close()

@@ -79,7 +79,9 @@ def test_playground_a_vs_b_runs_both_settings_and_opens_on_the_compare_page():
     assert (conf[RUN_A]["max_num_seqs"], conf[RUN_B]["max_num_seqs"]) == (4, 2)
     assert (conf[RUN_A]["enable_chunked_prefill"], conf[RUN_B]["enable_chunked_prefill"]) == (True, False)
     # greedy text does not depend on scheduling: the same tokens per request under both settings
-    tokens = {label: {r["request_id"]: r["output_token_ids"] for r in rec[-1]["requests"]} for label, rec in runs.items()}
+    tokens = {
+        label: {r["request_id"]: r["output_token_ids"] for r in rec[-1]["requests"]} for label, rec in runs.items()
+    }
     assert tokens[RUN_A] == tokens[RUN_B] and all(len(t) == 6 for t in tokens[RUN_A].values())
     # with 2 slots, at most 2 requests run in any step of B; A runs all 4 at once
     width = {label: max(len(s["scheduled"]) for s in rec[1:-1]) for label, rec in runs.items()}

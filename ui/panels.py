@@ -11,7 +11,7 @@ from visuals.budget import budget_bar
 from visuals.kv import block_map
 from visuals.narration import BEAT_TEXT, narrate, story_beats
 from visuals.slots import slot_grid
-from visuals.stepinfo import queues, request_status, text_so_far
+from visuals.stepinfo import queues, request_status, text_so_far, visible_whitespace
 
 
 def narration(view: TraceView, step: int, beats: bool = True) -> None:
@@ -61,7 +61,7 @@ def text_panel(view: TraceView, step: int) -> None:
         {
             "request": [view.label(r) for r in texts],
             "status": [status.get(r, "") for r in texts],
-            "generated so far": list(texts.values()),
+            "generated so far": [visible_whitespace(x) for x in texts.values()],
         }
     )
     st.dataframe(df, hide_index=True, width="stretch", height=min(38 + 35 * len(df), 400))

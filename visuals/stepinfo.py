@@ -5,6 +5,8 @@ Everything here is a pure function of (trace, step); narration and the app panel
 
 from __future__ import annotations
 
+import re
+
 from steplog.view import TraceView
 
 EVENT_KINDS = ("admitted", "finished", "preempted")
@@ -51,6 +53,25 @@ def text_so_far(view: TraceView, step: int) -> dict[str, str]:
         for s in st["sampled"]:
             out[s["request_id"]] += s.get("text_delta", s.get("text", ""))
     return out
+
+
+_SPACES = re.compile(" +")
+
+
+def visible_whitespace(text: str) -> str:
+    """``text`` with the whitespace a reader would miss made visible, so a sampled space or newline token never
+    looks like nothing: newline (``\\n``, ``\\r\\n``, ``\\r``) → ⏎, tab → ⇥, and spaces that are invisible
+    in running text (at the start, at the end, or two and more in a row) → ␣ each. A single space between words
+    stays a space, so the text still reads as text. (The browser player's ``BS.visibleWhitespace`` is the same
+    rule, checked on the same cases in tests/test_browser_player.py.)"""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "⏎").replace("\t", "⇥")
+
+    def mark(m: re.Match[str]) -> str:
+        run = m.group(0)
+        hidden = len(run) > 1 or m.start() == 0 or m.end() == len(text)
+        return "␣" * len(run) if hidden else run
+
+    return _SPACES.sub(mark, text)
 
 
 def freed_blocks(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:

@@ -69,6 +69,14 @@ BS.Payload = class {
   list(i) { return this.T[i]; }
 };
 
+/* Whitespace a reader would miss, made visible (the rule of visuals/stepinfo.py visible_whitespace): newline ->
+ * ⏎, tab -> ⇥, spaces at the start, at the end or two and more in a row -> ␣ each; one space between words stays. */
+BS.visibleWhitespace = function (text) {
+  const t = text.replace(/\r\n/g, "\n").replace(/[\r\n]/g, "⏎").replace(/\t/g, "⇥");
+  return t.replace(/ +/g, (run, at) =>
+    run.length > 1 || at === 0 || at + run.length === t.length ? "␣".repeat(run.length) : run);
+};
+
 /* First index in a sorted numeric array whose value is >= x. */
 BS.lowerBound = function (arr, x) {
   let lo = 0, hi = arr.length;

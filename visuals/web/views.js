@@ -42,7 +42,7 @@ BS.Side = class {
     s.checklist = el("div", "bs-checklist", s.grid);
     s.details = el("details", "bs-texts", s.root);
     s.details.open = !opts.compact;
-    el("summary", "", s.details, "Generated so far (each request's text, token by token)");
+    el("summary", "", s.details, "Generated so far (each request's text, token by token; ␣ = space, ⏎ = newline, ⇥ = tab)");
     s.table = el("table", "", s.details);
     s.rows = v.request_ids.map((rid, i) => {
       const tr = el("tr", "", s.table);
@@ -213,7 +213,7 @@ BS.Side = class {
     this.dom.rows.forEach((row, i) => {
       if (row.status.textContent !== status[i]) row.status.textContent = status[i];
       const text = this.P.textAt(this.v, i, s);
-      if (text.length !== row.len) { row.text.textContent = text; row.len = text.length; }
+      if (text.length !== row.len) { row.text.textContent = BS.visibleWhitespace(text); row.len = text.length; }
     });
   }
 };
