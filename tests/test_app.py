@@ -188,3 +188,25 @@ def test_compare_page_takes_any_two_runs_of_one_workload_and_refuses_two_workloa
     at = page("page_lockstep", a="seed-abcd / static", b="sixteen / continuous")
     assert at.error and "not of one workload" in at.error[0].value
     assert not at.get("iframe")  # nothing is drawn for two workloads
+
+
+def test_one_pool_has_the_same_block_grid_on_every_page():
+    """seed-abcd's continuous pool on the Walkthrough, the Compare runs page and the Trace page: the player places
+    every block at the same grid cell (16 to a row, block b at column b % 16, row b // 16), as the Python map does."""
+    from steplog.view import TraceView
+    from visuals.kv import block_map
+
+    view = TraceView(trace.read(TRACE_DIR / "seed-abcd-continuous.jsonl"))
+    n = view.steps[0]["kv"]["num_blocks"]
+    want = ([b % 16 for b in range(n)], [b // 16 for b in range(n)])
+    fig = block_map(view, 0)
+    assert (list(fig.data[0].x), list(fig.data[0].y)) == want
+    pages = {
+        "walkthrough": page("page_walkthrough"),
+        "compare": page("page_lockstep", a="seed-abcd / static", b="seed-abcd / continuous"),
+        "trace": page("page_trace", scenario="seed-abcd", policy="continuous"),
+    }
+    for name, at in pages.items():
+        (side,) = [v for v in player_payload(at)["views"] if v["policy"] == "continuous"]
+        assert (side["blocks"]["x"], side["blocks"]["y"]) == want, name
+        assert side["blocks"]["layout"]["xaxis"]["range"] == [-0.6, 15.6], name  # 16 columns

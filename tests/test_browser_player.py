@@ -8,6 +8,7 @@ condition polled by the browser.
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import shutil
@@ -124,12 +125,13 @@ def test_step_param_lands_there_and_both_sides_draw_the_python_figures(browser, 
     views = pair("sixteen")
     for i, view in enumerate(views):
         got = page.evaluate(
-            """(i) => { const s = bsPlayer.sides[i].dom, pick = (gd) => ({
+            """(i) => { const s = bsPlayer.sides[i].dom, pick = (gd, kind) => ({
             data: gd.data.map((t) => ({name: t.name, x: t.x, base: t.base, y: t.y, text: t.text, hovertext: t.hovertext,
                                        customdata: t.customdata, color: t.marker.color})),
-            title: gd.layout.title.text, range: gd.layout.xaxis.range});
+            title: s.titles[kind].textContent, range: gd.layout.xaxis.range});
           return {head: s.head.textContent, narration: s.narration.textContent,
-                  slots: pick(s.slots), budget: pick(s.budget), blocks: pick(s.blocks)}; }""",
+                  slots: pick(s.slots, "slots"), budget: pick(s.budget, "budget"),
+                  blocks: pick(s.blocks, "blocks")}; }""",
             i,
         )
         assert got["head"] == f"{view.policy.capitalize()} · step 37"
@@ -140,7 +142,7 @@ def test_step_param_lands_there_and_both_sides_draw_the_python_figures(browser, 
             ("blocks", block_map(view, 37)),
         ):
             want = json.loads(fig.to_json())
-            assert got[name]["title"] == want["layout"]["title"]["text"]
+            assert got[name]["title"] == html.unescape(want["layout"]["title"]["text"])  # as HTML text above
             assert [{k: v for k, v in t.items() if v is not None} for t in got[name]["data"]] == [
                 {
                     k: v
@@ -287,4 +289,24 @@ def test_whitespace_tokens_are_visible_in_the_text_so_far(browser, files):
     page.evaluate("(i) => { const d = bsPlayer.sides[i].dom.details; d.open = true; }", side)
     row = view.request_ids.index("C")
     page.wait_for_function("([i, r]) => bsPlayer.sides[i].dom.rows[r].text.textContent === '␣'", arg=[side, row])
+    page.close()
+
+
+def test_block_ids_are_in_the_cells_when_there_is_room_and_always_on_hover(browser, files):
+    """Wide: every cell carries its block id (the Python figure's text, compared above). Narrow (two sides in 900
+    px): cells shrink to their grid cell in the same 16 columns, a cell with an owner drops its id line, an empty
+    cell keeps it, and every hover still names the block."""
+    page = open_file(browser, files["seed-abcd"], "?step=5", width=900)
+    got = page.evaluate(
+        """() => { const gd = bsPlayer.sides[1].dom.blocks, t = gd.data[0];
+          return {x: t.x, text: t.text, hover: t.hovertext, size: t.marker.size}; }"""
+    )
+    assert got["size"] < 30 and max(got["x"]) == 15
+    for b, (text, hover) in enumerate(zip(got["text"], got["hover"])):
+        assert hover.startswith(f"block {b}:")
+        if "<br>" in text or not text.startswith("<span"):
+            assert not text.startswith("<span"), text  # an owner's label: no room for the id
+        else:
+            assert text == f"<span style='font-size:7px;color:#444'>{b}</span>"
+    assert any("<br>" in t for t in got["text"]) and any(t.startswith("<span") for t in got["text"])
     page.close()

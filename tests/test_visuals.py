@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,12 @@ def test_block_map_shows_owner_and_fill(seed):
         assert cells[last]["fill"] == n - (len(st["kv"]["block_tables"][rid]) - 1) * bs
     fig = block_map(seed, step)
     assert len(fig.data[0].x) == st["kv"]["num_blocks"]
+    # every cell names its block: the id on the cell's first line (there is room at the pages' size) and on hover;
+    # an owned cell then names its owner from the log's block tables
+    for b, (text, hover) in enumerate(zip(fig.data[0].text, fig.data[0].hovertext)):
+        assert re.match(rf"<span[^>]*>{b}</span>(<br>|$)", text) and hover.startswith(f"block {b}:")
+        if b in owned:
+            assert text.split("<br>")[1].startswith(seed.label(owned[b]))
 
 
 def test_timeline_phases_follow_the_log(seed):
@@ -116,7 +123,7 @@ def test_prefix_cache_hits_shared_and_cached_blocks_are_drawn_from_the_log():
     """sixteen and shared-prefix record prefix-cache hits: the narration names each hit (the step's
     num_prefix_hit_tokens), the block map marks every block whose reference count is N > 1 with ×N, and every
     cached free block (kv.cached_free_blocks) as cached."""
-    from visuals.kv import block_marks
+    from visuals.kv import block_marks, cell_body
     from visuals.narration import narrate
 
     for name in ("sixteen-continuous", "shared-prefix-continuous"):
@@ -134,7 +141,7 @@ def test_prefix_cache_hits_shared_and_cached_blocks_are_drawn_from_the_log():
                 assert f"×{n}" in m["text"][int(b)]
             for b in st["kv"].get("cached_free_blocks", []):
                 seen_cached = True
-                assert m["text"][b] == "cached"
+                assert cell_body(m["text"][b]) == "cached"
         assert seen_hit and seen_shared, name
     assert seen_cached  # shared-prefix evicts under a small pool
 
@@ -143,7 +150,7 @@ def test_static_padding_rows_show_at_the_budget_and_reserved_blocks_differ_from_
     """From the log: a step with padding rows names them in the budget bar's title; the block map draws exactly
     num_reserved_blocks - num_used_blocks free blocks as reserved ("res"), the rest of the free ones as free."""
     from visuals.budget import budget_title
-    from visuals.kv import block_marks
+    from visuals.kv import block_marks, cell_body
 
     view = TraceView(trace.read(TRACES / "seed-abcd-static.jsonl"))
     seen_pad = seen_res = False
@@ -154,6 +161,6 @@ def test_static_padding_rows_show_at_the_budget_and_reserved_blocks_differ_from_
         seen_pad |= pads > 0
         kv = st["kv"]
         spare = max(0, kv.get("num_reserved_blocks", 0) - kv["num_used_blocks"])
-        assert block_marks(view, k)["text"].count("res") == spare
+        assert [cell_body(x) for x in block_marks(view, k)["text"]].count("res") == spare
         seen_res |= spare > 0
     assert seen_pad and seen_res

@@ -10,6 +10,18 @@ from visuals.stepinfo import freed_blocks
 
 CACHED_COLOR = "#CDE7F5"  # a free block that still holds a cached prefix (light blue, distinct from plain free)
 RESERVED_COLOR = "#F6E3B8"  # free, but within a static batch's worst-case reservation (light sand)
+ID_STYLE = "font-size:7px;color:#444"  # the block id, small, on the first line of its cell
+
+
+def cell_text(block: int, body: str) -> str:
+    """A block map cell's text: its block id on a small first line, then ``body`` (owner and fill, or a mark)."""
+    head = f"<span style='{ID_STYLE}'>{block}</span>"
+    return f"{head}<br>{body}" if body else head
+
+
+def cell_body(text: str) -> str:
+    """``text`` of ``cell_text`` without the block id line."""
+    return text.split("<br>", 1)[1] if "<br>" in text else ""
 
 
 def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
@@ -97,8 +109,9 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
 
 def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list]:
     """What ``block_map`` draws for each block at ``step``, as parallel lists: grid position (``x``, ``y``),
-    ``color`` (owner or free), ``text`` (owner, release mark and fill), ``hover``, outline ``width`` and ``line``
-    colour (thick vermillion = allocated this step). The browser player draws the same lists."""
+    ``color`` (owner or free), ``text`` (``cell_text``: the block id, then owner, release mark and fill), ``hover``,
+    outline ``width`` and ``line`` colour (thick vermillion = allocated this step). The browser player draws the
+    same lists (in presenter mode, where cells are small, without the id line: it stays on hover)."""
     cells = block_map_cells(view, step)
     bs = view.steps[step]["kv"].get("block_size") or view.header["config"]["block_size"]
     out: dict[str, list] = {k: [] for k in ("x", "y", "color", "text", "hover", "width", "line")}
@@ -110,31 +123,31 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
         mark = " ✕" if c["releasing"] else ""
         shared = f"×{c['refs']}" if owner and c["refs"] > 1 else ""  # in N block tables (prefix cache)
         if owner:
-            out["text"].append(f"{esc(view.label(owner))}{shared}{mark}<br>{c['fill']}/{bs}")
+            out["text"].append(cell_text(c["block"], f"{esc(view.label(owner))}{shared}{mark}<br>{c['fill']}/{bs}"))
             out["hover"].append(
                 f"block {c['block']}: {esc(owner)}, {c['fill']}/{bs} slots"
                 + (f", shared by {c['refs']} requests (reference count {c['refs']})" if shared else "")
                 + (" (released at the end of this step)" if mark else "")
             )
         elif c["preempted_from"]:
-            out["text"].append(f"⟲{esc(view.label(c['preempted_from']))}")
+            out["text"].append(cell_text(c["block"], f"⟲{esc(view.label(c['preempted_from']))}"))
             out["hover"].append(f"block {c['block']}: free (taken from {esc(c['preempted_from'])} by preemption)")
         elif c["reserved"]:
             out["color"][-1] = RESERVED_COLOR
-            out["text"].append("res")
+            out["text"].append(cell_text(c["block"], "res"))
             out["hover"].append(
                 f"block {c['block']}: free, but counted in the static batch's worst-case reservation (it reserves a "
                 "number of blocks, not these ones: a new batch is admitted only within the pool)"
             )
         elif c["cached"]:
             out["color"][-1] = CACHED_COLOR
-            out["text"].append("cached")
+            out["text"].append(cell_text(c["block"], "cached"))
             out["hover"].append(
                 f"block {c['block']}: free, but keeps a cached prefix (a request with the same prefix "
                 "can still hit it until it is reused: evictable)"
             )
         else:
-            out["text"].append("")
+            out["text"].append(cell_text(c["block"], ""))
             out["hover"].append(f"block {c['block']}: free")
         out["width"].append(3 if c["new"] else 0.5)
         out["line"].append("#D55E00" if c["new"] else "#888")
@@ -152,7 +165,7 @@ def block_map_title(view: TraceView, step: int) -> str:
 
 
 def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
-    """The pool as a grid of blocks at ``step``: colour = owner, text = owner and fill (e.g. ``A 7/16``).
+    """The pool as a grid of blocks at ``step``: colour = owner, text = block id, owner and fill (``5 / A / 7/16``).
 
     Blocks allocated in this step have a thick vermillion outline; blocks released at the end of this step (their owner
     finished) are marked ``✕``; blocks a preemption freed in this step show ``⟲`` and the old owner; free blocks

@@ -5,6 +5,18 @@
 
 const PLOT_CONFIG = { displayModeBar: false, responsive: true, logging: 0 };
 const PRESENT_HEIGHTS = { slots: 150, budget: 84, blocks: 224 };
+const TOP_MARGIN = 6; // a figure's title is an HTML line above its plot: it wraps, and a new title costs no redraw
+const ID_LINE = /^<span[^>]*>\d+<\/span>(<br>)?/; // a block cell's id line (visuals/kv.py cell_text)
+const MIN_ID_CELL = 30; // px: smaller cells with an owner drop the id line (it stays on hover)
+const MIN_ID_ALONE = 16; // px: an empty cell shows its id down to this size
+
+/* Plotly label text (HTML entities, as visuals/safe.py esc writes it) as plain characters. A textarea parses its
+ * content as text, so nothing in it can become markup or run. */
+function plain(label) {
+  const t = document.createElement("textarea");
+  t.innerHTML = label;
+  return t.value;
+}
 
 function el(tag, cls, parent, text) {
   const e = document.createElement(tag);
@@ -19,7 +31,8 @@ BS.Side = class {
   constructor(P, v, root, opts) {
     this.P = P; this.v = v; this.opts = opts; this.drawn = -1; this.plotted = -1; this.last = {};
     this.template = { layout: P.p.template };
-    const s = this.dom = {};
+    const s = this.dom = { titles: {} };
+    this.titles = {};
     s.root = el("section", "bs-side", root);
     s.root.dataset.policy = v.policy;
     s.head = el("h2", "bs-side-head", s.root);
@@ -29,12 +42,12 @@ BS.Side = class {
     s.narration = el("p", "bs-narration", s.root);
     s.beats = el("div", "bs-beats", s.root);
     s.grid = el("div", "bs-grid", s.root);
-    s.slots = el("div", "bs-plot bs-slots", s.grid);
+    s.slots = this.figure("slots", s.grid);
     const hl = v.slots.highlight;
     s.highlight = el("div", "bs-highlight", s.slots);
     Object.assign(s.highlight.style, { background: hl.fillcolor, border: `${hl.line.width}px solid ${hl.line.color}` });
-    s.budget = el("div", "bs-plot bs-budget", s.grid);
-    s.blocks = el("div", "bs-plot bs-blocks", s.grid);
+    s.budget = this.figure("budget", s.grid);
+    s.blocks = this.figure("blocks", s.grid);
     s.legend = el("div", "bs-legend", s.grid, "KV blocks: outlined = allocated this step; ✕ = released at the end " +
       "of this step (owner finished); ⟲ = freed by a preemption in this step; ×N = shared by N requests (prefix " +
       "cache); light blue = free but cached (evictable); sand \"res\" = reserved by a static batch; grey = free.");
@@ -88,12 +101,25 @@ BS.Side = class {
     return f;
   }
 
-  layout(base, title, kind) {
-    const L = Object.assign({}, base, { template: this.template });
-    L.title = Object.assign({}, base.title, { text: title });
-    if (this.opts.present) L.height = PRESENT_HEIGHTS[kind];
-    return L;
+  /* A per-step figure: its title (an HTML line that wraps) over its plot. */
+  figure(kind, parent) {
+    const box = el("div", `bs-fig bs-fig-${kind}`, parent);
+    this.dom.titles[kind] = el("div", "bs-fig-title", box);
+    return el("div", `bs-plot bs-${kind}`, box);
   }
+
+  /* The Python figure's layout with its title moved out of the plot (same text, above it) and the plot area kept. */
+  layout(base, kind) {
+    const top = base.margin.t - TOP_MARGIN;
+    return Object.assign({}, base, {
+      template: this.template, title: { text: "" },
+      height: (this.opts.present ? PRESENT_HEIGHTS[kind] : base.height) - top,
+      margin: Object.assign({}, base.margin, { t: TOP_MARGIN }),
+    });
+  }
+
+  /* A figure's title at this step: kept here, written in the text phase (after every plot is drawn). */
+  title(kind, label) { this.titles[kind] = label; }
 
   /* Draw at global step k (the trace's last step once it has finished) in two phases, so that the browser lays
    * the page out once: first every figure of every side (plotPhase), then the text and the overlays (textPhase). */
@@ -111,6 +137,10 @@ BS.Side = class {
     this.dom.head.textContent = `${v.label[0].toUpperCase()}${v.label.slice(1)} · step ${s}`;
     this.dom.note.hidden = k <= s;
     if (s === this.drawn) return;
+    for (const [kind, label] of Object.entries(this.titles)) {
+      const box = this.dom.titles[kind];
+      if (box.dataset.label !== label) { box.dataset.label = label; box.textContent = plain(label); }
+    }
     this.drawText(s);
     this.drawn = s;
     this.moveHighlight(s);
@@ -120,10 +150,11 @@ BS.Side = class {
   /* The slot grid: its cells are redrawn only when the window turns a page (slots.grid_range); within a page
    * only the title changes and the highlighted column (an HTML box over the plot) moves. */
   drawSlots(s) {
-    const v = this.v, L = v.slots.layout, win = this.P.t(v.slots.windows[s]), title = this.P.t(v.slots.titles[s]);
-    if (this.slotWindow === v.slots.windows[s]) return this.retitle(this.dom.slots, title);
+    const v = this.v, L = v.slots.layout, win = this.P.t(v.slots.windows[s]);
+    this.title("slots", this.P.t(v.slots.titles[s]));
+    if (this.slotWindow === v.slots.windows[s]) return;
     const data = v.slots.data.map((tr) => BS.sliceTrace(tr, win.lo, win.hi)).filter((tr) => tr);
-    const layout = this.layout(L, title, "slots");
+    const layout = this.layout(L, "slots");
     layout.xaxis = Object.assign({}, L.xaxis, win.xaxis, { title: Object.assign({}, L.xaxis.title) });
     Plotly.react(this.dom.slots, data, layout, PLOT_CONFIG);
     if (this.slotWindow === undefined) this.dom.slots.on("plotly_afterplot", () => this.moveHighlight(this.drawn));
@@ -138,41 +169,48 @@ BS.Side = class {
     Object.assign(box.style, { left: `${a}px`, width: `${b - a}px`, top: `${size.t}px`, height: `${size.h}px` });
   }
 
-  /* Only the title changed (same bars or same blocks as the step drawn last): relayout it, do not redraw. */
-  retitle(div, title) {
-    Plotly.relayout(div, { "title.text": title });
-  }
-
+  /* The token budget bar: redrawn only when its segments differ from the step drawn last. */
   drawBudget(s) {
-    const b = this.v.budget, title = this.P.t(b.titles[s]);
-    if (this.plotted >= 0 && b.bars[s] === b.bars[this.plotted]) return this.retitle(this.dom.budget, title);
-    Plotly.react(this.dom.budget, this.P.budgetTraces(this.v, s), this.layout(b.layout, title, "budget"), PLOT_CONFIG);
+    const b = this.v.budget;
+    this.title("budget", this.P.t(b.titles[s]));
+    if (this.plotted >= 0 && b.bars[s] === b.bars[this.plotted]) return;
+    Plotly.react(this.dom.budget, this.P.budgetTraces(this.v, s), this.layout(b.layout, "budget"), PLOT_CONFIG);
   }
 
   drawBlocks(s) {
     const b = this.v.blocks;
-    if (this.plotted >= 0 && this.P.sameLooks(this.v, s, this.plotted)) {
-      return this.retitle(this.dom.blocks, this.P.t(b.titles[s]));
-    }
+    this.title("blocks", this.P.t(b.titles[s]));
+    if (this.plotted >= 0 && this.P.sameLooks(this.v, s, this.plotted)) return;
     const looks = this.P.blockLooks(this.v, s);
     const trace = Object.assign({}, b.trace, {
       x: b.x, y: b.y, text: looks.text, hovertext: looks.hover,
       marker: Object.assign({}, b.trace.marker,
         { color: looks.color, line: { width: looks.width, color: looks.line } }),
     });
-    const layout = this.layout(b.layout, this.P.t(b.titles[s]), "blocks");
-    if (this.opts.present) this.fitBlocks(trace, layout);
+    const layout = this.layout(b.layout, "blocks");
+    this.fitBlocks(trace, layout);
     Plotly.react(this.dom.blocks, [trace], layout, PLOT_CONFIG);
   }
 
-  /* Presenter mode: the map is shorter than on the page, so blocks and their labels shrink to their grid cell. */
+  /* Blocks and their labels shrink to the grid cell the plot has room for (half a page on the Compare page, the
+   * short map of presenter mode); the grid's shape (16 columns) stays the one of every page. A map narrower than
+   * it is tall loses its empty row gaps; cells too small for the block id and their label drop the id (it stays on
+   * hover; the ids run row by row, 16 to a row, so an empty neighbour's id places them). */
   fitBlocks(trace, layout) {
     const m = layout.margin, cols = layout.xaxis.range[1] - layout.xaxis.range[0];
     const rows = layout.yaxis.range[0] - layout.yaxis.range[1];
-    const cell = Math.min((this.dom.blocks.clientWidth - m.l - m.r) / cols, (layout.height - m.t - m.b) / rows);
-    const size = Math.max(8, Math.floor(cell * 0.9));
-    trace.marker.size = Math.min(trace.marker.size, size);
-    trace.textfont = Object.assign({}, trace.textfont, { size: Math.max(5, Math.min(9, Math.round(size * 0.3))) });
+    const cellW = ((this.dom.blocks.clientWidth || 640) - m.l - m.r) / cols;
+    const cellH = (layout.height - m.t - m.b) / rows;
+    const size = Math.max(8, Math.min(trace.marker.size, Math.floor(Math.min(cellW, cellH) * 0.92)));
+    if (size < trace.marker.size) {
+      trace.marker.size = size;
+      trace.textfont = Object.assign({}, trace.textfont, { size: Math.max(5, Math.min(9, Math.round(size * 0.3))) });
+      if (!this.opts.present && cellW < cellH) layout.height = m.t + m.b + Math.ceil(rows * cellW);
+    }
+    // an empty cell keeps its id down to MIN_ID_ALONE px; a cell with an owner (or a mark) needs MIN_ID_CELL px
+    if (size < MIN_ID_CELL) {
+      trace.text = trace.text.map((label) => (size >= MIN_ID_ALONE && !label.includes("<br>") ? label : label.replace(ID_LINE, "")));
+    }
   }
 
   /* Narration, teaching beats, queues and the text table: DOM updates only where the step changed them. */
