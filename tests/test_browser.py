@@ -273,3 +273,31 @@ def test_a_vllm_tracer_trace_opens_with_its_provenance(browser, server, tmp_path
     player_frame(page, step=0, min_charts=4).get_by_text("Step 0:").first.wait_for()
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0
     page.close()
+
+
+@pytest.mark.parametrize(
+    "path", ["/?present=1&step=5", "/compare?scenario=sixteen&present=1&step=40", "/trace?present=1"]
+)
+def test_presenter_mode_in_the_app_is_the_player_alone_within_1280x720(browser, server, path):
+    """?present=1 on a page: no sidebar, header, title, intro or pickers; the player's frame fills a 1280x720
+    projector without scrolling, and the player inside fits its frame (its own presenter mode)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(server + path)
+    frame = player_frame(page, min_charts=3)
+    wait_ready(page, 0)
+    got = page.evaluate(
+        """() => { const main = document.querySelector('[data-testid="stMain"]'), r = document.querySelector('iframe')
+            .getBoundingClientRect(), shown = (e) => e.offsetParent !== null;
+          return {h1: [...document.querySelectorAll('h1')].filter(shown).length,
+                  sidebar: [...document.querySelectorAll('[data-testid="stSidebar"]')].filter(shown).length,
+                  scroll: [main.scrollHeight, main.clientHeight, document.scrollingElement.scrollHeight],
+                  frame: [r.top, r.bottom, r.width]}; }"""
+    )
+    assert got["h1"] == 0 and got["sidebar"] == 0, got
+    assert got["scroll"][0] <= got["scroll"][1] and got["scroll"][2] <= 720, got
+    assert got["frame"][0] >= 0 and got["frame"][1] <= 720 and got["frame"][2] >= 1200, got
+    inner = frame.evaluate("[document.scrollingElement.scrollHeight, document.body.classList.contains('present')]")
+    assert inner[0] <= 720 and inner[1], inner
+    shot(page, f"present-{path.split('?')[0].strip('/') or 'walkthrough'}")
+    page.close()

@@ -18,7 +18,15 @@ from ui.common import query_int
 from visuals.export import render
 from visuals.playback import player_payload
 
-PRESENT_CSS = "<style>[data-testid='stSidebar'],[data-testid='stSidebarCollapsedControl']{display:none}</style>"
+# Presenter mode (?present=1): the page is the player alone, edge to edge in a 1280x720 projector: no sidebar,
+# header, title, intro, pickers or download button (every block of the page that does not hold the player's frame).
+PRESENT_CSS = """<style>
+[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'], header[data-testid='stHeader'] {display: none}
+[data-testid='stMainBlockContainer'] {padding: 0 4px !important; max-width: 100% !important}
+[data-testid='stMainBlockContainer'] [data-testid='stVerticalBlock'] {gap: 0 !important}
+[data-testid='stMainBlockContainer'] iframe {display: block}
+[data-testid='stMainBlockContainer'] [data-testid='stVerticalBlock'] > :not(:has(iframe)) {display: none !important}
+</style>"""
 
 
 def content_key(views: list[TraceView]) -> str:

@@ -48,6 +48,7 @@ def budget_traces(view: TraceView, step: int) -> list[dict]:
                 text=[f"{esc(rid or '')} {seg['num_tokens']}".strip() if seg["num_tokens"] else ""],
                 textposition="inside",
                 insidetextanchor="middle",
+                textangle=0,  # a short bar shrinks its label instead of turning it on its side
                 hovertemplate=f"{seg['label']}: {seg['num_tokens']} tokens<extra></extra>",
             )
         )

@@ -205,8 +205,8 @@ BS.Side = class {
     if (size < trace.marker.size) {
       trace.marker.size = size;
       trace.textfont = Object.assign({}, trace.textfont, { size: Math.max(5, Math.min(9, Math.round(size * 0.3))) });
-      if (!this.opts.present && cellW < cellH) layout.height = m.t + m.b + Math.ceil(rows * cellW);
     }
+    if (cellW < cellH) layout.height = m.t + m.b + Math.ceil(rows * cellW);
     // an empty cell keeps its id down to MIN_ID_ALONE px; a cell with an owner (or a mark) needs MIN_ID_CELL px
     if (size < MIN_ID_CELL) {
       trace.text = trace.text.map((label) => (size >= MIN_ID_ALONE && !label.includes("<br>") ? label : label.replace(ID_LINE, "")));
