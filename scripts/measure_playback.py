@@ -18,19 +18,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-CHROMIUM = "/usr/bin/chromium"
 SPEEDS = (1, 2, 4, 8, 16, 30, 60, 120)
 
 # Logs (time, data-bs-step, last draw ms, draws so far) on every animation frame until the next RECORD or STOP.
@@ -63,52 +58,6 @@ def export_file(folder: Path) -> Path:
     path.write_text(player_html(pair, "sixteen", window=8, counters=lockstep_counters(*pair)), encoding="utf-8")
     print(f"exported {path} ({path.stat().st_size / 1e6:.2f} MB)")
     return path
-
-
-@contextmanager
-def streamlit_app():
-    """``streamlit run app.py`` on a free loopback port, until the block ends."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.fileWatcherType",
-            "none",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ, HF_HUB_OFFLINE="1"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("streamlit did not start") from None
-                time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def slope(points: list[tuple[float, int]]) -> float:
@@ -212,12 +161,10 @@ def main() -> int:
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
+    from bench.app_server import launch_chromium, streamlit_app
+
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+        browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.set_default_timeout(90_000)
         ready = "window.bsPlayer && bsPlayer.state.drawn >= 0"

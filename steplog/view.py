@@ -7,12 +7,14 @@ the step clock's number of position ``i`` for labels.
 
 from __future__ import annotations
 
+import bisect
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, cast
 
 from steplog.blocks import BlockTables, Tables
-from steplog.records import HeaderRecord, StepRecord, SummaryRecord
+from steplog.records import HeaderRecord, RequestSpecRecord, StepRecord, SummaryRecord
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with the common colour-vision deficiencies.
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
@@ -183,12 +185,65 @@ class TraceView:
         vals = list(range(max(lo, 0), min(hi, len(self.steps) - 1) + 1, every))
         return {"tickvals": vals, "ticktext": [str(self.step_number(v)) for v in vals]}
 
+    # Indexes built once per trace, so that per-step questions cost O(answer), not O(steps): a busy server's trace has
+    # thousands of steps and requests, and the player asks every question at every step.
+
+    @cached_property
+    def _finishes(self) -> tuple[list[str], list[int], dict[str, int]]:
+        """(request ids in finishing order, count finished by the end of each step, first finishing step of each)."""
+        flat: list[str] = []
+        ends: list[int] = []
+        at: dict[str, int] = {}
+        for k, st in enumerate(self.steps):
+            for f in st["finished"]:
+                flat.append(f["request_id"])
+                at.setdefault(f["request_id"], k)
+            ends.append(len(flat))
+        return flat, ends, at
+
+    def finished_by(self, step: int) -> list[str]:
+        """Requests finished by the end of ``step`` (position), in finishing order."""
+        flat, ends, _ = self._finishes
+        return flat[: ends[step]] if step >= 0 else []
+
     def finish_step(self, request_id: str) -> int | None:
         """Position of the step in which ``request_id`` finished (``None``: it did not)."""
-        for i, st in enumerate(self.steps):
-            if any(f["request_id"] == request_id for f in st["finished"]):
-                return i
-        return None
+        return self._finishes[2].get(request_id)
+
+    @cached_property
+    def _sampled_at(self) -> dict[str, list[int]]:
+        """Per request, the positions of the steps it sampled a token in (ascending)."""
+        out: dict[str, list[int]] = {}
+        for k, st in enumerate(self.steps):
+            for s in st["sampled"]:
+                out.setdefault(s["request_id"], []).append(k)
+        return out
+
+    def num_sampled_before(self, request_id: str, step: int) -> int:
+        """Output tokens ``request_id`` sampled in the steps before position ``step``."""
+        return bisect.bisect_left(self._sampled_at.get(request_id, []), step)
+
+    @cached_property
+    def request_info(self) -> dict[str, RequestSpecRecord]:
+        """The header's entry of each request (prompt, ``num_prompt_tokens``, ``max_tokens``...), by id."""
+        return {r["request_id"]: r for r in self.header["requests"]}
+
+    @cached_property
+    def _arrivals(self) -> tuple[list[str], list[float], bool]:
+        """(request ids by first step seen, then header order; those steps, never-seen last; whether that order is
+        the header's)."""
+        pos = {r: i for i, r in enumerate(self.request_ids)}
+        ids = sorted(self.request_ids, key=lambda r: (self.first_seen.get(r, math.inf), pos[r]))
+        return ids, [self.first_seen.get(r, math.inf) for r in ids], ids == self.request_ids
+
+    def not_arrived(self, step: int) -> list[str]:
+        """Requests not yet seen in any queue by position ``step`` (first seen later, or never), in header order."""
+        ids, seen_at, in_order = self._arrivals
+        later = ids[bisect.bisect_right(seen_at, step) :]
+        if in_order:
+            return later
+        pos = {r: i for i, r in enumerate(self.request_ids)}
+        return sorted(later, key=pos.__getitem__)
 
     def provenance(self) -> str:
         h = self.header

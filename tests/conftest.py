@@ -62,3 +62,16 @@ def hf_greedy(model, prompt_ids: list[int], max_new_tokens: int, eos_token_id=No
             min_new_tokens=0 if eos_token_id is not None else max_new_tokens,
         )
     return out[0, len(prompt_ids) :].tolist()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium, headless, through Playwright (bench/app_server.py), shared by the browser tests."""
+    from playwright.sync_api import sync_playwright
+
+    from bench.app_server import launch_chromium
+
+    with sync_playwright() as p:
+        b = launch_chromium(p)
+        yield b
+        b.close()

@@ -4,11 +4,11 @@ Figures' data is checked. (The browser player itself is tested in a real browser
 
 from __future__ import annotations
 
-import json
 import re
 import time
 
 import pytest
+from appkit import click, page, player_payload, wait_for_live_run
 from streamlit.testing.v1 import AppTest
 
 from steplog import trace
@@ -17,41 +17,11 @@ from ui.common import TRACE_DIR
 pytestmark = pytest.mark.app
 
 
-def page(name: str, **query) -> AppTest:
-    at = AppTest.from_string(f"from ui import {name}\n{name}.page()", default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def figures(at) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
-def titles(at) -> list[str]:
-    return [f["layout"]["title"]["text"] for f in figures(at)]
-
-
-def click(at, key: str) -> AppTest:
-    at.button(key=key).click().run()
-    assert not at.exception, at.exception
-    return at
-
-
 def test_whole_app_opens_on_the_walkthrough():
     at = AppTest.from_file("../app.py", default_timeout=60)
     at.run()
     assert not at.exception
     assert at.title[0].value.startswith("Walkthrough")
-
-
-def player_payload(at) -> dict:
-    """The payload of the browser player embedded in the page (its frame's inline JSON)."""
-    (frame,) = at.get("iframe")
-    body = re.search(r'<script type="application/json" id="bs-payload">(.*?)</script>', frame.proto.srcdoc, re.DOTALL)
-    return json.loads(body.group(1))
 
 
 def test_walkthrough_plays_in_the_browser_player_from_the_urls_step():
@@ -111,17 +81,6 @@ def test_playground_rejects_a_pool_too_small_next_to_the_knob_and_keeps_values()
     assert any("num_kv_blocks=2" in e.value for e in at.error)
     assert at.button(key="pg:run").disabled
     assert at.number_input(key="pg:blocks").value == 2  # the user's value is kept
-
-
-def wait_for_live_run(at, timeout: float = 180) -> AppTest:
-    """Rerun the page until this session's live run (a background thread) has ended and been collected."""
-    deadline = time.monotonic() + timeout
-    while "playground:live-job" in at.session_state:
-        assert time.monotonic() < deadline, "the live run did not end"
-        time.sleep(0.3)
-        at.run()
-        assert not at.exception, at.exception
-    return at
 
 
 @pytest.mark.real_model

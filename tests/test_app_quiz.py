@@ -2,34 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import re
-
 import pytest
+from appkit import page, player_payload
 from streamlit.testing.v1 import AppTest
 
 pytestmark = pytest.mark.app
 
 
-def page(name: str, **query) -> AppTest:
-    at = AppTest.from_string(f"from ui import {name}\n{name}.page()", default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
 def links(at) -> list:
     return [el.proto for el in at.get("page_link")]
-
-
-def player(at) -> dict:
-    """The payload of the browser player the Trace page embeds (its frame's inline JSON)."""
-    (frame,) = at.get("iframe")
-    body = re.search(r'<script type="application/json" id="bs-payload">(.*?)</script>', frame.proto.srcdoc, re.DOTALL)
-    assert body, "no player payload"
-    return json.loads(body.group(1))
 
 
 def answer_widget(at):
@@ -80,7 +61,7 @@ def test_glossary_lists_every_term_with_a_see_it_link():
 def test_trace_page_opens_the_linked_scenario_at_the_linked_step():
     at = page("page_trace", scenario="preemption", policy="continuous", step="27")
     assert at.selectbox(key="trace:choice").value == "recorded: preemption / continuous"
-    p = player(at)
+    p = player_payload(at)
     assert p["initial_step"] == 27 and [v["policy"] for v in p["views"]] == ["continuous"]
 
 
@@ -96,5 +77,5 @@ def test_trace_page_opens_the_live_run_a_quiz_links_to():
     at.run()
     assert not at.exception, at.exception
     assert at.selectbox(key="trace:choice").value == "live run: static"
-    p = player(at)
+    p = player_payload(at)
     assert p["initial_step"] == 5 and [v["policy"] for v in p["views"]] == ["static"]

@@ -10,20 +10,15 @@ on a tiny model complete for two users at once. Live runs use a tiny random Llam
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from bench.app_server import streamlit_app
+
 pytestmark = pytest.mark.app
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / ("docs/screenshots" if os.environ.get("BATCHSCOPE_UPDATE_SCREENSHOTS") else "artifacts/screenshots")
 TIMEOUT_MS = 90_000
 
@@ -58,63 +53,8 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(tiny_model_dir):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, BATCHSCOPE_MODEL=str(tiny_model_dir), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.fileWatcherType",
-            "none",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:  # wait for the health endpoint (bounded), not a fixed sleep
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"streamlit did not start: {proc.stdout.read().decode()[-2000:]}")
-        time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), "Debian's chromium is missing: apt-get install chromium"
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield b
-        b.close()
+    with streamlit_app(env={"BATCHSCOPE_MODEL": str(tiny_model_dir)}) as url:
+        yield url
 
 
 def open_page(browser, url, height=1400):

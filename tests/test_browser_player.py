@@ -11,7 +11,6 @@ from __future__ import annotations
 import html
 import itertools
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,6 @@ from visuals.stepinfo import event_steps
 pytestmark = pytest.mark.app
 
 TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
-CHROMIUM = "/usr/bin/chromium"
 WINDOW = 8
 READY = "window.bsPlayer && bsPlayer.state.drawn >= 0"
 RECORD = """() => { window.__steps = []; const el = document.getElementById('bs-step');
@@ -52,21 +50,6 @@ def files(tmp_path_factory) -> dict[str, Path]:
             player_html(views, scenario, window=WINDOW, counters=lockstep_counters(*views)), encoding="utf-8"
         )
     return out
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists(), "Debian's chromium is missing: apt-get install chromium"
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield b
-        b.close()
 
 
 def open_file(browser, path: Path, query: str = "", width: int = 1600, height: int = 1000):

@@ -4,18 +4,13 @@ computed here from the trace with ``visuals.quiz`` (deterministic given trace, s
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from test_browser import TIMEOUT_MS, browser, open_page, player_frame, wait_ready  # noqa: F401  (browser: a fixture)
+from test_browser import open_page, player_frame
 
+from bench.app_server import streamlit_app
 from steplog import trace
 from steplog.view import TraceView
 from visuals.quiz import question
@@ -28,33 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def server():
     """The app on a free loopback port (no live runs here, so no model)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    args = ["--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1"]
-    args += ["--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", *args],
-        cwd=ROOT,
-        env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"streamlit did not start: {proc.stdout.read().decode()[-2000:]}")
-        time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+    with streamlit_app() as url:
+        yield url
 
 
 def answer(page, q, right: bool) -> None:
@@ -70,7 +40,7 @@ def answer(page, q, right: bool) -> None:
     page.locator(".st-key-quiz-check button").click()
 
 
-def test_quiz_right_then_wrong_then_show_me(browser, server):  # noqa: F811
+def test_quiz_right_then_wrong_then_show_me(browser, server):
     view = TraceView(trace.read(ROOT / "assets" / "traces" / "seed-abcd-continuous.jsonl"))
     page = open_page(browser, server + "/?step=5", 2200)  # the Walkthrough, left at another step
     player_frame(page, step=5, min_charts=4).get_by_text("Step 5:").first.wait_for()
@@ -96,7 +66,7 @@ def test_quiz_right_then_wrong_then_show_me(browser, server):  # noqa: F811
     page.close()
 
 
-def test_glossary_renders_and_see_it_lands_on_its_step(browser, server):  # noqa: F811
+def test_glossary_renders_and_see_it_lands_on_its_step(browser, server):
     page = open_page(browser, server + "/glossary", 2400)
     page.get_by_text("Chunked prefill").first.wait_for()
     link = page.get_by_role("link", name=re.compile(r"^See it: preemption \(continuous\), step \d+"))

@@ -119,6 +119,34 @@ def decode_text(v: dict, i: int, s: int) -> str:
     return v["text"]["final"][i].encode("utf-16-le")[: 2 * units].decode("utf-16-le")
 
 
+def decode_queues(v: dict, T: list, s: int) -> dict[str, list[str]]:
+    """payload.js: queues are request indices; who has finished by s comes from the finishing order and steps."""
+    ids, r = v["request_ids"], v["requests"]
+    out = {n: [ids[i] for i in T[v["steps"][n][s]]] for n in ("waiting", "running", "preempted")}
+    out["finished"] = [ids[i] for i in r["finish_order"] if r["finish_step"][i] <= s]
+    return out
+
+
+def decode_status(v: dict, T: list, s: int) -> list[str]:
+    """payload.js ``statuses``: finished, else running, else waiting, else not arrived, else ""."""
+    r, running, waiting = v["requests"], set(T[v["steps"]["running"][s]]), set(T[v["steps"]["waiting"][s]])
+    out = []
+    for i in range(len(v["request_ids"])):
+        fin, seen = r["finish_step"][i], r["first_seen"][i]
+        out.append(
+            "finished"
+            if fin is not None and fin <= s
+            else "running"
+            if i in running
+            else "waiting"
+            if i in waiting
+            else "not arrived"
+            if seen is None or seen > s
+            else ""
+        )
+    return out
+
+
 # --- the checks --------------------------------------------------------------------------------------------------
 
 
@@ -142,10 +170,8 @@ def test_text_views_at_sampled_steps_equal_the_python_ones(packed):
             assert T[cols["narration"][s]] == narrate(view, s)
             assert [T[i] for i in T[cols["beats"][s]]] == [BEAT_TEXT[b] for b in story_beats(view).get(s, [])]
             q = queues(view, s)
-            assert {n: T[cols[n][s]] for n in ("waiting", "running", "preempted", "finished")} == {
-                n: q[n] for n in ("waiting", "running", "preempted", "finished")
-            }
-            assert T[cols["status"][s]] == list(request_status(view, s).values())
+            assert decode_queues(v, T, s) == {n: q[n] for n in ("waiting", "running", "preempted", "finished")}
+            assert decode_status(v, T, s) == list(request_status(view, s).values())
             texts = text_so_far(view, s)
             assert [decode_text(v, i, s) for i in range(len(view.request_ids))] == list(texts.values())
 
@@ -251,3 +277,59 @@ def test_text_so_far_is_exact_with_accents_emoji_and_empty_tokens():
     v = player_payload([view], "text")["views"][0]
     for s in range(view.num_steps):
         assert [decode_text(v, i, s) for i in range(len(view.request_ids))] == list(text_so_far(view, s).values())
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sixteen-continuous",
+        "shared-prefix-continuous",
+        "preemption-continuous",
+        "seed-abcd-static",
+        "priority-continuous",
+    ],
+)
+def test_the_incremental_grouped_map_equals_the_map_drawn_step_by_step(name):
+    """The player's grouped block map is built incrementally (``grouped_marks_all``); at every step it must equal
+    ``grouped_marks``, which draws the step from scratch. The traces cover prefix-cache sharing and eviction,
+    preemption, static releases and priority victims; each pool is enlarged to be drawn grouped."""
+    from visuals.blockgroups import AGGREGATE_ABOVE, MARK_FIELDS, grouped_marks, grouped_marks_all
+
+    records = copy.deepcopy(trace.read(TRACES / f"{name}.jsonl"))
+    for st in records[1:-1]:
+        st["kv"]["num_blocks"] = AGGREGATE_ABOVE + 1 + 7 * len(name)  # groups of 4 blocks, the last one shorter
+    view = TraceView(records)
+    fast = grouped_marks_all(view)
+    assert sorted(fast) == list(range(view.num_steps))
+    for k in range(view.num_steps):
+        want = grouped_marks(view, k)
+        assert {f: [m[j] for m in fast[k]] for j, f in enumerate(MARK_FIELDS)} == want, (name, k)
+    lo, hi = view.num_steps // 3, view.num_steps // 2  # a span in the middle: the same marks, those steps only
+    part = grouped_marks_all(view, (lo, hi))
+    assert sorted(part) == list(range(lo, hi + 1)) and all(part[k] == fast[k] for k in part)
+
+
+def test_a_span_of_a_long_trace_gives_the_same_views_at_its_steps():
+    """Payloads packed for steps 300..420 and 600..650 of the sixteen pair decode, at those steps, to exactly the
+    Python figures and texts (in the second span the continuous side, finished at step 530, holds its final
+    state); the clock's first step and the events stay in the span, and a span off the clock is refused."""
+    from visuals.playback import spans
+
+    assert spans(2500) == [(0, 999), (1000, 1999), (2000, 2499)] and spans(7) == [(0, 6)]
+    views = pair("sixteen")
+    for lo, hi in ((300, 420), (600, 650)):
+        p = player_payload(views, "span", window=WINDOW, initial_step=0, span=(lo, hi))
+        T = p["T"]
+        assert p["span"] == [lo, hi] and p["initial_step"] == lo and all(lo <= e <= hi for e in p["events"])
+        for k in (lo, lo + 1, (lo + hi) // 2, hi):
+            for view, v in zip(views, p["views"]):
+                s = min(k, view.num_steps - 1)
+                assert decode_slots(v, T, s) == figure_json(slot_grid(view, s, WINDOW)), (view.policy, s)
+                assert decode_budget(v, T, s) == figure_json(budget_bar(view, s)), (view.policy, s)
+                assert decode_blocks(v, T, s) == figure_json(block_map(view, s)), (view.policy, s)
+                assert T[v["steps"]["narration"][s]] == narrate(view, s)
+                q = queues(view, s)
+                assert decode_queues(v, T, s) == {n: q[n] for n in ("waiting", "running", "preempted", "finished")}
+                assert decode_status(v, T, s) == list(request_status(view, s).values())
+    with pytest.raises(ValueError, match="outside the steps"):
+        player_payload(views, "bad", span=(5, 5000))

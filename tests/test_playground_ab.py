@@ -5,10 +5,10 @@ settings asked for, produced the same greedy text, and open on the Compare runs 
 from __future__ import annotations
 
 import pytest
+from appkit import click, page, player_payload, wait_for_live_run
 from streamlit.testing.v1 import AppTest
 
 from engine.config import EngineConfig
-from tests.test_app import click, page, player_payload, wait_for_live_run
 from ui.playground_spec import RUN_A, RUN_B, RUN_MODES, b_differs, build_specs, run_configs
 
 BASE = {

@@ -11,6 +11,7 @@ from steplog.view import TraceView
 from ui.common import badge, md, query_int, recorded_records
 from ui.state import live_runs
 from ui.web_player import web_player
+from visuals.playback import MAX_SPAN, spans
 
 MAX_LISTED = 6  # per cell of the steps table; a server's step schedules dozens of requests
 
@@ -114,6 +115,26 @@ def _view(records: list[dict], source: str, name: str) -> TraceView:
     return cached
 
 
+def pick_span(view: TraceView) -> tuple[int, int] | None:
+    """A trace longer than ``MAX_SPAN`` steps plays a span at a time: the one holding the URL's ``?step=`` first,
+    any other from a select box (the player's clock, scrubber and events stay within it)."""
+    if view.num_steps <= MAX_SPAN:
+        return None
+    options = spans(view.num_steps)
+    step = query_int("step", 0, 0, view.num_steps - 1)
+    chosen = st.selectbox(
+        f"Steps in the player ({view.num_steps} in all, {MAX_SPAN} at a time)",
+        options,
+        index=step // MAX_SPAN,
+        format_func=lambda s: f"steps {view.step_number(s[0])}–{view.step_number(s[1])}",
+        key=f"trace:span:{view.num_steps}",
+        help="a long trace is packed for the browser a span of steps at a time, so it opens in seconds",
+    )
+    if not chosen[0] <= step <= chosen[1]:
+        st.query_params["step"] = str(chosen[0])
+    return chosen
+
+
 def page() -> None:
     st.title("Trace")
     st.markdown(
@@ -138,7 +159,7 @@ def page() -> None:
     st.caption("scheduled: request:kind and tokens (p = prefill chunk or recompute, d = decode), in batch order.")
 
     title = f"{view.header.get('scenario') or name or 'trace'} ({name if source == 'live' else view.policy})"
-    web_player([view], title, key=f"trace-{source}", window=20)
+    web_player([view], title, key=f"trace-{source}", window=20, span=pick_span(view))
     with st.expander("Raw record of a step"):
         k = st.number_input("step", 0, view.num_steps - 1, query_int("step", 0, 0, view.num_steps - 1), key="trace:raw")
         st.json(view.steps[int(k)])

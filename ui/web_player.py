@@ -39,10 +39,18 @@ def content_key(views: list[TraceView]) -> str:
 
 @st.cache_data(show_spinner="Packing the trace for the player...", max_entries=16)
 def cached_payload(
-    key: str, _views: list[TraceView], title: str, window: int, _counters: list[dict] | None, labels: tuple | None
+    key: str,
+    _views: list[TraceView],
+    title: str,
+    window: int,
+    _counters: list[dict] | None,
+    labels: tuple | None,
+    span: tuple[int, int] | None,
 ) -> dict:
     """The payload of ``_views``, built once per ``key`` (``content_key`` plus the options)."""
-    return player_payload(_views, title, window=window, counters=_counters, labels=list(labels) if labels else None)
+    return player_payload(
+        _views, title, window=window, counters=_counters, labels=list(labels) if labels else None, span=span
+    )
 
 
 def url_speed(default: float) -> float:
@@ -61,16 +69,18 @@ def web_player(
     initial: int | None = None,
     speed: float = 8,
     labels: list[str] | None = None,
+    span: tuple[int, int] | None = None,
 ) -> None:
     """Embed the player for ``views`` (one trace, or two on one step clock) and a download button for the same
     page as a single HTML file. ``initial``: the first step (default: the URL's ``?step=``); ``labels``: each
-    side's heading (``playback.player_payload``)."""
+    side's heading; ``span``: the steps packed (a long trace's, ``playback.player_payload``)."""
     num_steps = max(v.num_steps for v in views)
+    lo, hi = span or (0, num_steps - 1)
     ck = f"{content_key(views)}:{window}:{title}:{bool(counters)}"
-    payload = dict(cached_payload(ck, views, title, window, counters, tuple(labels) if labels else None))
+    payload = dict(cached_payload(ck, views, title, window, counters, tuple(labels) if labels else None, span))
     present = st.query_params.get("present") == "1"
     payload.update(
-        initial_step=query_int("step", 0, 0, num_steps - 1) if initial is None else initial,
+        initial_step=query_int("step", lo, lo, hi) if initial is None else min(max(initial, lo), hi),
         speed=url_speed(speed),
         present=present,
     )

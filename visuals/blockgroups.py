@@ -7,10 +7,12 @@ Built on ``kv.block_map_cells``, so each group counts exactly the blocks the ful
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from steplog.view import FREE_COLOR, TraceView
 from visuals.kv import block_map_cells
 from visuals.safe import esc
+from visuals.stepinfo import freed_blocks
 
 AGGREGATE_ABOVE = 400  # pools larger than this are drawn grouped
 MAX_CELLS = 128  # at most this many group cells (8 rows of 16, the size of a 128-block pool's map)
@@ -23,35 +25,50 @@ def group_size(num_blocks: int) -> int:
     return max(1, -(-num_blocks // MAX_CELLS))
 
 
+MARK_FIELDS = ("x", "y", "color", "text", "hover", "width", "line")
+
+
+def _group_mark(
+    view: TraceView, i: int, start: int, length: int, owners: Counter, releasing: bool, preempted: bool, new: bool
+) -> tuple:
+    """The mark of group ``i`` (``length`` blocks from ``start``), as a tuple in ``MARK_FIELDS`` order. ``owners``:
+    blocks per owner, counted in block order (ties in the hover list keep that order); the flags: one of its blocks
+    is released at the end of the step, was freed by a preemption, or was allocated in the step."""
+    used = sum(owners.values())
+    color = view.colors[next(iter(owners))] if len(owners) == 1 else MIXED_COLOR if owners else FREE_COLOR
+    marks = (" ✕" if releasing else "") + (" ⟲" if preempted else "")
+    # short labels (a server's ids are long; the full ones are on the slot grid's hover)
+    who = ", ".join(f"{esc(view.label(rid))} {n}" for rid, n in owners.most_common(6))
+    who += ", ..." if len(owners) > 6 else ""
+    hover = f"blocks {start}–{start + length - 1}: {used} used" + (f" ({who})" if who else "")
+    return (
+        i % COLUMNS,
+        i // COLUMNS,
+        color,
+        f"{used}/{length}{marks}",
+        hover + f", {length - used} free",
+        3 if new else 0.5,
+        "#D55E00" if new else "#888",
+    )
+
+
+def _as_lists(marks: list[tuple]) -> dict[str, list]:
+    return {name: [m[j] for m in marks] for j, name in enumerate(MARK_FIELDS)}
+
+
 def grouped_marks(view: TraceView, step: int) -> dict[str, list]:
     """Like ``kv.block_marks`` but one entry per group: colour of its only owner (grey if shared, light grey if
     all free), text ``used/size`` (plus ✕ or ⟲ when one of its blocks is released or was preempted), hover with
     the owners and counts, thick outline if one of its blocks was allocated this step."""
     cells = block_map_cells(view, step)
     size = group_size(len(cells))
-    out: dict[str, list] = {k: [] for k in ("x", "y", "color", "text", "hover", "width", "line")}
+    marks = []
     for i, start in enumerate(range(0, len(cells), size)):
         part = cells[start : start + size]
         owners = Counter(c["owner"] for c in part if c["owner"])
-        used = sum(owners.values())
-        color = view.colors[next(iter(owners))] if len(owners) == 1 else MIXED_COLOR if owners else FREE_COLOR
-        marks = (" ✕" if any(c["releasing"] for c in part) else "") + (
-            " ⟲" if any(c["preempted_from"] for c in part) else ""
-        )
-        who = ", ".join(f"{esc(rid)} {n}" for rid, n in owners.most_common(6)) + (", ..." if len(owners) > 6 else "")
-        new = any(c["new"] for c in part)
-        out["x"].append(i % COLUMNS)
-        out["y"].append(i // COLUMNS)
-        out["color"].append(color)
-        out["text"].append(f"{used}/{len(part)}{marks}")
-        out["hover"].append(
-            f"blocks {start}–{start + len(part) - 1}: {used} used"
-            + (f" ({who})" if who else "")
-            + f", {len(part) - used} free"
-        )
-        out["width"].append(3 if new else 0.5)
-        out["line"].append("#D55E00" if new else "#888")
-    return out
+        flags = [any(c[f] for c in part) for f in ("releasing", "preempted_from", "new")]
+        marks.append(_group_mark(view, i, start, len(part), owners, *flags))
+    return _as_lists(marks)
 
 
 def grouped_title(view: TraceView, step: int) -> str:
@@ -61,3 +78,97 @@ def grouped_title(view: TraceView, step: int) -> str:
         f"{kv['num_used_blocks']}/{kv['num_blocks']} used "
         f"(one cell = {group_size(kv['num_blocks'])} blocks)"
     )
+
+
+def grouped_marks_all(view: TraceView, span: tuple[int, int] | None = None) -> dict[int, list[tuple]]:
+    """``grouped_marks`` of every step in ``span`` (positions ``lo..hi``; default all) at once, as mark tuples
+    (``MARK_FIELDS`` order) per group: ``{step: [mark of group 0, ...]}``, for the player.
+
+    A busy server's pool has tens of thousands of blocks and its trace thousands of steps, so drawing every block of
+    every step (``kv.block_map_cells``) would take minutes. Here the block tables are followed step by step from the
+    start (each block's holders and drawn owner, updated where a table changed), and each step of the span
+    recomputes only the groups where something changed: a block joined or left a table, a block is allocated,
+    released or freed by a preemption in this step or was in the step before (those marks last one step), or a
+    block is shared by several tables (its drawn owner is the holder whose table comes last, as in
+    ``block_map_cells``). A group left alone keeps the very same tuple as the step before.
+    tests/test_playback.py checks the result against ``grouped_marks`` at every step.
+    """
+    if not view.steps:
+        return {}
+    n = view.steps[0]["kv"]["num_blocks"]
+    size = group_size(n)
+    lo, hi = span if span is not None else (0, len(view.steps) - 1)
+    holders: dict[int, set[str]] = {}
+    owner: list[str | None] = [None] * n
+    shared: set[int] = set()
+    prev: dict = {}
+    marks: list[tuple] = []
+    flagged: set[int] = set()  # groups with a one-step mark in the step before
+    out: dict[int, list[tuple]] = {}
+    for k in range(min(hi, len(view.steps) - 1) + 1):
+        tables = view.block_tables(k)
+        changed = _follow_tables(prev, tables, holders)
+        for b in changed:
+            (shared.add if len(holders.get(b, ())) > 1 else shared.discard)(b)
+        order = {rid: i for i, rid in enumerate(tables)}
+        for b in changed | shared:
+            h = holders.get(b)
+            owner[b] = (max(h, key=order.__getitem__) if len(h) > 1 else next(iter(h))) if h else None
+        prev = tables
+        if k < lo:
+            continue
+        flags = _one_step_flags(view, k)
+        now_flagged = {b // size for blocks in flags.values() for b in blocks}
+        if not marks:
+            dirty: set[int] = set(range(-(-n // size)))
+            marks = [()] * len(dirty)
+        else:
+            dirty = {b // size for b in changed | shared} | now_flagged | flagged
+        marks = list(marks)
+        for g in dirty:
+            start, end = g * size, min(n, (g + 1) * size)
+            blocks = range(start, end)
+            marks[g] = _group_mark(
+                view,
+                g,
+                start,
+                end - start,
+                Counter(filter(None, owner[start:end])),
+                not flags["releasing"].isdisjoint(blocks),
+                any(start <= b < end and owner[b] is None for b in flags["preempted"]),
+                not flags["new"].isdisjoint(blocks),
+            )
+        out[k] = marks
+        flagged = now_flagged
+    return out
+
+
+def _follow_tables(prev: dict, tables: dict, holders: dict[int, set[str]]) -> set[int]:
+    """Update ``holders`` (block -> requests whose table holds it) from the tables of the step before to these;
+    returns the blocks whose holders changed."""
+    changed: set[int] = set()
+    for rid in prev.keys() | tables.keys():
+        old, new = prev.get(rid, ()), tables.get(rid, ())
+        if old is new or old == new:
+            continue
+        for b in set(old).difference(new):
+            holders[b].discard(rid)
+            changed.add(b)
+        for b in set(new).difference(old):
+            holders.setdefault(b, set()).add(rid)
+            changed.add(b)
+    return changed
+
+
+def _one_step_flags(view: TraceView, step: int) -> dict[str, Any]:
+    """Blocks with a mark that lasts one step, as ``block_map_cells`` finds them: ``new`` (allocated, not a
+    prefix-cache hit), ``releasing`` (owner finished) and ``preempted`` (block -> the request a preemption took it
+    from)."""
+    kv = view.steps[step]["kv"]
+    hits = kv.get("cache_hits", {})
+    freed = freed_blocks(view, step)
+    return {
+        "new": {b for rid, blocks in kv.get("allocated", {}).items() for b in blocks if b not in hits.get(rid, ())},
+        "releasing": {b for blocks in freed["finished"].values() for b in blocks},
+        "preempted": {b: rid for rid, blocks in freed["preempted"].items() for b in blocks},
+    }

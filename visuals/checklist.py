@@ -24,9 +24,7 @@ from steplog.view import TraceView
 
 def _known_tokens(view: TraceView, step: int, rid: str) -> int:
     """Prompt tokens plus output tokens sampled before ``step``: what the request must (re)compute."""
-    done = sum(1 for s in view.steps[:step] for t in s["sampled"] if t["request_id"] == rid)
-    prompt = next(r["num_prompt_tokens"] for r in view.header["requests"] if r["request_id"] == rid)
-    return prompt + done
+    return view.request_info[rid]["num_prompt_tokens"] + view.num_sampled_before(rid, step)
 
 
 def head_checklist(view: TraceView, step: int) -> list[dict]:

@@ -7,14 +7,19 @@ the pages (``slots.slot_grid``, ``budget.budget_traces``, ``kv.block_marks``, ``
 
 - every string and every repeated JSON value (a budget bar segment, a block's look, a queue) is stored once in a
   table ``T`` and referred to by its index;
-- per-step columns are lists indexed by step (``narration[k]`` is the index of step k's sentence in ``T``);
+- per-step columns are lists indexed by step (``narration[k]`` is the index of step k's sentence in ``T``); queues
+  hold request indices (positions in ``request_ids``), and who has finished by step k and each request's state
+  come from each request's first and finishing steps (``request_steps``), not from per-step lists;
 - the block map is a first row of block looks plus, per step, only the blocks whose look changed
-  (``[block, look, block, look, ...]``);
-- the slot grid is the whole-trace figure of ``slot_grid`` (cells in step order), which the client slices to the
-  window around the cursor, as ``slot_grid(view, k, window)`` does;
-- each request's text so far is its final text plus the steps where it grew and its length then.
+  (``[block, look, block, look, ...]``); a pool of more than ``blockgroups.AGGREGATE_ABOVE`` blocks is drawn a
+  group of blocks per cell, built incrementally (``blockgroups.grouped_marks_all``);
+- the slot grid is the figure of ``slot_grid`` over every window the steps show (cells in step order), which the
+  client slices to the window around the cursor, as ``slot_grid(view, k, window)`` does;
+- each request's text so far is its final text plus the steps where it grew and its length then;
+- a trace longer than ``MAX_SPAN`` steps is packed one span of steps at a time (``span``): the columns are computed
+  for the span only (other positions repeat its first or last step), and the client's clock stays in the span.
 
-Payload layout (JSON): ``{version, title, num_steps, initial_step, speed, present, window, events, T,
+Payload layout (JSON): ``{version, title, num_steps, span, initial_step, speed, present, window, events, T,
 template, counters, views: [view...]}``; see ``view_payload`` for one view.
 """
 
@@ -28,16 +33,17 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from steplog.view import TraceView, text_color
-from visuals.blockgroups import AGGREGATE_ABOVE, grouped_marks, grouped_title
+from visuals.blockgroups import AGGREGATE_ABOVE, grouped_marks_all, grouped_title
 from visuals.budget import budget_bar, budget_title, budget_traces
 from visuals.checklist import checklist_text
 from visuals.kv import block_map, block_map_title, block_marks
 from visuals.narration import BEAT_TEXT, narrate, story_beats
 from visuals.slots import grid_range, grid_title, grid_xaxis, slot_grid
-from visuals.stepinfo import event_steps, queues, request_status, text_so_far
+from visuals.stepinfo import event_steps, queues, text_so_far
 from visuals.timeline import timeline
 
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2
+MAX_SPAN = 1000  # steps packed at once: a longer trace is played a span at a time (``spans``)
 MARK_KEYS = ("color", "text", "hover", "width", "line")
 
 
@@ -72,35 +78,57 @@ def delta_rows(rows: list[list[int]]) -> dict[str, list]:
     return {"first": rows[0] if rows else [], "changes": changes}
 
 
-def slot_section(view: TraceView, intern: Interner, window: int) -> dict:
-    """The whole-trace slot grid (its traces hold every cell, in step order; the client keeps the cells of the
-    window), each step's window ``{lo, hi, xaxis}`` and title, and the highlight of the current column (the
-    figure's one shape, drawn by the client over the plot so that moving it needs no redraw)."""
-    fig = figure_json(slot_grid(view, 0, None))
+def spans(num_steps: int, size: int = MAX_SPAN) -> list[tuple[int, int]]:
+    """The clock cut into spans of ``size`` steps (the last one shorter): ``[(0, 999), (1000, 1999), ...]``."""
+    return [(lo, min(lo + size, num_steps) - 1) for lo in range(0, max(num_steps, 1), size)]
+
+
+def loaded(view: TraceView, span: tuple[int, int]) -> range:
+    """The positions of ``view`` the payload computes for the clock's ``span``: its steps in the span, or its last
+    step once it has finished (the side that finishes first holds its final state)."""
+    last = view.num_steps - 1
+    return range(min(span[0], last), min(span[1], last) + 1)
+
+
+def fill(view: TraceView, ks: range, make) -> list:
+    """``make(k)`` for each position ``k`` in ``ks``, as a list over every position of the trace: a position
+    outside ``ks`` repeats the nearest one computed (the player never shows it: its clock stays in the span)."""
+    values = [make(k) for k in ks]
+    return [values[min(max(k, ks[0]), ks[-1]) - ks[0]] for k in range(view.num_steps)]
+
+
+def slot_section(view: TraceView, intern: Interner, window: int, ks: range) -> dict:
+    """The slot grid's cells over every window the steps ``ks`` show (its traces hold those cells, in step order;
+    the client keeps the cells of the current window), each step's window ``{lo, hi, xaxis}`` and title, and the
+    highlight of the current column (the figure's one shape, drawn by the client over the plot so that moving it
+    needs no redraw)."""
+    span = (grid_range(view, ks[0], window)[0], grid_range(view, ks[-1], window)[1])
+    fig = figure_json(slot_grid(view, 0, None, span=span))
     highlight = fig["layout"].pop("shapes")[0]
-    windows = []
-    for k in range(view.num_steps):
+
+    def win(k: int) -> int:
         lo, hi = grid_range(view, k, window)
-        windows.append(intern({"lo": lo, "hi": hi, "xaxis": grid_xaxis(lo, hi)}))
+        return intern({"lo": lo, "hi": hi, "xaxis": grid_xaxis(lo, hi)})
+
     return {
         "data": fig["data"],
         "layout": fig["layout"],
         "highlight": highlight,
-        "windows": windows,
-        "titles": [intern(grid_title(view, k)) for k in range(view.num_steps)],
+        "windows": fill(view, ks, win),
+        "titles": fill(view, ks, lambda k: intern(grid_title(view, k))),
     }
 
 
-def budget_section(view: TraceView, intern: Interner) -> dict:
+def budget_section(view: TraceView, intern: Interner, ks: range) -> dict:
     """Each step's bar segments (indices of plotly bar dicts in ``T``) and title; the layout of step 0."""
     return {
         "layout": figure_json(budget_bar(view, 0))["layout"],
-        "bars": [intern([intern(t) for t in budget_traces(view, k)]) for k in range(view.num_steps)],
-        "titles": [intern(budget_title(view, k)) for k in range(view.num_steps)],
+        "bars": fill(view, ks, lambda k: intern([intern(t) for t in budget_traces(view, k)])),
+        "titles": fill(view, ks, lambda k: intern(budget_title(view, k))),
     }
 
 
-def block_section(view: TraceView, intern: Interner, columns: int) -> dict:
+def block_section(view: TraceView, intern: Interner, columns: int, ks: range) -> dict:
     """The block map: fixed positions, each block's look per step (delta rows of indices into ``T``), titles.
 
     A pool larger than ``AGGREGATE_ABOVE`` blocks is drawn one cell per group of blocks (``blockgroups``)."""
@@ -108,11 +136,20 @@ def block_section(view: TraceView, intern: Interner, columns: int) -> dict:
     grouped = num_blocks > AGGREGATE_ABOVE
     fig = figure_json(block_map(view, 0, columns)) if view.steps else {"data": [{}], "layout": {}}
     rows, titles, first = [], [], None
-    for k in range(view.num_steps):
-        m = grouped_marks(view, k) if grouped else block_marks(view, k, columns)
+    if grouped:  # every step at once, incrementally; a group's unchanged mark keeps its index
+        seen: dict[int, int] = {}
+        for k, marks in grouped_marks_all(view, (ks[0], ks[-1])).items():
+            first = first or {"x": [m[0] for m in marks], "y": [m[1] for m in marks]}
+            idx = {id(m): seen[id(m)] if id(m) in seen else intern(list(m[2:])) for m in marks}
+            rows.append([idx[id(m)] for m in marks])
+            seen = idx
+            titles.append(intern(grouped_title(view, k)))
+    for k in ks if not grouped else ():
+        m = block_marks(view, k, columns)
         first = first or m
         rows.append([intern([m[key][i] for key in MARK_KEYS]) for i in range(len(m["x"]))])
-        titles.append(intern(grouped_title(view, k) if grouped else block_map_title(view, k)))
+        titles.append(intern(block_map_title(view, k)))
+    rows, titles = fill(view, ks, lambda k: rows[k - ks[0]]), fill(view, ks, lambda k: titles[k - ks[0]])
     trace = {k: v for k, v in fig["data"][0].items() if k not in ("x", "y", "text", "hovertext")}
     trace["marker"] = {k: v for k, v in trace.get("marker", {}).items() if k not in ("color", "line")}
     layout = fig["layout"]
@@ -153,30 +190,52 @@ def text_section(view: TraceView) -> dict:
     return {"final": [final[r] for r in view.request_ids], "grew": [grew[r] for r in view.request_ids]}
 
 
-def step_columns(view: TraceView, intern: Interner) -> dict[str, list[int]]:
-    """Per-step columns of ``T`` indices: narration, teaching beats, queues and request states."""
+QUEUES = ("waiting", "running", "preempted")
+
+
+def step_columns(view: TraceView, intern: Interner, ks: range) -> dict[str, list[int]]:
+    """Per-step columns of ``T`` indices: narration, teaching beats, the checklist, and the waiting, running and
+    preempted queues as lists of request indices (positions in ``request_ids``). Who has finished by a step, and
+    each request's state, the client derives from ``request_steps`` (a busy server's trace would otherwise carry
+    thousands of ids per step)."""
     beats = story_beats(view)
+    index = {r: i for i, r in enumerate(view.request_ids)}
     cols: dict[str, list[int]] = {
-        k: [] for k in ("narration", "beats", "waiting", "running", "preempted", "finished", "status", "checklist")
+        "narration": fill(view, ks, lambda k: intern(narrate(view, k))),
+        "beats": fill(view, ks, lambda k: intern([intern(BEAT_TEXT[b]) for b in beats.get(k, [])])),
+        "checklist": fill(view, ks, lambda k: intern(checklist_text(view, k))),
     }
-    for k in range(view.num_steps):
-        q = queues(view, k)
-        cols["narration"].append(intern(narrate(view, k)))
-        cols["beats"].append(intern([intern(BEAT_TEXT[b]) for b in beats.get(k, [])]))
-        for name in ("waiting", "running", "preempted", "finished"):
-            cols[name].append(intern(q[name]))
-        status = request_status(view, k)
-        cols["status"].append(intern([status[r] for r in view.request_ids]))
-        cols["checklist"].append(intern(checklist_text(view, k)))
+    qs = {k: queues(view, k) for k in ks}
+    for name in QUEUES:
+        cols[name] = fill(view, ks, lambda k, name=name: intern([index[r] for r in qs[k][name]]))
     return cols
 
 
+def request_steps(view: TraceView) -> dict[str, list]:
+    """Per request (in ``request_ids`` order) the first step it is in a queue and the step it finishes in (null:
+    never), and the requests in finishing order: with the step's queues, enough for the client to list who has
+    finished by step k (``stepinfo.queues``) and each request's state (``stepinfo.request_status``)."""
+    index = {r: i for i, r in enumerate(view.request_ids)}
+    return {
+        "first_seen": [view.first_seen.get(r) for r in view.request_ids],
+        "finish_step": [view.finish_step(r) for r in view.request_ids],
+        "finish_order": [index[r] for r in view.finished_by(view.num_steps - 1)] if view.steps else [],
+    }
+
+
 def view_payload(
-    view: TraceView, num_steps: int, intern: Interner, window: int = 12, columns: int = 16, label: str = ""
+    view: TraceView,
+    num_steps: int,
+    intern: Interner,
+    window: int = 12,
+    columns: int = 16,
+    label: str = "",
+    span: tuple[int, int] | None = None,
 ) -> dict:
     """One trace's part of the payload; ``num_steps`` is the shared clock's length (lockstep pages), ``window``
     the slot grid's (``slots.grid_range``), ``columns`` the block map's; ``label`` heads its side (default: the
-    policy)."""
+    policy); ``span``: the clock's positions the player may show (default all; ``loaded``)."""
+    ks = loaded(view, span or (0, num_steps - 1))
     c = view.header["config"]
     last = view.num_steps - 1
     label = label or view.policy
@@ -191,12 +250,13 @@ def view_payload(
         f"{c['max_num_batched_tokens']}, KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens",
         "finished_note": f"{label} finished at step {last}; holding its final state.",
         "events": event_steps(view),
-        "slots": slot_section(view, intern, window),
-        "budget": budget_section(view, intern),
-        "blocks": block_section(view, intern, columns),
+        "slots": slot_section(view, intern, window, ks),
+        "budget": budget_section(view, intern, ks),
+        "blocks": block_section(view, intern, columns, ks),
         "timeline": figure_json(timeline(view, 0, num_steps)) if view.steps else None,
         "text": text_section(view),
-        "steps": step_columns(view, intern),
+        "steps": step_columns(view, intern, ks),
+        "requests": request_steps(view),
     }
 
 
@@ -209,8 +269,13 @@ def player_payload(
     window: int = 12,
     counters: list[dict] | None = None,
     labels: list[str] | None = None,
+    span: tuple[int, int] | None = None,
 ) -> dict:
     """The whole payload for one or two traces on one step clock (see the module docstring).
+
+    ``span``: the first and last positions of the clock the player may show (default: all). A trace of thousands
+    of steps is packed a span at a time (``MAX_SPAN`` steps): what the client needs stays small and quick to build,
+    while every view at a step of the span is exactly the one the whole trace gives.
 
     ``counters``: optional cards above the views, ``{"label", "values": [one string per step], "help"}``.
     ``labels``: the heading of each side; default the policies, or "A · policy" / "B · policy" when two runs
@@ -220,11 +285,14 @@ def player_payload(
         raise ValueError("the player shows one or two traces, each with at least one step")
     intern = Interner()
     num_steps = max(v.num_steps for v in views)
+    lo, hi = span or (0, num_steps - 1)
+    if not 0 <= lo <= hi < num_steps:
+        raise ValueError(f"span {lo}..{hi} is outside the steps 0..{num_steps - 1}")
     if labels is None:
         policies = [v.policy for v in views]
         same = len(set(policies)) < len(policies)
         labels = [f"{ab} · {p}" if same else p for ab, p in zip("AB", policies)]
-    packed = [view_payload(v, num_steps, intern, window, label=lab) for v, lab in zip(views, labels)]
+    packed = [view_payload(v, num_steps, intern, window, label=lab, span=(lo, hi)) for v, lab in zip(views, labels)]
     cards = [
         {"label": c["label"], "help": c.get("help", ""), "values": [intern(x) for x in c["values"]]}
         for c in counters or []
@@ -233,11 +301,12 @@ def player_payload(
         "version": PAYLOAD_VERSION,
         "title": title,
         "num_steps": num_steps,
-        "initial_step": min(max(int(initial_step), 0), num_steps - 1),
+        "initial_step": min(max(int(initial_step), lo), hi),
+        "span": [lo, hi],
         "speed": min(max(float(speed), 1), 120),
         "present": bool(present),
         "window": window,
-        "events": sorted({e for p in packed for e in p["events"]}),
+        "events": sorted({e for p in packed for e in p["events"] if lo <= e <= hi}),
         "template": pio.templates["plotly_white"].to_plotly_json()["layout"],
         "counters": cards,
         "views": packed,

@@ -121,15 +121,16 @@ def grid_title(view: TraceView, step: int) -> str:
     )
 
 
-def slot_grid(view: TraceView, step: int, window: int | None = None) -> go.Figure:
+def slot_grid(view: TraceView, step: int, window: int | None = None, span: tuple[int, int] | None = None) -> go.Figure:
     """Cell-level slot grid around ``step``: one cell per (slot, step), labelled with its request; hovering a cell
     shows what it computed and the token sampled there. The column of ``step`` is highlighted.
 
-    ``window``: show ``2 * window + 1`` steps around ``step`` (see ``grid_range``; None: all steps). With many
-    slots (a vLLM server's ``max_num_seqs``) rows get thinner and cells lose their text (hover keeps it).
+    ``window``: show ``2 * window + 1`` steps around ``step`` (see ``grid_range``; None: all steps); ``span``: the
+    cells of steps ``lo..hi`` instead (the player's loaded steps). With many slots (a vLLM server's
+    ``max_num_seqs``) rows get thinner and cells lose their text (hover keeps it).
     """
     slots = [f"slot {i}" for i in range(view.header["config"]["max_num_seqs"])]
-    lo, hi = grid_range(view, step, window)
+    lo, hi = span if span is not None else grid_range(view, step, window)
     cells = [c for k in range(lo, min(hi, view.num_steps - 1) + 1) for c in view.cells_at(k)]
     row = 34 if len(slots) <= 16 else max(6, 544 // len(slots))
     fig = go.Figure()

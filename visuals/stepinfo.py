@@ -16,14 +16,12 @@ def queues(view: TraceView, step: int) -> dict[str, list[str]]:
     """Request lists at ``step``: waiting (arrived, queue order), running (in the batch), finished (by the end of
     this step), preempted (in this step), and not_arrived."""
     st = view.steps[step]
-    finished = [f["request_id"] for s in view.steps[: step + 1] for f in s["finished"]]
-    seen = set(st["waiting"]) | set(st["running"]) | set(finished) | set(st["preempted"])
     return {
         "waiting": list(st["waiting"]),
         "running": list(st["running"]),
-        "finished": finished,
+        "finished": view.finished_by(step),
         "preempted": list(st["preempted"]),
-        "not_arrived": [r for r in view.request_ids if r not in seen and view.first_seen.get(r, step + 1) > step],
+        "not_arrived": view.not_arrived(step),  # first seen in a queue after this step (or never)
     }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import plotly.graph_objects as go
 
 from steplog.view import TraceView
@@ -36,19 +38,18 @@ def request_phases(view: TraceView) -> dict[str, list[str | None]]:
 def timeline(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
     """Horizontal bars, one row per request; finished requests end with a marker at their finish step."""
     fig = go.Figure()
-    phases = request_phases(view)
-    for phase in PHASE_COLORS:
-        ys, xs, bases = [], [], []
-        for rid, row in phases.items():
-            start = None
-            for i, p in enumerate([*row, None]):
-                if p == phase and start is None:
-                    start = i
-                elif p != phase and start is not None:
-                    ys.append(esc(rid))
-                    xs.append(i - start)
-                    bases.append(start - 0.5)
-                    start = None
+    runs: dict[str, tuple[list, list, list]] = {phase: ([], [], []) for phase in PHASE_COLORS}
+    for rid, row in request_phases(view).items():  # each run of one phase: a bar from its first step
+        i = 0
+        for phase, group in itertools.groupby(row):
+            n = sum(1 for _ in group)
+            if phase is not None:
+                ys, xs, bases = runs[phase]
+                ys.append(esc(rid))
+                xs.append(n)
+                bases.append(i - 0.5)
+            i += n
+    for phase, (ys, xs, bases) in runs.items():
         if ys:
             fig.add_bar(
                 orientation="h",

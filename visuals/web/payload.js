@@ -26,7 +26,29 @@ BS.Payload = class {
     }
     v._looks = dense;
     v._width = width;
+    const r = v.requests;
+    v._finishSteps = r.finish_order.map((i) => r.finish_step[i]); // non-decreasing: finishing order
     return v;
+  }
+
+  /* Requests (indices) finished by the end of step k, in finishing order (stepinfo.queues "finished"). */
+  finishedBy(v, k) {
+    return v.requests.finish_order.slice(0, BS.lowerBound(v._finishSteps, k + 1));
+  }
+
+  /* Each request's state at step k (stepinfo.request_status): finished, else running, else waiting, else not
+   * arrived (first seen in a queue after k, or never), else "" (e.g. preempted in this step). */
+  statuses(v, k) {
+    const r = v.requests, cols = v.steps;
+    const running = new Set(this.T[cols.running[k]]), waiting = new Set(this.T[cols.waiting[k]]);
+    return v.request_ids.map((_, i) => {
+      const fin = r.finish_step[i], seen = r.first_seen[i];
+      if (fin !== null && fin <= k) return "finished";
+      if (running.has(i)) return "running";
+      if (waiting.has(i)) return "waiting";
+      if (seen === null || seen > k) return "not arrived";
+      return "";
+    });
   }
 
   t(i) { return this.T[i]; }

@@ -11,6 +11,7 @@ BS.Player = class {
     const q = new URLSearchParams(window.location.search);
     const num = (name, dflt) => (q.has(name) && isFinite(parseFloat(q.get(name))) ? parseFloat(q.get(name)) : dflt);
     this.n = payload.num_steps;
+    [this.lo, this.hi] = payload.span || [0, this.n - 1]; // the steps packed: the clock stays within them
     this.events = payload.events;
     this.present = payload.present || q.get("present") === "1";
     this.state = { step: this.clamp(Math.round(num("step", payload.initial_step))), playing: false,
@@ -30,7 +31,7 @@ BS.Player = class {
     this.request();
   }
 
-  clamp(k) { return Math.min(Math.max(k | 0, 0), this.n - 1); }
+  clamp(k) { return Math.min(Math.max(k | 0, this.lo), this.hi); }
 
   buildCounters(counters) {
     const box = this.$("bs-counters");
@@ -53,7 +54,8 @@ BS.Player = class {
     on("bs-prev-event", () => this.seekEvent(-1));
     on("bs-next-event", () => this.seekEvent(1));
     const scrub = this.$("bs-scrub");
-    scrub.max = String(this.n - 1);
+    scrub.min = String(this.lo);
+    scrub.max = String(this.hi);
     scrub.addEventListener("input", () => this.seek(parseInt(scrub.value, 10)));
     const speed = this.$("bs-speed");
     speed.value = String(this.state.speed);
@@ -64,8 +66,8 @@ BS.Player = class {
 
   key(e) {
     const act = { " ": () => this.toggle(), ArrowRight: () => this.seek(this.state.step + 1),
-      ArrowLeft: () => this.seek(this.state.step - 1), Home: () => this.seek(0),
-      End: () => this.seek(this.n - 1) }[e.key];
+      ArrowLeft: () => this.seek(this.state.step - 1), Home: () => this.seek(this.lo),
+      End: () => this.seek(this.hi) }[e.key];
     if (!act || e.altKey || e.ctrlKey || e.metaKey) return;
     e.preventDefault();
     act();
@@ -75,7 +77,7 @@ BS.Player = class {
 
   play() {
     const S = this.state;
-    if (S.step >= this.n - 1) S.step = 0;
+    if (S.step >= this.hi) S.step = this.lo;
     Object.assign(S, { playing: true, base: S.step, t0: performance.now() });
     this.request();
   }
@@ -114,9 +116,9 @@ BS.Player = class {
     const S = this.state;
     S.raf = 0;
     if (S.playing) {
-      const target = Math.min(this.n - 1, Math.floor(S.base + ((now - S.t0) * S.speed) / 1000));
+      const target = Math.min(this.hi, Math.floor(S.base + ((now - S.t0) * S.speed) / 1000));
       if (target > S.step) S.step = target;
-      if (S.step >= this.n - 1) { S.playing = false; this.writeUrl(); }
+      if (S.step >= this.hi) { S.playing = false; this.writeUrl(); }
     }
     if (S.step !== S.drawn) this.draw(S.step);
     this.drawControls();
@@ -142,8 +144,8 @@ BS.Player = class {
     play.textContent = S.playing ? "⏸ Pause" : "▶ Play";
     play.setAttribute("aria-pressed", String(S.playing));
     this.$("bs-scrub").value = String(k);
-    this.$("bs-back").disabled = k <= 0;
-    this.$("bs-fwd").disabled = k >= this.n - 1;
+    this.$("bs-back").disabled = k <= this.lo;
+    this.$("bs-fwd").disabled = k >= this.hi;
     this.$("bs-prev-event").disabled = !this.events.some((x) => x < k);
     this.$("bs-next-event").disabled = !this.events.some((x) => x > k);
     this.$("bs-speed-out").textContent = String(S.speed);

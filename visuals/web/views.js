@@ -9,6 +9,8 @@ const TOP_MARGIN = 6; // a figure's title is an HTML line above its plot: it wra
 const ID_LINE = /^<span[^>]*>\d+<\/span>(<br>)?/; // a block cell's id line (visuals/kv.py cell_text)
 const MIN_ID_CELL = 30; // px: smaller cells with an owner drop the id line (it stays on hover)
 const MIN_ID_ALONE = 16; // px: an empty cell shows its id down to this size
+const MAX_CHIPS = 40; // a server's queues hold hundreds of requests: the first ones, then a count (ui/common.py)
+const MAX_TEXT_ROWS = 200; // more requests than this: the text table lists those in play (ui/panels.py)
 
 /* Plotly label text (HTML entities, as visuals/safe.py esc writes it) as plain characters. A textarea parses its
  * content as text, so nothing in it can become markup or run. */
@@ -60,7 +62,7 @@ BS.Side = class {
     s.rows = v.request_ids.map((rid, i) => {
       const tr = el("tr", "", s.table);
       el("td", "", tr).appendChild(this.chip(i));
-      return { status: el("td", "bs-status", tr), text: el("td", "bs-text", tr), len: -1 };
+      return { tr, status: el("td", "bs-status", tr), text: el("td", "bs-text", tr), len: -1 };
     });
     s.details.addEventListener("toggle", () => this.drawTexts(this.drawn));
     s.timeline = el("div", "bs-plot bs-timeline", s.root);
@@ -94,10 +96,12 @@ BS.Side = class {
     return c;
   }
 
-  chips(ids) {
+  /* Chips for requests (indices), the first MAX_CHIPS of them and a count of the rest. */
+  chips(idx) {
     const f = document.createDocumentFragment();
-    if (!ids.length) el("span", "bs-none", f, "none");
-    for (const rid of ids) f.appendChild(this.chip(this.v.request_ids.indexOf(rid)));
+    if (!idx.length) el("span", "bs-none", f, "none");
+    for (const i of idx.slice(0, MAX_CHIPS)) f.appendChild(this.chip(i));
+    if (idx.length > MAX_CHIPS) el("span", "bs-more", f, ` and ${idx.length - MAX_CHIPS} more`);
     return f;
   }
 
@@ -224,7 +228,8 @@ BS.Side = class {
     if (this.opts.beats && this.last.beats !== cols.beats[s]) {
       this.dom.beats.replaceChildren(...T[cols.beats[s]].map((i) => el("div", "bs-beat", null, "💡 " + T[i])));
     }
-    const key = ["waiting", "running", "preempted", "finished"].map((q) => cols[q][s]).join(",");
+    const key = ["waiting", "running", "preempted"].map((q) => cols[q][s]).join(",") + "," +
+      BS.lowerBound(v._finishSteps, s + 1);
     if (this.last.queues !== key) this.drawQueues(s);
     this.last = Object.assign(this.last, { narration: cols.narration[s], beats: cols.beats[s], queues: key });
     this.drawTexts(s);
@@ -236,19 +241,26 @@ BS.Side = class {
       ["Finished (by the end of this step)", "finished"]];
     const f = document.createDocumentFragment();
     for (const [name, q] of rows) {
-      const ids = T[cols[q][s]];
-      if (!ids.length && q === "preempted") continue;
+      const idx = q === "finished" ? this.P.finishedBy(this.v, s) : T[cols[q][s]];
+      if (!idx.length && q === "preempted") continue;
       const div = el("div", "bs-queue", f);
       el("b", "", div, name + ": ");
-      div.appendChild(this.chips(ids));
+      div.appendChild(this.chips(idx));
     }
     this.dom.queues.replaceChildren(f);
   }
 
   drawTexts(s) {
     if (s < 0 || !this.dom.details.open || this.opts.present) return;
-    const status = this.P.T[this.v.steps.status[s]];
+    const v = this.v, status = this.P.statuses(v, s), many = v.request_ids.length > MAX_TEXT_ROWS;
+    const now = many ? new Set([...this.P.T[v.steps.preempted[s]]]) : null;
     this.dom.rows.forEach((row, i) => {
+      if (many) { // in play: waiting, running, preempted or finishing in this step
+        const show = status[i] === "waiting" || status[i] === "running" || now.has(i) ||
+          v.requests.finish_step[i] === s;
+        row.tr.hidden = !show;
+        if (!show) return;
+      }
       if (row.status.textContent !== status[i]) row.status.textContent = status[i];
       const text = this.P.textAt(this.v, i, s);
       if (text.length !== row.len) { row.text.textContent = BS.visibleWhitespace(text); row.len = text.length; }

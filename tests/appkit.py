@@ -1,0 +1,43 @@
+"""Helpers for the app's AppTest tests: open a page (with a URL query), click, read the browser player's payload
+embedded in the page, wait for a live run to end."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+from streamlit.testing.v1 import AppTest
+
+
+def page(name: str, **query) -> AppTest:
+    at = AppTest.from_string(f"from ui import {name}\n{name}.page()", default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def click(at, key: str) -> AppTest:
+    at.button(key=key).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def player_payload(at) -> dict:
+    """The payload of the browser player embedded in the page (its frame's inline JSON)."""
+    (frame,) = at.get("iframe")
+    body = re.search(r'<script type="application/json" id="bs-payload">(.*?)</script>', frame.proto.srcdoc, re.DOTALL)
+    return json.loads(body.group(1))
+
+
+def wait_for_live_run(at, timeout: float = 180) -> AppTest:
+    """Rerun the page until this session's live run (a background thread) has ended and been collected."""
+    deadline = time.monotonic() + timeout
+    while "playground:live-job" in at.session_state:
+        assert time.monotonic() < deadline, "the live run did not end"
+        time.sleep(0.3)
+        at.run()
+        assert not at.exception, at.exception
+    return at
