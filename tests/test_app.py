@@ -169,3 +169,30 @@ def test_one_pool_has_the_same_block_grid_on_every_page():
         (side,) = [v for v in player_payload(at)["views"] if v["policy"] == "continuous"]
         assert (side["blocks"]["x"], side["blocks"]["y"]) == want, name
         assert side["blocks"]["layout"]["xaxis"]["range"] == [-0.6, 15.6], name  # 16 columns
+
+
+def test_trace_page_plays_a_long_trace_a_span_at_a_time(tmp_path):
+    """A 1500-step server trace (synthetic, vLLM tracer format, a 600-block pool drawn grouped): the Trace page packs
+    steps 0-999 for the player, or the span holding the URL's ?step=, and the player starts at that step."""
+    import subprocess
+    import sys
+
+    from bench.app_server import ROOT
+
+    out = tmp_path / "long.jsonl"
+    args = ["--out", str(out), "--requests", "60", "--steps", "1500", "--max-num-seqs", "8", "--num-blocks", "600"]
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "synth_vllm_trace.py"), *args], check=True)
+    records = trace.read(out)
+    for step, span in ((None, [0, 999]), ("1200", [1000, 1499])):
+        at = AppTest.from_string("from ui import page_trace\npage_trace.page()", default_timeout=120)
+        at.session_state["playground:live-runs"] = {"server": records}
+        at.query_params["live"] = "server"
+        if step:
+            at.query_params["step"] = step
+        at.run()
+        assert not at.exception, at.exception
+        (picker,) = [s for s in at.selectbox if (s.key or "").startswith("trace:span")]
+        assert list(picker.value) == span
+        p = player_payload(at)
+        assert p["span"] == span and p["initial_step"] == int(step or 0) and p["num_steps"] == 1500
+        assert p["views"][0]["blocks"]["grouped"]

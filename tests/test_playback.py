@@ -26,7 +26,8 @@ from visuals.export import player_html
 from visuals.kv import block_map
 from visuals.lockstep import lockstep_counters
 from visuals.narration import BEAT_TEXT, narrate, story_beats
-from visuals.playback import figure_json, player_payload
+from visuals.packing import figure_json
+from visuals.playback import player_payload
 from visuals.slots import grid_range, slot_grid
 from visuals.stepinfo import event_steps, queues, request_status, text_so_far
 from visuals.timeline import timeline
@@ -313,7 +314,7 @@ def test_a_span_of_a_long_trace_gives_the_same_views_at_its_steps():
     """Payloads packed for steps 300..420 and 600..650 of the sixteen pair decode, at those steps, to exactly the
     Python figures and texts (in the second span the continuous side, finished at step 530, holds its final
     state); the clock's first step and the events stay in the span, and a span off the clock is refused."""
-    from visuals.playback import spans
+    from visuals.packing import spans
 
     assert spans(2500) == [(0, 999), (1000, 1999), (2000, 2499)] and spans(7) == [(0, 6)]
     views = pair("sixteen")

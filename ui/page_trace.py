@@ -11,7 +11,7 @@ from steplog.view import TraceView
 from ui.common import badge, md, query_int, recorded_records
 from ui.state import live_runs
 from ui.web_player import web_player
-from visuals.playback import MAX_SPAN, spans
+from visuals.packing import MAX_SPAN, spans
 
 MAX_LISTED = 6  # per cell of the steps table; a server's step schedules dozens of requests
 

@@ -126,21 +126,25 @@ def grouped_marks_all(view: TraceView, span: tuple[int, int] | None = None) -> d
             dirty = {b // size for b in changed | shared} | now_flagged | flagged
         marks = list(marks)
         for g in dirty:
-            start, end = g * size, min(n, (g + 1) * size)
-            blocks = range(start, end)
-            marks[g] = _group_mark(
-                view,
-                g,
-                start,
-                end - start,
-                Counter(filter(None, owner[start:end])),
-                not flags["releasing"].isdisjoint(blocks),
-                any(start <= b < end and owner[b] is None for b in flags["preempted"]),
-                not flags["new"].isdisjoint(blocks),
-            )
+            marks[g] = _mark_of(view, g, g * size, min(n, (g + 1) * size), owner, flags)
         out[k] = marks
         flagged = now_flagged
     return out
+
+
+def _mark_of(view: TraceView, g: int, start: int, end: int, owner: list, flags: dict[str, Any]) -> tuple:
+    """Group ``g`` (blocks ``start..end - 1``) from each block's drawn owner and the step's one-step flags."""
+    blocks = range(start, end)
+    return _group_mark(
+        view,
+        g,
+        start,
+        end - start,
+        Counter(filter(None, owner[start:end])),
+        not flags["releasing"].isdisjoint(blocks),
+        any(start <= b < end and owner[b] is None for b in flags["preempted"]),
+        not flags["new"].isdisjoint(blocks),
+    )
 
 
 def _follow_tables(prev: dict, tables: dict, holders: dict[int, set[str]]) -> set[int]:
