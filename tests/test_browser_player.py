@@ -276,9 +276,9 @@ def test_whitespace_tokens_are_visible_in_the_text_so_far(browser, files):
 
 
 def test_block_ids_are_in_the_cells_when_there_is_room_and_always_on_hover(browser, files):
-    """Wide: every cell carries its block id (the Python figure's text, compared above). Narrow (two sides in 900
+    """Wide: a held cell carries its block id (the Python figure's text, compared above). Narrow (two sides in 900
     px): cells shrink to their grid cell in the same 16 columns, a cell with an owner drops its id line, an empty
-    cell keeps it, and every hover still names the block."""
+    cell at the start of a row keeps it, and every hover still names the block."""
     page = open_file(browser, files["seed-abcd"], "?step=5", width=900)
     got = page.evaluate(
         """() => { const gd = bsPlayer.sides[1].dom.blocks, t = gd.data[0];
@@ -287,9 +287,8 @@ def test_block_ids_are_in_the_cells_when_there_is_room_and_always_on_hover(brows
     assert got["size"] < 30 and max(got["x"]) == 15
     for b, (text, hover) in enumerate(zip(got["text"], got["hover"])):
         assert hover.startswith(f"block {b}:")
-        if "<br>" in text or not text.startswith("<span"):
-            assert not text.startswith("<span"), text  # an owner's label: no room for the id
-        else:
-            assert text == f"<span style='font-size:7px;color:#444'>{b}</span>"
+        assert not ("<br>" in text and text.startswith("<span")), text  # an owner's label: no room for the id
+        if text.startswith("<span"):
+            assert text == f"<span style='font-size:7px;color:#444'>{b}</span>" and b % 16 == 0
     assert any("<br>" in t for t in got["text"]) and any(t.startswith("<span") for t in got["text"])
     page.close()

@@ -109,7 +109,8 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
 
 def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list]:
     """What ``block_map`` draws for each block at ``step``, as parallel lists: grid position (``x``, ``y``),
-    ``color`` (owner or free), ``text`` (``cell_text``: the block id, then owner, release mark and fill), ``hover``,
+    ``color`` (owner or free), ``text`` (``cell_text``: the block id, then owner, release mark and fill; a free block
+    only at the start of a row), ``hover``,
     outline ``width`` and ``line`` colour (thick vermillion = allocated this step). The browser player draws the
     same lists (in presenter mode, where cells are small, without the id line: it stays on hover)."""
     cells = block_map_cells(view, step)
@@ -147,7 +148,9 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
                 "can still hit it until it is reused: evictable)"
             )
         else:
-            out["text"].append(cell_text(c["block"], ""))
+            # a free cell: its id only at the start of a row (the ids run 16 to a row, so the rest follow; a label in
+            # every free cell would make each redraw of the map a third slower in the browser)
+            out["text"].append(cell_text(c["block"], "") if c["block"] % columns == 0 else "")
             out["hover"].append(f"block {c['block']}: free")
         out["width"].append(3 if c["new"] else 0.5)
         out["line"].append("#D55E00" if c["new"] else "#888")

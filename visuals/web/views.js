@@ -203,7 +203,12 @@ BS.Side = class {
   fitBlocks(trace, layout) {
     const m = layout.margin, cols = layout.xaxis.range[1] - layout.xaxis.range[0];
     const rows = layout.yaxis.range[0] - layout.yaxis.range[1];
-    const cellW = ((this.dom.blocks.clientWidth || 640) - m.l - m.r) / cols;
+    // the plot's width, measured once (and again after a resize): reading it between redraws would force a layout
+    if (!this.blocksWidth) {
+      this.blocksWidth = this.dom.blocks.clientWidth || 640;
+      window.addEventListener("resize", () => { this.blocksWidth = 0; }, { once: true });
+    }
+    const cellW = (this.blocksWidth - m.l - m.r) / cols;
     const cellH = (layout.height - m.t - m.b) / rows;
     const size = Math.max(8, Math.min(trace.marker.size, Math.floor(Math.min(cellW, cellH) * 0.92)));
     if (size < trace.marker.size) {
