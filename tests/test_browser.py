@@ -166,7 +166,11 @@ def test_two_users_run_live_at_once_and_each_gets_their_own_trace(browser, serve
     wait_ready(b, 0)
     shot(b, "playground-a-vs-b")
     b.get_by_text("Open this pair on the Compare runs page").click()  # same session: the pair opens there
-    player_frame(b, step=0).get_by_text("B · continuous · step 0").wait_for()
+    b.wait_for_url("**/compare?**")
+    b.wait_for_function(  # the new page's player (the Playground's frame may still be on its way out)
+        """() => { const f = document.querySelector('iframe'), w = f && f.contentWindow;
+          return !!(w && w.bsPlayer && w.document.body.textContent.includes('B · continuous · step 0')); }"""
+    )
     assert "run+B" in b.url or "run%20B" in b.url
     a.close()
     b.close()
@@ -240,4 +244,25 @@ def test_presenter_mode_in_the_app_is_the_player_alone_within_1280x720(browser, 
     inner = frame.evaluate("[document.scrollingElement.scrollHeight, document.body.classList.contains('present')]")
     assert inner[0] <= 720 and inner[1], inner
     shot(page, f"present-{path.split('?')[0].strip('/') or 'walkthrough'}")
+    page.close()
+
+
+def test_compare_page_takes_an_uploaded_trace_and_refuses_another_workload(browser, server, tmp_path):
+    """Run B uploaded: the continuous seed-abcd trace against the recorded static one plays as the static vs
+    continuous pair; a trace of another workload (sixteen) is refused with the first difference."""
+    page = open_page(browser, server + "/compare?a=seed-abcd+%2F+static&b=seed-abcd+%2F+static", 2400)
+    player_frame(page, min_charts=4)
+    page.locator(".st-key-lock-b").click()
+    page.get_by_role("option", name="upload a file").click()
+    page.get_by_text("Upload the trace to compare").wait_for()
+    upload = page.locator(".st-key-lock-b-upload [data-testid='stFileUploaderDropzoneInput']")
+    upload.set_input_files(str(ROOT / "assets" / "traces" / "seed-abcd-continuous.jsonl"))
+    page.get_by_text("Imported file").first.wait_for()
+    page.wait_for_function(
+        """() => { const f = document.querySelector('iframe'), w = f && f.contentWindow;
+          return !!(w && w.bsPlayer && w.document.body.textContent.includes('Continuous · step 0')); }"""
+    )
+    upload.set_input_files(str(ROOT / "assets" / "traces" / "sixteen-continuous.jsonl"))
+    page.get_by_text("not of one workload").wait_for()
+    assert page.locator('[data-testid="stException"]').count() == 0
     page.close()

@@ -9,6 +9,7 @@ from engine.workload import list_scenarios
 from steplog.view import TraceView
 from ui.common import POLICIES, md, query_int, recorded_view
 from ui.compare import compare, compare_pair
+from ui.page_trace import upload_trace
 from ui.state import live_runs
 from visuals.compare_runs import config_diff, same_workload
 
@@ -17,8 +18,12 @@ The same requests, the same model, the same limits: on the left a **static** bat
 previous one has completely finished, so a finished request's row idles as **padding** (grey, ✕) until the
 slowest member ends. On the right, **continuous** batching hands a finished request's slot and KV blocks to the
 next waiting request at the very next step. Both sides share one step clock. Pick any other two runs of one workload
-below (e.g. a Playground run against the recorded one) to see what a setting changes.
+below (a Playground run, or an uploaded trace such as your vLLM server's, against a recorded one) to see what a
+setting changes.
 """
+
+
+UPLOAD = "upload a file…"
 
 
 def _runs() -> dict[str, TraceView]:
@@ -40,13 +45,23 @@ def page() -> None:
     runs = _runs()
     names = list(runs)
     scenario = st.query_params.get("scenario", "sixteen")
+    names.append(UPLOAD)
     left, right = st.columns(2)
-    with left:
-        a = _pick("Run A", names, f"{scenario} / static", "a")
-    with right:
-        b = _pick("Run B", names, f"{scenario} / continuous", "b")
+    picked = {}
+    for col, side, default in ((left, "a", f"{scenario} / static"), (right, "b", f"{scenario} / continuous")):
+        with col:
+            picked[side] = _pick(f"Run {side.upper()}", names, default, side)
+            if picked[side] == UPLOAD:
+                uploaded = upload_trace(f"lock:{side}")
+                if uploaded is not None:
+                    runs[f"{UPLOAD}:{side}"] = TraceView(uploaded[0], source="imported", filename=uploaded[1])
+    a, b = picked["a"], picked["b"]
     st.query_params.update(a=a, b=b)
-    va, vb = runs[a], runs[b]
+    if UPLOAD in (a, b) and not {f"{UPLOAD}:{s}" for s in "ab" if picked[s] == UPLOAD} <= runs.keys():
+        st.info("Upload the trace to compare (a Batchscope trace or one from the vLLM tracer).")
+        return
+    va = runs[f"{UPLOAD}:a"] if a == UPLOAD else runs[a]
+    vb = runs[f"{UPLOAD}:b"] if b == UPLOAD else runs[b]
     ok, why = same_workload(va, vb)
     if not ok:
         st.error(f"These two runs are not of one workload, so a step-by-step comparison would mislead: {md(why)}")

@@ -81,6 +81,15 @@ def choose_trace(prefix: str = "trace", follow_url: bool = True) -> tuple[list[d
             st.query_params["live"] = choice.split(": ", 1)[1]
         label = choice.split(": ", 1)[1]
         return live[label], "live", label
+    uploaded = upload_trace(prefix)
+    if uploaded is None:
+        st.stop()
+    return uploaded[0], "imported", uploaded[1]
+
+
+def upload_trace(prefix: str) -> tuple[list[dict], str] | None:
+    """A file uploader for a trace (keyed by ``prefix``): ``(records, file name)`` once a valid file is given, None
+    before. A file too large or not a valid trace is refused with the reason and the page stops there."""
     up = st.file_uploader(
         f"Batchscope or vLLM-tracer trace (.jsonl or .jsonl.gz, at most {trace.MAX_TRACE_BYTES // 2**20} MB of "
         "uncompressed text)",
@@ -88,20 +97,20 @@ def choose_trace(prefix: str = "trace", follow_url: bool = True) -> tuple[list[d
         key=f"{prefix}:upload",
     )
     if up is None:
-        st.stop()
+        return None
     if up.size > trace.MAX_TRACE_BYTES:
         st.error(f"{md(up.name)} is {up.size / 2**20:.1f} MB; the limit is {trace.MAX_TRACE_BYTES // 2**20} MB.")
         st.stop()
     cached = st.session_state.get(f"{prefix}:parsed")
     if cached and cached[0] == up.file_id:  # parsed once per upload, not at every rerun
-        return cached[1], "imported", up.name
+        return cached[1], up.name
     try:
         records = trace.loads(up.getvalue())
     except trace.TraceError as exc:
         st.error(f"{md(up.name)} is not a valid Batchscope trace: {md(exc)}", icon=":material/error:")
         st.stop()
     st.session_state[f"{prefix}:parsed"] = (up.file_id, records)
-    return records, "imported", up.name
+    return records, up.name
 
 
 def _view(records: list[dict], source: str, name: str) -> TraceView:
