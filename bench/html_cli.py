@@ -1,6 +1,7 @@
 """``python -m engine html TRACE [TRACE2] --out FILE.html``: one self-contained HTML file that plays a trace (or two
 of one workload on one step clock) with the browser player: plotly.js and the data inlined, no network request
-when opened from ``file://``; it takes ``?step=``, ``?speed=`` and ``?present=1``. For slides and course pages."""
+when opened from ``file://``; it takes ``?step=``, ``?speed=`` and ``?present=1``. For slides and course pages.
+A busy server's long trace is written one span of steps at a time (``packing.span_of``): the one holding ``--step``."""
 
 from __future__ import annotations
 
@@ -19,7 +20,12 @@ def add_html(sub) -> None:
     h.add_argument("traces", nargs="+", metavar="TRACE", help="one or two trace files of one workload")
     h.add_argument("--out", required=True, help="the HTML file to write (refused if it exists, unless --force)")
     h.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    h.add_argument("--step", type=int, default=0, help="the step it opens at")
+    h.add_argument(
+        "--step",
+        type=int,
+        default=0,
+        help="the step it opens at (a busy server's long trace: the span of steps around it)",
+    )
     h.add_argument("--speed", type=float, default=8.0, help="steps per second, in [1, 120]")
     h.set_defaults(handler=_html)
 
@@ -31,6 +37,7 @@ def _html(args) -> int:
     from visuals.compare_runs import same_workload
     from visuals.export import player_html
     from visuals.lockstep import lockstep_counters
+    from visuals.packing import span_of
 
     if len(args.traces) > 2:
         raise ValueError(f"html takes one or two traces, got {len(args.traces)}")
@@ -50,7 +57,9 @@ def _html(args) -> int:
     if not 0 <= args.step < num_steps:
         raise ValueError(f"--step={args.step} is out of range: an integer in [0, {num_steps - 1}]")
     title = " vs ".join(f"{v.header.get('scenario') or v.filename} ({v.policy})" for v in views)
-    html = player_html(views, title, initial_step=args.step, speed=args.speed, counters=counters)
+    span = span_of(views, args.step)  # a busy server's long trace: the span holding --step
+    html = player_html(views, title, initial_step=args.step, speed=args.speed, counters=counters, span=span)
     trace.write_text_atomic(html, out)
-    print(f"wrote {out}: {len(html) / 1e6:.1f} MB, {num_steps} steps", file=sys.stderr)
+    part = f" (steps {span[0]}-{span[1]}: pick others with --step)" if span != (0, num_steps - 1) else ""
+    print(f"wrote {out}: {len(html) / 1e6:.1f} MB, {num_steps} steps{part}", file=sys.stderr)
     return 0

@@ -172,15 +172,15 @@ def test_one_pool_has_the_same_block_grid_on_every_page():
 
 
 def test_trace_page_plays_a_long_trace_a_span_at_a_time(tmp_path):
-    """A 1500-step server trace (synthetic, vLLM tracer format, a 600-block pool drawn grouped): the Trace page packs
-    steps 0-999 for the player, or the span holding the URL's ?step=, and the player starts at that step."""
+    """A 1500-step trace of a 64-slot server (synthetic, vLLM tracer format, a 600-block pool drawn grouped): the
+    Trace page packs steps 0-999 for the player, or the span holding the URL's ?step=, and starts at that step."""
     import subprocess
     import sys
 
     from bench.app_server import ROOT
 
     out = tmp_path / "long.jsonl"
-    args = ["--out", str(out), "--requests", "60", "--steps", "1500", "--max-num-seqs", "8", "--num-blocks", "600"]
+    args = ["--out", str(out), "--requests", "200", "--steps", "1500", "--max-num-seqs", "64", "--num-blocks", "600"]
     subprocess.run([sys.executable, str(ROOT / "scripts" / "synth_vllm_trace.py"), *args], check=True)
     records = trace.read(out)
     for step, span in ((None, [0, 999]), ("1200", [1000, 1499])):

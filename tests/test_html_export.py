@@ -31,3 +31,27 @@ def test_html_refuses_two_workloads_and_out_of_range_values(tmp_path, capsys):
     assert "--speed=500" in capsys.readouterr().err
     assert main(["html", one, "--out", out, "--step", "9999"]) == 2
     assert not Path(out).exists()
+
+
+def test_html_of_a_busy_servers_long_trace_holds_the_span_of_its_step(tmp_path, capsys):
+    """The sixteen pair (1222 steps, 4 slots) is written whole; a 1500-step trace of a 64-slot server, at --step
+    1100, as steps 1000-1499, and the command says so."""
+    import json
+    import subprocess
+    import sys
+
+    def payload(path: Path) -> dict:
+        body = re.search(r'id="bs-payload">(.*?)</script>', path.read_text(encoding="utf-8"), re.DOTALL).group(1)
+        return json.loads(body)
+
+    pair = [str(TRACES / "sixteen-static.jsonl"), str(TRACES / "sixteen-continuous.jsonl")]
+    assert main(["html", *pair, "--out", str(tmp_path / "pair.html"), "--step", "1100"]) == 0
+    assert payload(tmp_path / "pair.html")["span"] == [0, 1221]
+    server = tmp_path / "server.jsonl"
+    args = ["--out", str(server), "--requests", "200", "--steps", "1500", "--max-num-seqs", "64"]
+    subprocess.run([sys.executable, str(TRACES.parents[1] / "scripts" / "synth_vllm_trace.py"), *args], check=True)
+    capsys.readouterr()
+    assert main(["html", str(server), "--out", str(tmp_path / "server.html"), "--step", "1100"]) == 0
+    p = payload(tmp_path / "server.html")
+    assert p["span"] == [1000, 1499] and p["initial_step"] == 1100
+    assert "steps 1000-1499" in capsys.readouterr().err

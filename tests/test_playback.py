@@ -314,9 +314,10 @@ def test_a_span_of_a_long_trace_gives_the_same_views_at_its_steps():
     """Payloads packed for steps 300..420 and 600..650 of the sixteen pair decode, at those steps, to exactly the
     Python figures and texts (in the second span the continuous side, finished at step 530, holds its final
     state); the clock's first step and the events stay in the span, and a span off the clock is refused."""
-    from visuals.packing import spans
+    from visuals.packing import span_size, spans
 
-    assert spans(2500) == [(0, 999), (1000, 1999), (2000, 2499)] and spans(7) == [(0, 6)]
+    assert spans(2500, 1000) == [(0, 999), (1000, 1999), (2000, 2499)] and spans(7, 1000) == [(0, 6)]
+    assert (span_size(4), span_size(64), span_size(256)) == (16000, 1000, 1000)  # sixteen fits whole
     views = pair("sixteen")
     for lo, hi in ((300, 420), (600, 650)):
         p = player_payload(views, "span", window=WINDOW, initial_step=0, span=(lo, hi))

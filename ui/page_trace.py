@@ -11,7 +11,7 @@ from steplog.view import TraceView
 from ui.common import badge, md, query_int, recorded_records
 from ui.state import live_runs
 from ui.web_player import web_player
-from visuals.packing import MAX_SPAN, spans
+from visuals.packing import span_size, spans
 
 MAX_LISTED = 6  # per cell of the steps table; a server's step schedules dozens of requests
 
@@ -125,16 +125,17 @@ def _view(records: list[dict], source: str, name: str) -> TraceView:
 
 
 def pick_span(view: TraceView) -> tuple[int, int] | None:
-    """A trace longer than ``MAX_SPAN`` steps plays a span at a time: the one holding the URL's ``?step=`` first,
-    any other from a select box (the player's clock, scrubber and events stay within it)."""
-    if view.num_steps <= MAX_SPAN:
+    """A long trace of a busy server plays a span of steps at a time (``packing.span_size``): the one holding the
+    URL's ``?step=`` first, any other from a select box (the player's clock, scrubber and events stay in it)."""
+    size = span_size(view.header["config"]["max_num_seqs"])
+    if view.num_steps <= size:
         return None
-    options = spans(view.num_steps)
+    options = spans(view.num_steps, size)
     step = query_int("step", 0, 0, view.num_steps - 1)
     chosen = st.selectbox(
-        f"Steps in the player ({view.num_steps} in all, {MAX_SPAN} at a time)",
+        f"Steps in the player ({view.num_steps} in all, {size} at a time)",
         options,
-        index=step // MAX_SPAN,
+        index=step // size,
         format_func=lambda s: f"steps {view.step_number(s[0])}–{view.step_number(s[1])}",
         key=f"trace:span:{view.num_steps}",
         help="a long trace is packed for the browser a span of steps at a time, so it opens in seconds",

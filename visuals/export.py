@@ -51,20 +51,8 @@ def render(payload: dict) -> str:
     return re.sub(r"\{\{([A-Z]+)\}\}", lambda m: parts[m.group(1)], template)
 
 
-def player_html(
-    views: list[TraceView],
-    title: str,
-    initial_step: int = 0,
-    speed: float = 8,
-    present: bool = False,
-    window: int = 12,
-    counters: list[dict] | None = None,
-) -> str:
-    """A self-contained HTML page playing ``views`` (one trace, or two on one step clock) from ``initial_step``
-    at ``speed`` steps per second; ``present``: presenter mode; ``window``: steps shown either side of the cursor
-    in the slot grid; ``counters``: see ``playback.player_payload``."""
-    return render(
-        player_payload(
-            views, title, initial_step=initial_step, speed=speed, present=present, window=window, counters=counters
-        )
-    )
+def player_html(views: list[TraceView], title: str, **options) -> str:
+    """A self-contained HTML page playing ``views`` (one trace, or two on one step clock). ``options`` are
+    ``playback.player_payload``'s: ``initial_step``, ``speed`` (steps per second), ``present`` (presenter mode),
+    ``window`` (the slot grid's steps either side of the cursor), ``counters``, ``labels``, ``span``."""
+    return render(player_payload(views, title, **options))

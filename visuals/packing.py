@@ -11,7 +11,11 @@ import plotly.graph_objects as go
 
 from steplog.view import TraceView
 
-MAX_SPAN = 1000  # steps packed at once: a longer trace is played a span at a time (``spans``)
+# How much of a trace the player gets at once: a span of steps whose slot grid holds at most MAX_SPAN_CELLS cells
+# (steps x max_num_seqs), and never fewer than MIN_SPAN steps. The 16-on-4 pair (1222 steps, 4 slots) fits whole;
+# a busy server's trace (thousands of steps, 64 slots) goes 1000 steps at a time.
+MAX_SPAN_CELLS = 64_000
+MIN_SPAN = 1000
 
 
 class Interner:
@@ -45,9 +49,21 @@ def delta_rows(rows: list[list[int]]) -> dict[str, list]:
     return {"first": rows[0] if rows else [], "changes": changes}
 
 
-def spans(num_steps: int, size: int = MAX_SPAN) -> list[tuple[int, int]]:
+def span_size(max_num_seqs: int) -> int:
+    """Steps packed at once for a trace of ``max_num_seqs`` slots (see ``MAX_SPAN_CELLS``)."""
+    return max(MIN_SPAN, MAX_SPAN_CELLS // max(1, max_num_seqs))
+
+
+def spans(num_steps: int, size: int) -> list[tuple[int, int]]:
     """The clock cut into spans of ``size`` steps (the last one shorter): ``[(0, 999), (1000, 1999), ...]``."""
     return [(lo, min(lo + size, num_steps) - 1) for lo in range(0, max(num_steps, 1), size)]
+
+
+def span_of(views: list[TraceView], step: int) -> tuple[int, int]:
+    """The span of ``views`` (one clock) holding ``step``: the whole clock when it fits (``span_size``)."""
+    num_steps = max(v.num_steps for v in views)
+    size = span_size(max(v.header["config"]["max_num_seqs"] for v in views))
+    return next(s for s in spans(num_steps, size) if s[0] <= step <= s[1])
 
 
 def loaded(view: TraceView, span: tuple[int, int]) -> range:

@@ -16,8 +16,9 @@ the pages (``slots.slot_grid``, ``budget.budget_traces``, ``kv.block_marks``, ``
 - the slot grid is the figure of ``slot_grid`` over every window the steps show (cells in step order), which the
   client slices to the window around the cursor, as ``slot_grid(view, k, window)`` does;
 - each request's text so far is its final text plus the steps where it grew and its length then;
-- a trace longer than ``MAX_SPAN`` steps is packed one span of steps at a time (``span``): the columns are computed
-  for the span only (other positions repeat its first or last step), and the client's clock stays in the span.
+- a long trace of a busy server is packed one span of steps at a time (``span``, ``packing.span_of``): the
+  columns are computed for the span only (other positions repeat its first or last step), and the client's clock
+  stays in the span.
 
 Payload layout (JSON): ``{version, title, num_steps, span, initial_step, speed, present, window, events, T,
 template, counters, views: [view...]}``; see ``view_payload`` for one view.
@@ -214,7 +215,7 @@ def player_payload(
     """The whole payload for one or two traces on one step clock (see the module docstring).
 
     ``span``: the first and last positions of the clock the player may show (default: all). A trace of thousands
-    of steps is packed a span at a time (``MAX_SPAN`` steps): what the client needs stays small and quick to build,
+    of steps is packed a span at a time (``packing.span_of``): what the client needs stays small and quick to build,
     while every view at a step of the span is exactly the one the whole trace gives.
 
     ``counters``: optional cards above the views, ``{"label", "values": [one string per step], "help"}``.
