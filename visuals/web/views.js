@@ -193,6 +193,9 @@ BS.Side = class {
     });
     const layout = this.layout(b.layout, "blocks");
     this.fitBlocks(trace, layout);
+    // plotly.js drops the text node of an empty label and, on the next react, pairs the remaining nodes with the
+    // wrong blocks (a block's label then vanishes mid-playback): a blank label keeps one node per block
+    trace.text = trace.text.map((label) => label || " ");
     Plotly.react(this.dom.blocks, [trace], layout, PLOT_CONFIG);
   }
 
