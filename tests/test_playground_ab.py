@@ -45,7 +45,8 @@ def test_run_modes_give_the_runs_and_configs_asked_for():
     assert list(configs) == [RUN_A, RUN_B]
     assert configs[RUN_A] == EngineConfig()
     assert configs[RUN_B] == EngineConfig(max_num_seqs=2, enable_prefix_caching=False)
-    assert b_differs(ab) == ["max_num_seqs: 4 → 2", "enable_prefix_caching: on → off"]
+    assert b_differs(ab) == ["enable_prefix_caching: on → off", "max_num_seqs: 4 → 2"]  # config_diff's order
+    assert b_differs({**ab, "b": {**b, "policy": "static"}})[0] == "policy: continuous → static"
     assert b_differs({**ab, "b": {**b, "max_num_seqs": 4, "enable_prefix_caching": True}}) == []
     assert b_differs({**BASE, "runs": RUN_MODES[0]}) == []  # no run B outside the A vs B mode
 

@@ -65,9 +65,9 @@ def html_text(text: object) -> str:
     return str(text).translate(_HTML_MD_ENTITIES)
 
 
-def badge(view: TraceView) -> None:
+def badge(view: TraceView, prefix: str = "") -> None:
     """Where the picture comes from: a live run, a recorded trace (model, device, date) or an imported file; for a
-    trace written by the vLLM tracer, "vLLM 0.33.0 server, MODEL, DEVICE" first."""
+    trace written by the vLLM tracer, "vLLM 0.33.0 server, MODEL, DEVICE" first. ``prefix`` names the run ("A")."""
     source = getattr(view, "source", "recorded")
     label = {"recorded": "Recorded trace", "live": "Live run", "imported": "Imported file"}.get(source, source)
     name = md(getattr(view, "filename", ""))
@@ -81,7 +81,7 @@ def badge(view: TraceView) -> None:
             f"{' ' + name if name else ''} · {md(h['dtype'])} · {(h.get('created') or '')[:10] or 'unknown date'}"
         )
     st.caption(
-        f":material/verified: {origin}{partial} · "
+        f":material/verified: {f'**{md(prefix)}** · ' if prefix else ''}{origin}{partial} · "
         f"{c['max_num_seqs']} slots (max_num_seqs), token budget {c['max_num_batched_tokens']} "
         f"(max_num_batched_tokens), KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens, "
         f"chunked prefill {'on' if c['enable_chunked_prefill'] else 'off'}"

@@ -48,8 +48,8 @@ def compare_pair(a: TraceView, b: TraceView, key: str, initial: int | None = Non
 def compare_any(a: TraceView, b: TraceView, key: str, initial: int | None = None) -> None:
     """Any two runs of one workload on one step clock (run A left, run B right), without the static/continuous
     counters; the page above states what differs and compares their metrics."""
-    badge(a)
-    badge(b)
+    badge(a, "A")
+    badge(b, "B")
     web_player(
         [a, b],
         "run A vs run B",

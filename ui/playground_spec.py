@@ -114,13 +114,14 @@ def b_differs(s: dict) -> list[str]:
     """Run B's settings that differ from run A's, ``"name: A → B"`` (empty outside the A vs B mode)."""
     if s["runs"] != RUN_MODES[3]:
         return []
-    a = {"policy": s["policy"], **engine_config(s).header_dict()}
-    b = {"policy": s["b"]["policy"], **engine_config(s["b"]).header_dict()}
+    a, b = engine_config(s).header_dict(), engine_config(s["b"]).header_dict()
 
     def fmt(v: object) -> str:
         return ("on" if v else "off") if isinstance(v, bool) else str(v)
 
-    return [f"{k}: {fmt(a[k])} → {fmt(b[k])}" for k in a if a[k] != b[k]]
+    # the order of visuals.compare_runs.config_diff, which heads the result: the policy, then the config by name
+    policy = [f"policy: {s['policy']} → {s['b']['policy']}"] if s["policy"] != s["b"]["policy"] else []
+    return policy + [f"{k}: {fmt(a[k])} → {fmt(b[k])}" for k in sorted(a) if a[k] != b[k]]
 
 
 def validate_config(

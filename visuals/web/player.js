@@ -132,7 +132,8 @@ BS.Player = class {
     for (const c of this.counters) c.el.textContent = this.P.t(c.values[k]);
     this.state.drawn = k;
     const stepEl = this.$("bs-step");
-    stepEl.textContent = `step ${k} / ${this.n - 1}`;
+    const part = this.lo > 0 || this.hi < this.n - 1 ? ` (steps ${this.lo}–${this.hi} loaded)` : "";
+    stepEl.textContent = `step ${k} / ${this.n - 1}${part}`;
     stepEl.dataset.bsStep = String(k);
     this.stats.frames += 1;
     this.stats.lastDrawMs = performance.now() - t;
@@ -141,7 +142,7 @@ BS.Player = class {
   drawControls() {
     const S = this.state, k = S.step;
     const play = this.$("bs-play");
-    play.textContent = S.playing ? "⏸ Pause" : "▶ Play";
+    play.textContent = S.playing ? "❚❚ Pause" : "▶ Play"; // ❚ is in common fonts; ⏸ often is not
     play.setAttribute("aria-pressed", String(S.playing));
     this.$("bs-scrub").value = String(k);
     this.$("bs-back").disabled = k <= this.lo;

@@ -42,6 +42,7 @@ BS.Side = class {
     s.note = el("div", "bs-note", s.root, v.finished_note);
     s.note.hidden = true;
     s.narration = el("p", "bs-narration", s.root);
+    s.narration.addEventListener("scroll", () => this.fadeNarration());
     s.beats = el("div", "bs-beats", s.root);
     s.grid = el("div", "bs-grid", s.root);
     s.slots = this.figure("slots", s.grid);
@@ -57,7 +58,8 @@ BS.Side = class {
     s.checklist = el("div", "bs-checklist", s.grid);
     s.details = el("details", "bs-texts", s.root);
     s.details.open = !opts.compact;
-    el("summary", "", s.details, "Generated so far (each request's text, token by token; ␣ = space, ⏎ = newline, ⇥ = tab)");
+    el("summary", "", s.details, "Generated so far (each request's text, token by token; ␣ = a space at the start, at the end or repeated, " +
+      "⏎ = newline, ⇥ = tab)");
     s.table = el("table", "", s.details);
     s.rows = v.request_ids.map((rid, i) => {
       const tr = el("tr", "", s.table);
@@ -225,10 +227,22 @@ BS.Side = class {
     }
   }
 
+  /* A sentence longer than its fixed box fades out at the bottom until it is scrolled to its end. */
+  fadeNarration() {
+    const box = this.dom.narration;
+    box.classList.toggle("bs-overflow", box.scrollTop + box.clientHeight < box.scrollHeight - 1);
+  }
+
   /* Narration, teaching beats, queues and the text table: DOM updates only where the step changed them. */
   drawText(s) {
     const v = this.v, cols = v.steps, T = this.P.T;
-    if (this.last.narration !== cols.narration[s]) this.dom.narration.textContent = T[cols.narration[s]];
+    if (this.last.narration !== cols.narration[s]) {
+      const box = this.dom.narration;
+      box.textContent = T[cols.narration[s]];
+      box.title = box.textContent; // the whole sentence on hover
+      box.scrollTop = 0;
+      this.fadeNarration();
+    }
     if (cols.checklist && this.last.checklist !== cols.checklist[s]) {
       this.dom.checklist.textContent = T[cols.checklist[s]];
       this.last.checklist = cols.checklist[s];
