@@ -68,9 +68,8 @@ def slope(points: list[tuple[float, int]]) -> float:
     return 1000 * sum((t - mt) * (s - ms) for t, s in points) / var if var else 0.0
 
 
-def play_at(target, speed: int, seconds: float) -> dict:
-    """Play from step 0 at ``speed`` for ``seconds``. Rate: the slope of the shown step against time, over every
-    frame from the first change of ``data-bs-step`` to the last one."""
+def ready_at_zero(target, speed: int) -> None:
+    """Paused at step 0 with the speed slider at ``speed``, recording every frame (``RECORD``)."""
     target.evaluate("bsPlayer.pause(); bsPlayer.seek(0)")
     target.evaluate(
         "(v) => { const s = document.getElementById('bs-speed'); s.value = String(v);"
@@ -78,6 +77,12 @@ def play_at(target, speed: int, seconds: float) -> dict:
         speed,
     )
     target.evaluate(RECORD)
+
+
+def play_at(target, speed: int, seconds: float) -> dict:
+    """Play from step 0 at ``speed`` for ``seconds``. Rate: the slope of the shown step against time, over every
+    frame from the first change of ``data-bs-step`` to the last one."""
+    ready_at_zero(target, speed)
     target.evaluate("document.getElementById('bs-play').click()")
     time.sleep(seconds)
     log = target.evaluate("window.__bsLog")
@@ -102,13 +107,7 @@ def play_at(target, speed: int, seconds: float) -> dict:
 
 def play_all(target, speed: int, last: int) -> tuple[float, int]:
     """Seconds from Play at step 0 to the last step at ``speed``, and backward jumps on the way."""
-    target.evaluate("bsPlayer.pause(); bsPlayer.seek(0)")
-    target.evaluate(
-        "(v) => { const s = document.getElementById('bs-speed'); s.value = String(v);"
-        " s.dispatchEvent(new Event('input', { bubbles: true })); }",
-        speed,
-    )
-    target.evaluate(RECORD)
+    ready_at_zero(target, speed)
     t0 = target.evaluate("performance.now()")
     target.evaluate("document.getElementById('bs-play').click()")
     target.wait_for_function(f"document.getElementById('bs-step').dataset.bsStep === '{last}'", timeout=120_000)

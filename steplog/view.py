@@ -229,21 +229,18 @@ class TraceView:
         return {r["request_id"]: r for r in self.header["requests"]}
 
     @cached_property
-    def _arrivals(self) -> tuple[list[str], list[float], bool]:
-        """(request ids by first step seen, then header order; those steps, never-seen last; whether that order is
-        the header's)."""
+    def _arrivals(self) -> tuple[list[str], list[float], dict[str, int] | None]:
+        """(request ids by first step seen, then header order; those steps, never-seen last; each id's header
+        position, or None when the two orders agree)."""
         pos = {r: i for i, r in enumerate(self.request_ids)}
         ids = sorted(self.request_ids, key=lambda r: (self.first_seen.get(r, math.inf), pos[r]))
-        return ids, [self.first_seen.get(r, math.inf) for r in ids], ids == self.request_ids
+        return ids, [self.first_seen.get(r, math.inf) for r in ids], None if ids == self.request_ids else pos
 
     def not_arrived(self, step: int) -> list[str]:
         """Requests not yet seen in any queue by position ``step`` (first seen later, or never), in header order."""
-        ids, seen_at, in_order = self._arrivals
+        ids, seen_at, pos = self._arrivals
         later = ids[bisect.bisect_right(seen_at, step) :]
-        if in_order:
-            return later
-        pos = {r: i for i, r in enumerate(self.request_ids)}
-        return sorted(later, key=pos.__getitem__)
+        return later if pos is None else sorted(later, key=pos.__getitem__)
 
     def provenance(self) -> str:
         h = self.header

@@ -47,21 +47,20 @@ def page() -> None:
     scenario = st.query_params.get("scenario", "sixteen")
     names.append(UPLOAD)
     left, right = st.columns(2)
-    picked = {}
+    picked: dict[str, str] = {}
+    chosen: dict[str, TraceView | None] = {}
     for col, side, default in ((left, "a", f"{scenario} / static"), (right, "b", f"{scenario} / continuous")):
         with col:
             picked[side] = _pick(f"Run {side.upper()}", names, default, side)
-            if picked[side] == UPLOAD:
-                uploaded = upload_trace(f"lock:{side}")
-                if uploaded is not None:
-                    runs[f"{UPLOAD}:{side}"] = TraceView(uploaded[0], source="imported", filename=uploaded[1])
+            chosen[side] = runs.get(picked[side])
+            if picked[side] == UPLOAD and (uploaded := upload_trace(f"lock:{side}")) is not None:
+                chosen[side] = TraceView(uploaded[0], source="imported", filename=uploaded[1])
     a, b = picked["a"], picked["b"]
     st.query_params.update(a=a, b=b)
-    if UPLOAD in (a, b) and not {f"{UPLOAD}:{s}" for s in "ab" if picked[s] == UPLOAD} <= runs.keys():
+    va, vb = chosen["a"], chosen["b"]
+    if va is None or vb is None:
         st.info("Upload the trace to compare (a Batchscope trace or one from the vLLM tracer).")
         return
-    va = runs[f"{UPLOAD}:a"] if a == UPLOAD else runs[a]
-    vb = runs[f"{UPLOAD}:b"] if b == UPLOAD else runs[b]
     ok, why = same_workload(va, vb)
     if not ok:
         st.error(f"These two runs are not of one workload, so a step-by-step comparison would mislead: {md(why)}")
