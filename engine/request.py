@@ -9,7 +9,13 @@ paged cache. Prefill and decode are then the same rule, "compute the tokens you 
 
 A fresh request has ``num_computed_tokens = 0`` and many new tokens (prefill, possibly split into chunks);
 a decoding request has exactly one new token (the last sampled one). A preempted request drops its K/V,
-goes back to ``num_computed_tokens = 0`` and later recomputes prompt *and* output tokens in one prefill.
+goes back to ``num_computed_tokens = 0`` and later computes prompt *and* output tokens in one prefill. Of those,
+the ones found in the prefix cache are not computed, the ones below ``num_kv_high`` (the most tokens it ever held
+K/V for) are *recomputed*, and the rest (a prompt cut short by the preemption, the last sampled token) are computed
+for the first time:
+
+    after a preemption:  | prefix-cache hit | recomputed ... | new (never had K/V) |
+                         0                 hit            num_kv_high          num_tokens
 """
 
 from __future__ import annotations
@@ -88,7 +94,9 @@ class Request:
     num_computed_tokens: int = 0
     finish_reason: FinishReason | None = None
     num_preemptions: int = 0
-    num_recomputed_tokens: int = 0
+    num_kv_high: int = 0  # most tokens it has held K/V for (its computed tokens when it was last preempted)
+    num_dropped_tokens: int = 0  # tokens of K/V its preemptions dropped
+    num_recomputed_tokens: int = 0  # tokens computed again after a preemption (dropped and not found in the cache)
     first_scheduled_time: float | None = None
     first_token_time: float | None = None
     finish_time: float | None = None

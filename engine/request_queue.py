@@ -8,7 +8,8 @@ A queue answers three questions for the scheduler:
 - ``preemption_victim(running)``: which running request gives back its KV blocks when a block is missing.
 
 ``FCFSQueue`` (first come, first served) is the default: arrival order, preempted requests at the front, and the
-most recently admitted running request as the victim (it has done the least work). ``PriorityQueue`` is vLLM's
+most recently admitted running request as the victim (vLLM: ``self.running.pop()``, the last of its running
+list). ``PriorityQueue`` is vLLM's
 ``--scheduling-policy priority``: the smallest ``(priority, arrival)`` first, and the running request with the
 largest ``(priority, arrival)`` as the victim, even one already scheduled in this step. To add an order, write a
 class with the same methods and register it in ``QUEUES``.
@@ -27,6 +28,8 @@ class FCFSQueue:
     """Arrival order; nobody overtakes the head (strict FCFS, so a long request is never starved)."""
 
     name = "fcfs"
+    order = "arrival"  # the words of the records (``steplog.reasons``): the queue's order and its victim rule
+    victim_rule = "newest"
 
     def __init__(self) -> None:
         self._queue: deque[Request] = deque()
@@ -75,6 +78,8 @@ class PriorityQueue(FCFSQueue):
     """
 
     name = "priority"
+    order = "priority"
+    victim_rule = "lowest_priority"
     # The victim is the lowest-priority running request; when that is the requester itself, the requests after it
     # have higher priority and may still fit (it just freed its blocks): vLLM ``continue``s with them.
     continue_after_self_preemption = True

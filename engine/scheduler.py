@@ -28,6 +28,11 @@ Continuous batching (iteration-level scheduling, Orca / vLLM V1):
 Which waiting request is the head and who is the preemption victim is the waiting queue's policy
 (``engine.request_queue``); static batching is the subclass ``engine.static_scheduler.StaticScheduler``.
 
+Every decision is recorded where it is taken, in the output's decision records (``steplog.records``, words from
+``steplog.reasons``): each preemption with its victim, the request whose allocation failed, the queue's victim rule
+and the K/V dropped; each admission with its tokens found in the prefix cache, recomputed and new; and the limit
+that held the head of the queue back, with its numbers. Narration, checklist and quiz read those records.
+
 ``schedule()`` returns a ``SchedulerOutput`` that the model runner consumes; ``update()`` applies the sampled
 tokens. A request keeps its batch *row* (``0 .. max_num_seqs-1``, a row of the pictures' grid; the trace calls it
 ``slot``) while admitted. (A KV-cache *slot* is something else: one token position of the pool.)
@@ -42,7 +47,7 @@ from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.request import FinishReason, Request, RequestStatus
 from engine.request_queue import QUEUES
-from steplog.records import KVExtras
+from steplog.records import AdmissionRecord, HeadWaitRecord, KVExtras, PreemptionRecord
 
 
 @dataclass
@@ -57,14 +62,17 @@ class ScheduledRequest:
         init=False
     )  # "decode": computing exactly the last sampled token; else "prefill"
     samples: bool = field(init=False)  # this step reaches the end of the known tokens, so a token is sampled
+    num_recomputed: int = field(init=False)  # tokens of this chunk that had K/V before a preemption
     recompute: bool = field(init=False)  # a prefill that redoes K/V dropped by a preemption
 
     def __post_init__(self):
         req = self.request
-        self.samples = self.num_computed_tokens + self.num_tokens == req.num_tokens
+        start, end = self.num_computed_tokens, self.num_computed_tokens + self.num_tokens
+        self.samples = end == req.num_tokens
         is_decode = self.num_tokens == 1 and bool(req.output_token_ids) and self.samples
         self.kind = "decode" if is_decode else "prefill"
-        self.recompute = self.kind == "prefill" and req.num_preemptions > 0
+        self.num_recomputed = max(0, min(end, req.num_kv_high) - start)
+        self.recompute = self.kind == "prefill" and self.num_recomputed > 0
 
 
 @dataclass
@@ -77,6 +85,10 @@ class SchedulerOutput:
     preempted_req_ids: list[str] = field(default_factory=list)
     allocated_blocks: dict[str, list[int]] = field(default_factory=dict)
     prefix_hit_tokens: dict[str, int] = field(default_factory=dict)  # admitted request -> tokens found in the cache
+    # why: written at the line of the scheduler that decides (``steplog.records.DecisionsRecord``)
+    admissions: list[AdmissionRecord] = field(default_factory=list)
+    preemptions: list[PreemptionRecord] = field(default_factory=list)
+    head: HeadWaitRecord | None = None
 
     @property
     def num_batched_tokens(self) -> int:
@@ -121,8 +133,10 @@ class Scheduler:
         out = SchedulerOutput()
         self.block_manager.new_step()
         budget = self._schedule_running(out, self.config.max_num_batched_tokens)
-        if not out.preempted_req_ids:  # after a preemption memory is known to be tight: admit nobody
+        if not out.preempted_req_ids:
             self._admit_waiting(out, budget)
+        elif self.waiting:  # after a preemption memory is known to be tight: admit nobody
+            self._hold_head(out, "preempted_this_step")
         self._finish_output(out)
         self._check_invariants(out)
         return out
@@ -151,11 +165,13 @@ class Scheduler:
                 i += 1
                 continue
             while not self.block_manager.can_allocate(req.request_id, req.num_computed_tokens + n):
+                need = self.block_manager.num_blocks_to_allocate(req.request_id, req.num_computed_tokens + n)
+                free = self.block_manager.num_free_blocks
                 victim = self.waiting.preemption_victim(self.running)
                 if self.running.index(victim) < i:  # priority: a victim scheduled earlier in this step
                     budget += self._unschedule(victim, out)
                     i -= 1
-                self._preempt(victim, out)
+                self._preempt(victim, out, {"requester": req.request_id, "need": need, "free": free})
                 if victim is req:
                     break
             if req.status == RequestStatus.PREEMPTED:
@@ -176,20 +192,40 @@ class Scheduler:
         return s.num_tokens
 
     def _admit_waiting(self, out: SchedulerOutput, budget: int) -> None:
-        """Admit from the head of the queue while a row, the budget and free blocks allow; nobody overtakes."""
+        """Admit from the head of the queue while the budget, a row and free blocks allow; nobody overtakes. The
+        first limit that holds the head is recorded (``out.head``)."""
         bm = self.block_manager
-        while self.waiting and len(self.running) < self.config.max_num_seqs and budget > 0:
+        while self.waiting:  # vLLM's order of checks: the budget, a free row, chunking, then KV blocks
+            if budget <= 0:
+                return self._hold_head(out, "token_budget", 1, 0)
+            if len(self.running) >= self.config.max_num_seqs:
+                return self._hold_head(out, "max_num_seqs", 1, 0)
             req = self.waiting.peek()
             hits = bm.find_cached_prefix(req)
             num_hit = len(hits) * self.config.block_size
             n = self._num_tokens_to_schedule(req, budget, num_hit)
-            full_fits = not self.config.reserve_full_prompt or bm.can_allocate(req.request_id, req.num_tokens, hits)
-            if n == 0 or not full_fits or not bm.can_allocate(req.request_id, num_hit + n, hits):
-                break  # the head waits, and so does everyone behind it
+            free = bm.num_free_blocks
+            # the head waits, and so does everyone behind it
+            if n == 0:
+                return self._hold_head(out, "chunked_prefill_off", req.num_tokens - num_hit, budget)
+            if self.config.reserve_full_prompt and not bm.can_allocate(req.request_id, req.num_tokens, hits):
+                need = bm.num_blocks_to_allocate(req.request_id, req.num_tokens, hits)
+                return self._hold_head(out, "kv_blocks_full_prompt", need, free)
+            if not bm.can_allocate(req.request_id, num_hit + n, hits):
+                need = bm.num_blocks_to_allocate(req.request_id, num_hit + n, hits)
+                return self._hold_head(out, "kv_blocks", need, free)
             self.waiting.pop()
             self._admit(req, out, hits)
             self._schedule(req, n, out)
             budget -= n
+
+    def _hold_head(self, out: SchedulerOutput, limit: str, need: int | None = None, left: int | None = None) -> None:
+        """Record why the head of the waiting queue is not admitted in this step (``steplog.reasons``)."""
+        head: HeadWaitRecord = {"request_id": self.waiting.peek().request_id, "limit": limit}
+        if need is not None and left is not None:
+            head["need"], head["left"] = need, left
+        head["order"] = self.waiting.order
+        out.head = head
 
     def _finish_output(self, out: SchedulerOutput) -> None:
         """Rows the step runs besides the scheduled ones (none for continuous batching)."""
@@ -205,7 +241,17 @@ class Scheduler:
         req.status = RequestStatus.RUNNING
         self.running.append(req)
         out.admitted_req_ids.append(req.request_id)
-        req.num_computed_tokens = len(hits) * self.config.block_size
+        hit, known, high = len(hits) * self.config.block_size, req.num_tokens, req.num_kv_high
+        out.admissions.append(
+            {
+                "request_id": req.request_id,
+                "resumed": req.num_preemptions > 0,
+                "num_prefix_hit_tokens": hit,
+                "num_recompute_tokens": max(0, high - hit),
+                "num_new_tokens": known - max(high, hit),
+            }
+        )
+        req.num_computed_tokens = hit
         out.prefix_hit_tokens[req.request_id] = req.num_computed_tokens
         if hits:
             self.block_manager.allocate(req, req.num_computed_tokens, hits)
@@ -216,12 +262,21 @@ class Scheduler:
             out.allocated_blocks[req.request_id] = new_blocks
         out.scheduled.append(ScheduledRequest(req, n, req.num_computed_tokens, self.rows[req.request_id]))
 
-    def _preempt(self, req: Request, out: SchedulerOutput) -> None:
-        """Preempt by recompute: drop all K/V, back to the waiting queue (FCFS: at its head)."""
+    def _preempt(self, req: Request, out: SchedulerOutput, why: PreemptionRecord | dict) -> None:
+        """Preempt by recompute: drop all K/V, back to the waiting queue (FCFS: at its head). ``why``: the
+        requester whose allocation failed, the blocks it needed and the free ones (``PreemptionRecord``)."""
         self.running.remove(req)
-        self.block_manager.free(req.request_id)
+        table = self.block_manager.free(req.request_id)
         self.rows.pop(req.request_id, None)
-        req.num_recomputed_tokens += req.num_computed_tokens
+        record: PreemptionRecord = {
+            "request_id": req.request_id,
+            "rule": self.waiting.victim_rule,
+            "num_dropped_tokens": req.num_computed_tokens,
+            "num_dropped_blocks": len(table),
+        }
+        out.preemptions.append({**record, **why})  # type: ignore[typeddict-item]
+        req.num_kv_high = max(req.num_kv_high, req.num_computed_tokens)
+        req.num_dropped_tokens += req.num_computed_tokens
         req.num_computed_tokens = 0
         req.num_preemptions += 1
         req.status = RequestStatus.PREEMPTED
@@ -235,6 +290,7 @@ class Scheduler:
         for s in out.scheduled:
             req = s.request
             req.num_computed_tokens += s.num_tokens
+            req.num_recomputed_tokens += s.num_recomputed
             token = sampled.get(req.request_id)
             if token is None:
                 continue

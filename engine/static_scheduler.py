@@ -33,16 +33,24 @@ class StaticScheduler(Scheduler):
         """Form a new batch when the last one has ended, reserving each member's worst-case blocks net of its
         prefix-cache hit (hit blocks are adopted at once and counted once however many members share them)."""
         if self.running or out.scheduled:
+            if self.waiting:
+                self._hold_head(out, "static_batch_running")
             return
         for req in self.batch:  # the old batch's rows are free only now
             self.rows.pop(req.request_id, None)
         self.batch, self.reserved = [], {}
         shared: set[int] = set()
-        while self.waiting and len(self.batch) < self.config.max_num_seqs:
+        while self.waiting:
+            if len(self.batch) >= self.config.max_num_seqs:
+                self._hold_head(out, "max_num_seqs", 1, 0)
+                break
             req = self.waiting.peek()
             hits = self.block_manager.find_cached_prefix(req)
             need = blocks_needed(req.max_kv_tokens, self.config.block_size) - len(hits)
-            if sum(self.reserved.values()) + len(shared | set(hits)) + need > self.config.num_kv_blocks:
+            left = self.config.num_kv_blocks - sum(self.reserved.values()) - len(shared)
+            adds = need + len(set(hits) - shared)  # its own worst case, plus hit blocks nobody in the batch holds
+            if adds > left:
+                self._hold_head(out, "kv_blocks_reserved", adds, left)
                 break
             self.reserved[req.request_id], self.hit_blocks[req.request_id] = need, len(hits)
             shared |= set(hits)

@@ -13,7 +13,7 @@ from typing import cast
 from engine.config import EngineConfig
 from engine.request import FinishReason, Request
 from engine.scheduler import Scheduler, SchedulerOutput
-from steplog.records import ConfigRecord, HeaderRecord, KVRecord, StepRecord, SummaryRecord
+from steplog.records import ConfigRecord, DecisionsRecord, HeaderRecord, KVRecord, StepRecord, SummaryRecord
 from steplog.trace import SCHEMA_VERSION
 
 
@@ -110,7 +110,16 @@ def step_record(
         "running": running,
         "padding_slots": [{"slot": row, "request_id": rid} for row, rid in out.padding],
         "kv": kv,
+        "decisions": decisions_record(out),
     }
+
+
+def decisions_record(out: SchedulerOutput) -> DecisionsRecord:
+    """Why the step looks as it does, as the scheduler recorded it where it decided (``steplog.reasons``)."""
+    record: DecisionsRecord = {"admissions": out.admissions, "preemptions": out.preemptions}
+    if out.head is not None:
+        record["head"] = out.head
+    return record
 
 
 def summary_record(requests: list[Request], eos: frozenset[int], decode: Callable[[list[int]], str]) -> SummaryRecord:
@@ -124,6 +133,7 @@ def summary_record(requests: list[Request], eos: frozenset[int], decode: Callabl
                 "output_token_ids": r.output_token_ids,
                 "finish_reason": r.finish_reason.value if r.finish_reason else None,
                 "num_preemptions": r.num_preemptions,
+                "num_dropped_tokens": r.num_dropped_tokens,
                 "num_recomputed_tokens": r.num_recomputed_tokens,
                 "arrival_time": r.arrival_time,
                 "first_scheduled_time": r.first_scheduled_time,

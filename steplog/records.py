@@ -139,7 +139,57 @@ class KVRecord(KVExtras):
     num_used_blocks: int
 
 
+class _HeadOptional(TypedDict, total=False):
+    need: int  # what the head needed, in the limit's unit (``steplog.reasons.LIMIT_UNITS``)
+    left: int  # what was left of it
+    order: str  # the waiting queue's order: ``arrival`` or ``priority`` (``steplog.reasons.QUEUE_ORDERS``)
+
+
+class HeadWaitRecord(_HeadOptional):
+    """Why the head of the waiting queue (after this step's admissions) was not admitted: the first limit that
+    held it, in the scheduler's order (``steplog.reasons``)."""
+
+    request_id: str
+    limit: str
+
+
+class _PreemptionOptional(TypedDict, total=False):
+    requester: str  # the running request whose block allocation failed (the victim itself for a self-preemption)
+    need: int  # blocks the requester's allocation needed
+    free: int  # free blocks when it asked
+
+
+class PreemptionRecord(_PreemptionOptional):
+    """One preemption by recompute, in the order they happened."""
+
+    request_id: str  # the victim
+    rule: str  # how the victim was chosen (``steplog.reasons.VICTIM_RULES``)
+    num_dropped_tokens: int  # tokens of K/V it held and lost
+    num_dropped_blocks: int  # blocks its table held (a block shared through the prefix cache stays in use)
+
+
+class AdmissionRecord(TypedDict):
+    """How an admitted (or resumed) request's known tokens (prompt + outputs so far) get their K/V:
+    ``num_prefix_hit_tokens + num_recompute_tokens + num_new_tokens`` = known tokens."""
+
+    request_id: str
+    resumed: bool  # admitted again after a preemption
+    num_prefix_hit_tokens: int  # found in the prefix cache: not computed
+    num_recompute_tokens: int  # had K/V before a preemption and are not in the cache: computed again
+    num_new_tokens: int  # never had K/V: computed for the first time
+
+
+class DecisionsRecord(TypedDict, total=False):
+    """What the scheduler decided in a step and why (optional; ``steplog.decisions`` infers it for older traces)."""
+
+    admissions: list[AdmissionRecord]  # in admission order
+    preemptions: list[PreemptionRecord]
+    head: HeadWaitRecord  # absent when nobody waits after the step's admissions
+    inferred: bool  # set by ``steplog.decisions`` when it rebuilt the decisions from the log (never written)
+
+
 class _StepOptional(TypedDict, total=False):
+    decisions: DecisionsRecord
     arrived: list[RequestSpecRecord]  # version 2: requests that arrived since the previous step
     num_prefix_hit_tokens: dict[str, int]  # prefix-cache hit tokens of each request admitted in this step
     idle_steps_before: int  # empty steps skipped right before this one (the step clock jumped to an arrival)
@@ -166,6 +216,8 @@ class StepRecord(_StepOptional):
 
 class _RequestResultOptional(TypedDict, total=False):
     output_text: str  # absent in a vLLM tracer's trace without text
+    num_dropped_tokens: int  # K/V tokens its preemptions dropped (then ``num_recomputed_tokens`` counts only the
+    # tokens computed again; older traces lack it and their ``num_recomputed_tokens`` counted the dropped ones)
 
 
 class RequestResultRecord(_RequestResultOptional):
@@ -175,7 +227,7 @@ class RequestResultRecord(_RequestResultOptional):
     output_token_ids: list[int]
     finish_reason: FinishReason | None
     num_preemptions: int
-    num_recomputed_tokens: int
+    num_recomputed_tokens: int  # tokens computed again (their K/V had been dropped and was not in the cache)
     arrival_time: float
     first_scheduled_time: float | None
     first_token_time: float | None

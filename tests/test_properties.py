@@ -169,6 +169,9 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
     computed = {rid: 0 for rid in order}  # tokens with K/V (model of num_computed_tokens)
     n_out = {rid: 0 for rid in order}  # tokens sampled so far
     preemptions = {rid: 0 for rid in order}
+    high = {rid: 0 for rid in order}  # most tokens it ever held K/V for: below it, a chunk recomputes
+    dropped = {rid: 0 for rid in order}
+    recomputed = {rid: 0 for rid in order}
     queue: list[str] = []  # waiting queue, front first
     running: list[str] = []  # admission order
     batch: list[str] = []  # static: members of the current batch, finished ones included
@@ -212,6 +215,8 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
         assert pre == list(reversed(running))[: len(pre)], (pre, running)
         for rid in pre:
             running.remove(rid)
+            high[rid] = max(high[rid], computed[rid])
+            dropped[rid] += computed[rid]
             computed[rid] = 0
             preemptions[rid] += 1
             preempted_at[rid].append(s)
@@ -254,7 +259,9 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
             used += n
             samples = computed[rid] + n == known
             kind = "decode" if n == 1 and n_out[rid] > 0 and samples else "prefill"
-            assert x["kind"] == kind and x["recompute"] == (kind == "prefill" and preemptions[rid] > 0)
+            redo = max(0, min(computed[rid] + n, high[rid]) - computed[rid])  # tokens of the chunk that had K/V
+            recomputed[rid] += redo
+            assert x["kind"] == kind and x["recompute"] == (kind == "prefill" and redo > 0)
             computed[rid] += n
             if samples:
                 expect_sampled.add(rid)
@@ -313,6 +320,7 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
         assert len(out["output_token_ids"]) == sp.expected_len == n_out[rid]
         assert out["finish_reason"] == sp.expected_reason
         assert out["num_preemptions"] == preemptions[rid] == len(preempted_at[rid])
+        assert (out["num_dropped_tokens"], out["num_recomputed_tokens"]) == (dropped[rid], recomputed[rid])
         # every preemption is followed by a re-admission (and the request finishes, checked above)
         for p_step in preempted_at[rid]:
             assert any(a > p_step for a in admitted_at[rid]), f"{rid} preempted at {p_step} never came back"

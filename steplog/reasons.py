@@ -1,0 +1,92 @@
+"""The words of a scheduling decision: the limits that keep a waiting request out and the rules that pick a victim.
+
+A step record may carry ``decisions`` (``steplog.records.DecisionsRecord``), written by the scheduler at the line
+where it decides (``engine.scheduler``, ``engine.static_scheduler``, and vLLM's own scheduler through
+``batchscope_vllm.tracebook``). Each decision names a *limit* or a *rule* from the small vocabularies below, plus the
+numbers it compared. Everything that explains a step (narration, checklist, quiz, glossary) turns these names into
+sentences through the two tables here, so a new scheduler or queue order brings its own words by adding an entry,
+not by a branch on a policy name somewhere in the visuals.
+
+Limits (``head.limit``: why the head of the waiting queue was not admitted in a step), in the order a vLLM-style
+scheduler checks them; ``need`` and ``left`` are in the unit given:
+
+==========================  ======  =========================================================================
+limit                       unit    meaning
+==========================  ======  =========================================================================
+``preempted_this_step``     --      a running request was preempted in this step: memory is tight, nobody joins
+``static_batch_running``    --      static batching: the current batch has unfinished members
+``max_num_seqs``            rows    every batch row is taken (``need`` 1, ``left`` 0)
+``token_budget``            tokens  the running requests used the whole ``max_num_batched_tokens``
+``chunked_prefill_off``     tokens  the prompt must run whole and is longer than the budget left
+``kv_blocks``               blocks  not enough free KV blocks for the tokens it would compute now
+``kv_blocks_full_prompt``   blocks  not enough free blocks for its whole known sequence (vLLM's
+                                    ``scheduler_reserve_full_isl``)
+``kv_blocks_reserved``      blocks  static batching: its worst-case blocks do not fit beside the reservations of
+                                    the batch being formed
+==========================  ======  =========================================================================
+
+Victim rules (``preemptions[].rule``), named by the waiting queue that applies them (``engine.request_queue``):
+``newest`` (FCFS: the most recently admitted running request; vLLM ``self.running.pop()``) and
+``lowest_priority`` (the priority queue: the running request with the largest ``(priority, arrival)``).
+"""
+
+from __future__ import annotations
+
+LIMIT_UNITS: dict[str, str] = {
+    "preempted_this_step": "",
+    "static_batch_running": "",
+    "max_num_seqs": "row",
+    "token_budget": "token",
+    "chunked_prefill_off": "token",
+    "kv_blocks": "block",
+    "kv_blocks_full_prompt": "block",
+    "kv_blocks_reserved": "block",
+}
+
+# Short names for a checklist or a quiz option, and one clause saying why the limit holds the head back.
+LIMIT_NAMES: dict[str, str] = {
+    "preempted_this_step": "no preemption this step",
+    "static_batch_running": "static batch",
+    "max_num_seqs": "max_num_seqs",
+    "token_budget": "token budget",
+    "chunked_prefill_off": "whole prompt in the budget (chunked prefill off)",
+    "kv_blocks": "KV blocks",
+    "kv_blocks_full_prompt": "KV blocks (whole prompt must fit)",
+    "kv_blocks_reserved": "KV blocks (worst case reserved)",
+}
+
+LIMIT_WHY: dict[str, str] = {
+    "preempted_this_step": "a running request was preempted in this step, so memory is tight and nobody is admitted",
+    "static_batch_running": "a static batch takes new requests only when every member of the current batch has "
+    "finished",
+    "max_num_seqs": "every batch row (max_num_seqs) is taken by a running request",
+    "token_budget": "the running requests use the whole token budget (max_num_batched_tokens)",
+    "chunked_prefill_off": "with chunked prefill off a prompt runs whole or waits, and it is longer than the budget "
+    "left",
+    "kv_blocks": "there are not enough free KV blocks for the tokens it would compute now",
+    "kv_blocks_full_prompt": "there are not enough free KV blocks for its whole known sequence (the full-prompt "
+    "admission rule)",
+    "kv_blocks_reserved": "its worst-case KV blocks do not fit beside the blocks reserved for the new static batch",
+}
+
+VICTIM_RULES: dict[str, str] = {
+    "newest": "the most recently admitted running request",
+    "lowest_priority": "the running request with the lowest priority (largest priority value, then latest arrival)",
+}
+
+# How the waiting queue is ordered (``head.order``): who is the head and why nobody overtakes it.
+QUEUE_ORDERS: dict[str, str] = {
+    "arrival": "first come, first served",
+    "priority": "priority order (smallest priority value first, then arrival)",
+}
+
+
+def limit_numbers(head: dict) -> str:
+    """``head``'s numbers in words, e.g. ``needs 3 blocks, 1 free`` (``""`` for limits without numbers, or when the
+    numbers were not recorded)."""
+    unit = LIMIT_UNITS.get(head.get("limit", ""), "")
+    if not unit or "need" not in head or "left" not in head:
+        return ""
+    need, left = head["need"], head["left"]
+    free = "free" if unit in ("row", "block") else "left"
+    return f"needs {need} {unit}{'' if need == 1 else 's'}, {left} {free}"
