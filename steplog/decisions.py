@@ -1,0 +1,68 @@
+"""The decisions of a step, as recorded by the scheduler or, for traces without records, inferred from the log.
+
+Everything that explains a step (narration, checklist, quiz, glossary) asks here, never re-derives a rule:
+
+    d = decisions(view, k)    # {"admissions": [...], "preemptions": [...], "head": {...}} (steplog.records)
+    if d.get("inferred"): ... # the trace did not record them: say the reason was inferred from the log
+
+Recorded decisions come from the scheduler's own state at the moment it decided (``engine.scheduler``,
+``batchscope_vllm.tracebook``); inferred ones from ``steplog.inference``. The words are ``steplog.reasons``'.
+Also here: each request's preemption cost, honestly split (``preemption_cost``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from steplog.inference import infer_all
+from steplog.records import DecisionsRecord
+
+
+def decisions(view: Any, k: int) -> DecisionsRecord:
+    """The decisions of step position ``k`` of ``view`` (a ``TraceView``): recorded if the step has them, else
+    inferred (then ``inferred`` is True). Never raises for a valid trace."""
+    recorded = view.steps[k].get("decisions")
+    if recorded is not None:
+        return recorded
+    if "inferred_decisions" not in view.memo:
+        view.memo["inferred_decisions"] = infer_all(view)
+    return view.memo["inferred_decisions"][k]
+
+
+def any_inferred(view: Any) -> bool:
+    """True when some step of ``view`` carries no recorded decisions (its reasons are inferred from the log)."""
+    return any("decisions" not in st for st in view.steps)
+
+
+def preemption_cost(view: Any) -> dict[str, dict[str, int]]:
+    """Per request that was preempted: ``num_dropped_tokens`` (K/V its preemptions dropped), ``num_cache_hit_tokens``
+    (of those, found again in the prefix cache when it resumed), ``num_recomputed_tokens`` (computed again) and
+    ``num_new_tokens`` (computed after a resumption for the first time: a prompt cut short, its last sampled token).
+
+    Read from the decision records (recorded or inferred) and the scheduled work: a resumed chunk's tokens below the
+    request's high-water mark (the most it ever held K/V for) are recomputed, the rest are new. Units: tokens.
+    """
+    cost: dict[str, dict[str, int]] = {}
+    high: dict[str, int] = {}
+    held: dict[str, int] = {}
+    for k, st in enumerate(view.steps):
+        d = decisions(view, k)
+        for p in d.get("preemptions", []):
+            c = cost.setdefault(p["request_id"], dict.fromkeys(_COST_FIELDS, 0))
+            c["num_dropped_tokens"] += p["num_dropped_tokens"]
+            high[p["request_id"]] = max(high.get(p["request_id"], 0), p["num_dropped_tokens"])
+        for a in d.get("admissions", []):
+            if a["resumed"] and a["request_id"] in cost:
+                covered = min(a["num_prefix_hit_tokens"], high.get(a["request_id"], 0))
+                cost[a["request_id"]]["num_cache_hit_tokens"] += covered
+        for s in st["scheduled"]:
+            rid, c0, n = s["request_id"], s["num_computed_tokens"], s["num_tokens"]
+            held[rid] = c0 + n
+            if rid in cost and s["kind"] == "prefill":
+                redo = max(0, min(c0 + n, high.get(rid, 0)) - c0)
+                cost[rid]["num_recomputed_tokens"] += redo
+                cost[rid]["num_new_tokens"] += n - redo
+    return cost
+
+
+_COST_FIELDS = ("num_dropped_tokens", "num_cache_hit_tokens", "num_recomputed_tokens", "num_new_tokens")
