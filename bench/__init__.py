@@ -31,8 +31,9 @@ Also measured in the same run:
 
 Units: seconds (wall clock), tokens, bytes; ``*_ms`` are milliseconds.
 
-Modules: ``rows`` (the engines compared), ``measure`` (parity, decode-step timing, the floor), ``run`` (the
-interleaved rounds), ``report`` (targets and Markdown), ``sweep`` (the variance sweep), ``cli`` (the commands).
+Modules: ``workload`` (the requests, and Batchscope's config and run for them), ``rows`` (the engines compared),
+``measure`` (parity, decode-step timing, the floor), ``run`` (the interleaved rounds), ``report`` (targets and
+Markdown), ``sweep`` (the variance sweep), ``cli`` (the commands).
 Nothing in ``engine/`` or ``visuals/`` imports this package; it reaches the CLI through the
 ``batchscope.commands`` entry points.
 """

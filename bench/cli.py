@@ -114,7 +114,7 @@ def _check(name: str, value) -> None:
 
 
 def _bench(args) -> int:
-    from bench import report, rows, run
+    from bench import report, run, workload
     from bench.measure import ParityError
 
     for name in (
@@ -132,7 +132,7 @@ def _bench(args) -> int:
     out_json = check_out_path(args.out_json or f"assets/{stem}.json", "--out-json", (args.workload,))
     out_md = check_out_path(args.out_md or f"assets/{stem}.md", "--out-md", (args.workload,))
     loaded, specs, budget = _load(args)
-    work = rows.make_workload(loaded, specs, args.num_requests, args.max_tokens)
+    work = workload.make_workload(loaded, specs, args.num_requests, args.max_tokens)
     if args.contention:
         return _contention(args, loaded, work, out_json, out_md)
     opts = run.BenchOptions(

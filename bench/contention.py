@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from bench.measure import decode_step_times
 from bench.report import provenance
-from bench.rows import Workload
+from bench.workload import Workload
 from engine.models import LoadedModel
 from engine.threads import available_cores, default_threads, use_threads
 

@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from bench.rows import Workload, engine_config, run_engine
+from bench.workload import Workload, engine_config, run_engine
 from engine.models import LoadedModel
 
 

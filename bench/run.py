@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from bench.measure import ParityError, _sync, agreement, check_parity, decode_step_times, read_bandwidth, weight_bytes
 from bench.report import evaluate_targets, provenance
-from bench.rows import BATCHED_ROWS, ROW_TITLES, ROWS, Workload
+from bench.rows import BATCHED_ROWS, ROW_TITLES, ROWS
+from bench.workload import Workload
 from engine.models import LoadedModel
 
 

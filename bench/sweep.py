@@ -26,7 +26,7 @@ import statistics
 
 from bench.names import DEFAULT_SIGMAS
 from bench.report import provenance
-from bench.rows import Workload, engine_config, run_engine
+from bench.workload import Workload, engine_config, run_engine
 from engine.models import LoadedModel
 from engine.workload import output_lengths, render_prompt
 

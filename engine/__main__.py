@@ -13,6 +13,8 @@ its ``handler(args) -> int``. The engine never imports them by name.
 
 Bad input exits with status 2 and one line on stderr that names the field and the allowed range; results go to
 stdout, progress to stderr. Ctrl-C stops a run after its current step and writes the partial trace (exit 130).
+A run whose step times show CPU contention (``steplog.timing``) warns in one line on stderr; with
+``--strict-timing`` it writes no trace and exits with status 3.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from importlib.metadata import entry_points
 from engine.cli_util import HelpFormatter, check_device, check_out_path, stop_on_ctrl_c, version
 from engine.flags import add_engine_flags, config_from_args
 from steplog.records import StepRecord
+
+TIMING_REFUSED = 3  # exit status of `run --strict-timing` when the step times show contention
 
 RUN_EXAMPLE = """example:
   python -m engine run --scenario seed-abcd --out t.jsonl
@@ -83,6 +87,11 @@ def _add_run(sub) -> None:
     run.add_argument("--max-tokens", type=int, help="set every request's max_tokens to M")
     run.add_argument("--seed", type=int, help="seed for unseeded sampled requests (default: a fresh one, recorded)")
     run.add_argument("--threads", type=int, default=None, help="CPU threads (default: available cores - 1, >= 1)")
+    run.add_argument(
+        "--strict-timing",
+        action="store_true",
+        help="refuse (exit 3, no trace written) when the step times show CPU contention, instead of warning",
+    )
 
 
 def _specs(args) -> tuple[list[dict], dict]:
@@ -150,6 +159,8 @@ def _run(args) -> int:
     if len(records) == 2:  # stopped before the first step: nothing to keep
         print("stopped by Ctrl-C before the first step: no trace written", file=sys.stderr)
         return 130
+    if not _timing_ok(records, out, strict=args.strict_timing):
+        return TIMING_REFUSED
     trace.write(records, out)
     partial = records[-1].get("partial", False)
     print(
@@ -159,9 +170,28 @@ def _run(args) -> int:
     return 130 if partial else 0
 
 
+def _timing_ok(records: list, out: object, strict: bool) -> bool:
+    """Warn on stderr when the step times show contention; ``False`` (after saying why) if ``strict`` refuses."""
+    from steplog.timing import check_timing
+
+    report = check_timing(records)
+    if not report.contended:
+        return True
+    if strict:
+        print(
+            f"error: {report.message}. --strict-timing: {out} NOT written; re-run on a quiet machine (no other "
+            "busy processes)",
+            file=sys.stderr,
+        )
+        return False
+    print(f"warning: {report.message}; its wall-clock figures are slower than the engine is", file=sys.stderr)
+    return True
+
+
 def _metrics(args) -> int:
     from steplog import trace
     from steplog.report import metrics_table
+    from steplog.timing import check_timing
 
     if len(args.traces) > 2:
         raise ValueError(f"metrics takes one or two traces, got {len(args.traces)}")
@@ -173,6 +203,9 @@ def _metrics(args) -> int:
         n_steps, n_req = len(records) - 2, len(records[0]["requests"])
         state = "PARTIAL (stopped early)" if records[-1].get("partial") else "complete"
         print(f"{path}: valid trace, {records[0]['policy']}, {n_steps} step records, {n_req} requests, {state}")
+        timing = check_timing(records)
+        if timing.contended:
+            print(f"  timing: {timing.message}; wall-clock figures are inflated (step figures are not)")
     print()
     print(metrics_table(runs))
     return 0

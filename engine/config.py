@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-# Batching policies (``engine.policies.SCHEDULERS``) and waiting-queue orders (``engine.request_queue.QUEUES``)
-# are registered where they are implemented; validation asks those registries.
+from engine.request_queue import QUEUES
+from steplog.checks import V1_LIMITS
 
-# Allowed ranges, shared by the CLI, the app's knobs and validation.
-LIMITS = {
-    "max_num_seqs": (1, 256),
-    "max_num_batched_tokens": (1, 65536),
-    "block_size": (1, 1024),
-    "num_kv_blocks": (1, 100_000),
-}
+# Waiting-queue orders (``engine.request_queue.QUEUES``) and batching policies (``engine.policies.SCHEDULERS``) are
+# registered where they are implemented. The queues sit below this module, so ``validate`` asks their registry; the
+# schedulers take a config, so their registry sits above it and checks the policy name (``policies.validate_config``).
+
+# Allowed ranges, shared by the CLI, the app's knobs and validation: the limits a version 1 trace (what this engine
+# writes) is checked against, so the engine accepts exactly what its traces may say.
+LIMITS = V1_LIMITS
 
 
 class ConfigError(ValueError):
@@ -22,6 +23,13 @@ class ConfigError(ValueError):
     def __init__(self, field: str, value: object, allowed: str):
         super().__init__(f"{field}={value!r} is out of range: {allowed}")
         self.field, self.value, self.allowed = field, value, allowed
+
+
+def check_name(config: EngineConfig, field: str, registry: Iterable[str]) -> None:
+    """Raise ``ConfigError`` unless ``config``'s ``field`` is a name of ``registry`` (a policy's, a queue's)."""
+    names = list(registry)
+    if getattr(config, field) not in names:
+        raise ConfigError(field, getattr(config, field), "one of " + ", ".join(names))
 
 
 @dataclass
@@ -61,13 +69,9 @@ class EngineConfig:
     reserve_full_prompt: bool = True
 
     def validate(self) -> None:
-        """Raise ``ConfigError`` naming the first bad field and its allowed range."""
-        from engine.policies import SCHEDULERS
-        from engine.request_queue import QUEUES
-
-        for name, allowed in (("policy", SCHEDULERS), ("scheduling_policy", QUEUES)):
-            if getattr(self, name) not in allowed:
-                raise ConfigError(name, getattr(self, name), "one of " + ", ".join(allowed))
+        """Raise ``ConfigError`` naming the first bad field and its allowed range: every field but ``policy``,
+        whose names ``engine.policies.validate_config`` checks before calling this."""
+        check_name(self, "scheduling_policy", QUEUES)
         for name, (lo, hi) in LIMITS.items():
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not (lo <= value <= hi):

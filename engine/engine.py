@@ -11,6 +11,9 @@ Idle time costs nothing: when nothing is running or waiting and the next arrival
 jumps to that step and the next step record says how many empty steps it skipped (``idle_steps_before``); with only
 wall-clock arrivals left, the loop sleeps until the next one. A run can be stopped between steps (``should_stop``):
 the trace then ends with a summary marked ``partial``.
+
+On CPU the header also records ``cpu_share``: the process's CPU time during the steps over their wall time times
+PyTorch's thread count (about 1 when the run had its cores to itself; ``steplog.timing`` judges it).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from engine.policies import make_scheduler
 from engine.request import Request
 from engine.scheduler import SchedulerOutput
 from engine.step_log import header_record, kv_record, step_record, summary_record
+from engine.threads import torch_threads
 from engine.validation import RequestError, validate_request, warn_if_priority_ignored
 from steplog.records import HeaderRecord, SampledRecord, StepRecord, SummaryRecord, TraceRecords
 
@@ -62,13 +66,13 @@ class LLMEngine:
         meta: dict | None = None,
         vocab_size: int | None = None,
     ):
-        config.validate()
         self.runner, self.config = runner, config
         self.scheduler = make_scheduler(config, eos_token_ids)
         self.decode = decode or (lambda ids: " ".join(map(str, ids)))
         self.max_model_len, self.vocab_size = max_model_len, vocab_size
         self.detok: dict[str, IncrementalDetokenizer] = {}
         self.meta = dict(meta or {})
+        self._cpu_s = 0.0  # process CPU time spent inside steps, this run
 
     def run(
         self,
@@ -99,6 +103,7 @@ class LLMEngine:
         pending = sorted(requests, key=lambda r: (r.arrival_step if r.arrival_step is not None else -1, r.arrival_time))
         records: TraceRecords = [self._header(requests, seed)]
         t0 = time.perf_counter()
+        self._cpu_s = 0.0
         step = idle = 0
         stopped = False
         while pending or self.scheduler.has_unfinished():
@@ -123,8 +128,15 @@ class LLMEngine:
             if on_step:
                 on_step(record)
             step += 1
+        self._record_cpu_share(records)
         records.append(self._summary(requests, partial=stopped))
         return records
+
+    def _record_cpu_share(self, records: TraceRecords) -> None:
+        """Header ``cpu_share`` (CPU runs only: on a GPU the CPU mostly waits for the device)."""
+        wall = sum(r["t_end"] - r["t_start"] for r in records if r["type"] == "step")
+        if wall > 0 and str(self.meta.get("device", "cpu")).startswith("cpu"):
+            records[0]["cpu_share"] = round(self._cpu_s / (wall * torch_threads()), 3)
 
     def _validate(self, requests: list[Request]) -> None:
         ids = [r.request_id for r in requests]
@@ -154,13 +166,14 @@ class LLMEngine:
 
     def _step(self, step: int, t0: float) -> StepRecord:
         sched = self.scheduler
-        t_start = time.perf_counter() - t0
+        t_start, cpu_start = time.perf_counter() - t0, time.process_time()
         out = sched.schedule()
         running = [r.request_id for r in sched.running]  # in the batch this step, admission order
         block_tables = {rid: list(t) for rid, t in sched.block_manager.block_tables.items()}
         kv = kv_record(sched, out, block_tables)
         sampled = self.runner.execute(out, block_tables)
         t_end = time.perf_counter() - t0
+        self._cpu_s += time.process_time() - cpu_start
         for s in out.scheduled:
             if s.request.first_scheduled_time is None:
                 s.request.first_scheduled_time = t_start

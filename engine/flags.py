@@ -6,7 +6,7 @@ import argparse
 from dataclasses import fields
 
 from engine.config import LIMITS, EngineConfig
-from engine.policies import SCHEDULERS
+from engine.policies import SCHEDULERS, validate_config
 from engine.request_queue import QUEUES
 
 
@@ -50,5 +50,5 @@ def config_from_args(args, overrides: dict) -> EngineConfig:
         cfg["scheduling_policy"] = args.scheduling_policy
     cfg["policy"] = args.policy
     config = EngineConfig(**cfg)
-    config.validate()
+    validate_config(config)
     return config

@@ -9,14 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from engine.config import EngineConfig
+from engine.config import EngineConfig, check_name
 from engine.scheduler import Scheduler
 from engine.static_scheduler import StaticScheduler
 
 SCHEDULERS: dict[str, type[Scheduler]] = {"continuous": Scheduler, "static": StaticScheduler}
 
 
-def make_scheduler(config: EngineConfig, eos_token_ids: Iterable[int] = ()) -> Scheduler:
-    """The scheduler of ``config.policy``. Raises ``ConfigError`` for an unknown policy."""
+def validate_config(config: EngineConfig) -> None:
+    """Raise ``ConfigError`` naming the first bad field of ``config``: its policy (a name of ``SCHEDULERS``, checked
+    here because the schedulers take a config, so ``engine.config`` cannot ask this registry), then the rest
+    (``EngineConfig.validate``)."""
+    check_name(config, "policy", SCHEDULERS)
     config.validate()
+
+
+def make_scheduler(config: EngineConfig, eos_token_ids: Iterable[int] = ()) -> Scheduler:
+    """The scheduler of ``config.policy``. Raises ``ConfigError`` for an unknown policy or a setting out of range."""
+    validate_config(config)
     return SCHEDULERS[config.policy](config, frozenset(eos_token_ids))

@@ -40,63 +40,14 @@ tokens. A request keeps its batch *row* (``0 .. max_num_seqs-1``, a row of the p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
-
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.request import FinishReason, Request, RequestStatus
 from engine.request_queue import QUEUES
-from steplog.records import AdmissionRecord, HeadWaitRecord, KVExtras, PreemptionRecord
+from engine.scheduler_output import ScheduledRequest, SchedulerOutput
+from steplog.records import HeadWaitRecord, KVExtras, PreemptionRecord
 
-
-@dataclass
-class ScheduledRequest:
-    """One request's work in a step: ``num_tokens`` tokens starting at position ``num_computed_tokens``."""
-
-    request: Request
-    num_tokens: int
-    num_computed_tokens: int  # before this step
-    row: int  # batch row (the trace's ``slot``)
-    kind: Literal["prefill", "decode"] = field(
-        init=False
-    )  # "decode": computing exactly the last sampled token; else "prefill"
-    samples: bool = field(init=False)  # this step reaches the end of the known tokens, so a token is sampled
-    num_recomputed: int = field(init=False)  # tokens of this chunk that had K/V before a preemption
-    recompute: bool = field(init=False)  # a prefill that redoes K/V dropped by a preemption
-
-    def __post_init__(self):
-        req = self.request
-        start, end = self.num_computed_tokens, self.num_computed_tokens + self.num_tokens
-        self.samples = end == req.num_tokens
-        is_decode = self.num_tokens == 1 and bool(req.output_token_ids) and self.samples
-        self.kind = "decode" if is_decode else "prefill"
-        self.num_recomputed = max(0, min(end, req.num_kv_high) - start)
-        self.recompute = self.kind == "prefill" and self.num_recomputed > 0
-
-
-@dataclass
-class SchedulerOutput:
-    """What one step runs: scheduled work in batch order, plus padding rows (static batching only)."""
-
-    scheduled: list[ScheduledRequest] = field(default_factory=list)
-    padding: list[tuple[int, str]] = field(default_factory=list)  # (row, request_id) of finished static members
-    admitted_req_ids: list[str] = field(default_factory=list)
-    preempted_req_ids: list[str] = field(default_factory=list)
-    allocated_blocks: dict[str, list[int]] = field(default_factory=dict)
-    prefix_hit_tokens: dict[str, int] = field(default_factory=dict)  # admitted request -> tokens found in the cache
-    # why: written at the line of the scheduler that decides (``steplog.records.DecisionsRecord``)
-    admissions: list[AdmissionRecord] = field(default_factory=list)
-    preemptions: list[PreemptionRecord] = field(default_factory=list)
-    head: HeadWaitRecord | None = None
-
-    @property
-    def num_batched_tokens(self) -> int:
-        return sum(s.num_tokens for s in self.scheduled)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.scheduled and not self.padding
+__all__ = ["ScheduledRequest", "Scheduler", "SchedulerOutput"]
 
 
 class Scheduler:
@@ -274,7 +225,7 @@ class Scheduler:
             "num_dropped_tokens": req.num_computed_tokens,
             "num_dropped_blocks": len(table),
         }
-        out.preemptions.append({**record, **why})  # type: ignore[typeddict-item]
+        out.preemptions.append({**record, **why})
         req.num_kv_high = max(req.num_kv_high, req.num_computed_tokens)
         req.num_dropped_tokens += req.num_computed_tokens
         req.num_computed_tokens = 0

@@ -11,6 +11,7 @@ core free: ``available cores - 1`` threads, at least 1. ``--threads N`` (CLI) or
 from __future__ import annotations
 
 import os
+import sys
 
 MAX_THREADS = 256
 
@@ -49,3 +50,9 @@ def use_threads(n: int | None = None) -> int:
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
     return n
+
+
+def torch_threads() -> int:
+    """PyTorch's intra-op thread count now; 1 where torch is not loaded (a model-free run computes on one thread)."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else 1

@@ -10,7 +10,7 @@ import warnings
 from engine.block_manager import blocks_needed
 from engine.config import EngineConfig
 from engine.request import FieldError, Request
-from steplog.checks import request_id_problem
+from steplog.checks import MAX_ID_CHARS, request_id_problem
 
 
 class RequestError(ValueError):
@@ -52,7 +52,9 @@ def validate_request(
     rid = req.request_id
     problem = request_id_problem(rid)
     if problem:
-        raise RequestError(f"request_id {str(rid)[:80]!r} {problem}", str(rid), "request_id", rid, "1-64 printable")
+        raise RequestError(
+            f"request_id {str(rid)[:80]!r} {problem}", str(rid), "request_id", rid, f"1-{MAX_ID_CHARS} printable"
+        )
     where = f"request {rid!r}"
     if req.num_prompt_tokens == 0:
         raise RequestError(f"{where}: the prompt is empty; give at least one token", rid, "prompt", "", ">= 1 token")

@@ -20,8 +20,9 @@ import itertools
 from steplog.strict_json import non_finite_path
 
 MAX_ID_CHARS = 64
-# Batchscope's engine limits (engine.config.LIMITS; steplog imports nothing of ours, a test keeps them equal). The
-# schema allows larger values for servers' traces (version 2).
+# The limits of Batchscope's engine, which writes version 1: defined here, where its traces are checked, and imported
+# by the engine as ``engine.config.LIMITS`` (steplog imports nothing of ours). The schema allows larger values for
+# servers' traces (version 2).
 V1_LIMITS = {
     "max_num_seqs": (1, 256),
     "max_num_batched_tokens": (1, 65536),

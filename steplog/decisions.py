@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from steplog.inference import infer_all
-from steplog.records import DecisionsRecord
+from steplog.records import AdmissionRecord, DecisionsRecord
+from steplog.view import TraceView
 
 
 def decisions(view: Any, k: int) -> DecisionsRecord:
@@ -65,4 +66,47 @@ def preemption_cost(view: Any) -> dict[str, dict[str, int]]:
     return cost
 
 
+def dropped_and_recomputed(records: list[dict]) -> dict[str, dict[str, int]]:
+    """Per request: ``num_dropped_tokens`` (K/V its preemptions dropped) and ``num_recomputed_tokens`` (computed
+    again). The summary's, when it records both; older traces counted the dropped tokens as "recomputed", so there
+    both come from the log (``preemption_cost``)."""
+    summary = records[-1]
+    if all("num_dropped_tokens" in r or not r.get("num_preemptions") for r in summary["requests"]):
+        return {
+            r["request_id"]: {
+                "num_dropped_tokens": r.get("num_dropped_tokens", 0),
+                "num_recomputed_tokens": r.get("num_recomputed_tokens", 0),
+            }
+            for r in summary["requests"]
+        }
+    return {
+        rid: {"num_dropped_tokens": c["num_dropped_tokens"], "num_recomputed_tokens": c["num_recomputed_tokens"]}
+        for rid, c in preemption_cost(TraceView(records)).items()
+    }
+
+
 _COST_FIELDS = ("num_dropped_tokens", "num_cache_hit_tokens", "num_recomputed_tokens", "num_new_tokens")
+
+
+def kv_high_before(view: Any, step: int, request_id: str) -> int:
+    """The most tokens ``request_id`` held K/V for before a preemption prior to step position ``step`` (0 if it was
+    never preempted): a later chunk below this mark recomputes, above it computes for the first time."""
+    return max(
+        (
+            p["num_dropped_tokens"]
+            for k in range(step)
+            if request_id in view.steps[k]["preempted"]
+            for p in decisions(view, k).get("preemptions", [])
+            if p["request_id"] == request_id
+        ),
+        default=0,
+    )
+
+
+def comeback(view: Any, step: int, request_id: str) -> tuple[int, AdmissionRecord] | None:
+    """Where ``request_id``, preempted in step position ``step``, is admitted again: ``(position, its admission
+    record)``, or ``None`` if the trace ends first."""
+    for k in range(step + 1, len(view.steps)):
+        if request_id in view.steps[k]["admitted"]:
+            return k, next(a for a in decisions(view, k).get("admissions", []) if a["request_id"] == request_id)
+    return None

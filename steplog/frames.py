@@ -37,6 +37,7 @@ def summary_frame(runs: dict[str, list[dict]]) -> pd.DataFrame:
         "kv_utilisation_mean": "fraction",
         "kv_utilisation_max": "fraction",
         "num_preemptions": "events",
+        "num_dropped_tokens": "tokens",
         "num_recomputed_tokens": "tokens",
     }
     sums = {label: summarize(recs) for label, recs in runs.items()}

@@ -39,6 +39,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from steplog.decisions import dropped_and_recomputed
 from steplog.prefix_cache import prefix_cache_stats
 
 PERCENTILES = (50, 90, 99)
@@ -110,7 +111,8 @@ def request_metrics(records: list[dict]) -> list[dict]:
     """Per-request latency figures, in arrival order (the header's order).
 
     Each dict holds ``request_id``, ``num_prompt_tokens``, ``num_output_tokens`` (EOS included), ``finish_reason``,
-    ``num_preemptions``, ``num_recomputed_tokens`` (tokens), the raw times ``arrival_time_s``,
+    ``num_preemptions``, ``num_dropped_tokens`` (K/V tokens its preemptions dropped), ``num_recomputed_tokens``
+    (tokens computed again: dropped and not found in the prefix cache), the raw times ``arrival_time_s``,
     ``first_scheduled_time_s``, ``first_token_time_s``, ``finish_time_s`` and the step-clock equivalents
     ``arrival_step``, ``first_scheduled_step``, ``first_token_step``, ``finish_step`` (step indices), the token times
     ``token_times_s`` / ``token_steps``, and every metric of ``LATENCY_METRICS`` (``itl_*``: lists of gaps;
@@ -128,6 +130,7 @@ def request_metrics(records: list[dict]) -> list[dict]:
         for s in st["scheduled"]:
             first_sched_step.setdefault(s["request_id"], st["step"])
     prompts = {r["request_id"]: r["num_prompt_tokens"] for r in header["requests"]}
+    cost = dropped_and_recomputed(records)
     result = []
     for r in summary["requests"]:
         rid = r["request_id"]
@@ -143,7 +146,7 @@ def request_metrics(records: list[dict]) -> list[dict]:
             "num_output_tokens": n,
             "finish_reason": r.get("finish_reason"),
             "num_preemptions": r.get("num_preemptions", 0),
-            "num_recomputed_tokens": r.get("num_recomputed_tokens", 0),
+            **cost.get(rid, {"num_dropped_tokens": 0, "num_recomputed_tokens": 0}),
             "arrival_time_s": arrival,
             "first_scheduled_time_s": r.get("first_scheduled_time"),
             "first_token_time_s": r.get("first_token_time"),
@@ -257,7 +260,8 @@ def summarize(records: list[dict]) -> dict:
         (``itl_*`` pools all gaps; ``tpot_*`` only requests with >= 2 tokens);
       - ``slot_utilisation`` (useful rows / (steps x max_num_seqs), 0..1), ``padding_slot_steps`` (rows),
         ``kv_utilisation_mean`` / ``kv_utilisation_max`` (0..1), ``num_preemptions`` (events),
-        ``num_recomputed_tokens`` (tokens);
+        ``num_dropped_tokens`` (K/V tokens preemptions dropped) and ``num_recomputed_tokens`` (of those, computed
+        again: the rest came back from the prefix cache);
       - the prefix-cache figures of ``steplog.prefix_cache.prefix_cache_stats`` (``prefix_cache_hit_rate``: vLLM's
         hit tokens / queried tokens).
     A run without steps has ``None`` throughputs.
@@ -290,6 +294,7 @@ def summarize(records: list[dict]) -> dict:
     out["kv_utilisation_mean"] = float(frame["kv_utilisation"].sum()) / num_steps if num_steps else None
     out["kv_utilisation_max"] = float(frame["kv_utilisation"].max()) if num_steps else None
     out["num_preemptions"] = int(frame["num_preempted"].sum())
+    out["num_dropped_tokens"] = sum(r["num_dropped_tokens"] for r in reqs)
     out["num_recomputed_tokens"] = sum(r["num_recomputed_tokens"] for r in reqs)
     out.update(prefix_cache_stats(records))
     return out

@@ -32,6 +32,9 @@ Victim rules (``preemptions[].rule``), named by the waiting queue that applies t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 LIMIT_UNITS: dict[str, str] = {
     "preempted_this_step": "",
     "static_batch_running": "",
@@ -53,6 +56,18 @@ LIMIT_NAMES: dict[str, str] = {
     "kv_blocks": "KV blocks",
     "kv_blocks_full_prompt": "KV blocks (whole prompt must fit)",
     "kv_blocks_reserved": "KV blocks (worst case reserved)",
+}
+
+# As a quiz option: "nobody: <short>".
+LIMIT_SHORT: dict[str, str] = {
+    "preempted_this_step": "a preemption in this step stops admissions",
+    "static_batch_running": "the static batch has not finished",
+    "max_num_seqs": "all slots are busy (max_num_seqs)",
+    "token_budget": "the token budget is used up",
+    "chunked_prefill_off": "the head's prompt does not fit the budget left (chunked prefill off)",
+    "kv_blocks": "not enough free KV blocks for the head's next chunk",
+    "kv_blocks_full_prompt": "not enough free KV blocks for the head's whole sequence",
+    "kv_blocks_reserved": "the head's worst-case blocks do not fit the pool",
 }
 
 LIMIT_WHY: dict[str, str] = {
@@ -77,16 +92,38 @@ VICTIM_RULES: dict[str, str] = {
 # How the waiting queue is ordered (``head.order``): who is the head and why nobody overtakes it.
 QUEUE_ORDERS: dict[str, str] = {
     "arrival": "first come, first served",
-    "priority": "priority order (smallest priority value first, then arrival)",
+    "priority": "priority order, smallest priority value first, then arrival",
 }
 
 
-def limit_numbers(head: dict) -> str:
+def limit_numbers(head: Mapping[str, Any]) -> str:
     """``head``'s numbers in words, e.g. ``needs 3 blocks, 1 free`` (``""`` for limits without numbers, or when the
     numbers were not recorded)."""
     unit = LIMIT_UNITS.get(head.get("limit", ""), "")
     if not unit or "need" not in head or "left" not in head:
         return ""
     need, left = head["need"], head["left"]
-    free = "free" if unit in ("row", "block") else "left"
-    return f"needs {need} {unit}{'' if need == 1 else 's'}, {left} {free}"
+    free = {"kv_blocks_reserved": "not yet reserved", "row": "free", "block": "free"}
+    word = free.get(head["limit"], free.get(unit, "left"))
+    return f"needs {need} {unit}{'' if need == 1 else 's'}, {left} {word}"
+
+
+def checks(header: Mapping[str, Any]) -> list[str]:
+    """The limits a waiting request meets, in the order the trace's scheduler checks them (it stops at the first
+    that fails; ``head.limit`` is that one). Static batching forms a batch only when the last one has ended, then
+    fills its rows while the worst-case blocks fit; a vLLM-style continuous scheduler admits nobody after a
+    preemption, then checks the budget, a row, chunking (when off) and KV blocks (the whole sequence under the
+    full-prompt rule)."""
+    cfg = header["config"]
+    if header.get("policy") == "static":
+        return ["static_batch_running", "max_num_seqs", "kv_blocks_reserved"]
+    out = ["preempted_this_step", "token_budget", "max_num_seqs"]
+    if not cfg.get("enable_chunked_prefill", True):
+        out.append("chunked_prefill_off")
+    out.append("kv_blocks_full_prompt" if cfg.get("reserve_full_prompt") else "kv_blocks")
+    return out
+
+
+def queue_order(header: Mapping[str, Any]) -> str:
+    """The waiting queue's order (a key of ``QUEUE_ORDERS``) under the trace's ``scheduling_policy``."""
+    return {"priority": "priority"}.get(header["config"].get("scheduling_policy", "fcfs"), "arrival")

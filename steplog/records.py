@@ -59,6 +59,7 @@ class _HeaderOptional(TypedDict, total=False):
     eos_token_ids: list[int]
     max_model_len: int | None
     seed: int | None  # the run's seed: unseeded sampled requests drew their seeds from it
+    cpu_share: float  # CPU time during the steps / (their wall time x threads); CPU runs only
 
 
 class HeaderRecord(_HeaderOptional):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench import measure, report, rows, run
+from bench import measure, report, rows, run, workload
 from engine.models import LoadedModel
 
 OPTS = dict(max_num_seqs=[2], rounds=2, max_num_batched_tokens=16, block_size=4, step_batches=[1, 2], step_tokens=4)
@@ -30,7 +30,7 @@ def work(tiny):
         }
         for i in range(5)
     ]
-    return rows.make_workload(tiny, specs)
+    return workload.make_workload(tiny, specs)
 
 
 def test_check_parity_names_row_request_and_position():
@@ -101,10 +101,10 @@ def test_a_broken_variant_fails_the_bench_loudly(tiny, work, monkeypatch):
 def test_workload_checks(tiny):
     specs = [{"prompt_token_ids": [5, 6], "max_tokens": 3}, {"prompt_token_ids": [7], "max_tokens": 4}]
     with pytest.raises(ValueError, match="max_tokens differs"):
-        rows.make_workload(tiny, specs)
-    assert rows.make_workload(tiny, specs, max_tokens=2).max_tokens == 2
+        workload.make_workload(tiny, specs)
+    assert workload.make_workload(tiny, specs, max_tokens=2).max_tokens == 2
     with pytest.raises(ValueError, match="greedy"):
-        rows.make_workload(tiny, [{"prompt_token_ids": [5], "max_tokens": 3, "temperature": 0.7}])
+        workload.make_workload(tiny, [{"prompt_token_ids": [5], "max_tokens": 3, "temperature": 0.7}])
 
 
 def test_targets_are_judged_from_the_measurements():

@@ -10,7 +10,7 @@ import pytest
 import torch
 from test_bench import OPTS
 
-from bench import contention, report, rows, run, sweep
+from bench import contention, report, rows, run, sweep, workload
 from engine.models import LoadedModel
 
 
@@ -22,7 +22,7 @@ def tiny(tiny_model):
 @pytest.fixture
 def work(tiny):
     specs = [{"request_id": f"q{i}", "prompt_token_ids": [3 + i, 9, 11], "max_tokens": 4} for i in range(4)]
-    return rows.make_workload(tiny, specs)
+    return workload.make_workload(tiny, specs)
 
 
 def interrupt_on(monkeypatch, row: str, after_calls: int):

@@ -150,7 +150,8 @@ def test_a_preempted_request_finds_part_of_its_kv_in_the_cache_hand_computed():
     finishes. Step 5: X is admitted again: 8 tokens from the cache (its first two blocks), 4 recomputed (8-11),
     1 computed for the first time (position 12, its last sampled token, never fed back before)."""
     requests = [make_request("Y", 1, 5, ignore_eos=True), make_request("X", 11, 4, ignore_eos=True)]
-    steps, summary, records = run_fake(requests, max_num_seqs=2, max_num_batched_tokens=16, block_size=4, num_kv_blocks=4)
+    config = {"max_num_seqs": 2, "max_num_batched_tokens": 16, "block_size": 4, "num_kv_blocks": 4}
+    steps, summary, records = run_fake(requests, **config)
     assert steps[2]["decisions"]["preemptions"] == [
         {
             "request_id": "X",

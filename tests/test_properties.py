@@ -455,6 +455,9 @@ class FakeClock:
     def perf_counter(self) -> float:
         return self.now
 
+    def process_time(self) -> float:  # the engine's CPU-share measure: the fake clock spends no CPU
+        return 0.0
+
     def sleep(self, seconds: float) -> None:
         self.now += seconds
 

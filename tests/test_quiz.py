@@ -91,15 +91,15 @@ class Raw:
         st = self.steps[k]
         left = self.cfg["max_num_batched_tokens"] - st["num_batched_tokens"]
         head = self.queue_at_start(k)[0]
-        if limit == "preempted":
+        if limit == "preempted_this_step":
             return bool(st["preempted"])
-        if limit == "slots":
+        if limit == "max_num_seqs":
             return len(st["running"]) >= self.cfg["max_num_seqs"]
-        if limit == "budget":
+        if limit == "token_budget":
             return left <= 0
-        if limit == "kv":
+        if limit in ("kv_blocks", "kv_blocks_full_prompt"):
             return self.kv_need(k, head, left) > st["kv"]["num_blocks"] - st["kv"]["num_used_blocks"]
-        return limit == "static_batch" and self.header["policy"] == "static"
+        return limit == "static_batch_running" and self.header["policy"] == "static"
 
     def expected(self, q) -> object:
         """The right answer of question ``q``, recomputed from the records."""

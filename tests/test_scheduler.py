@@ -141,13 +141,24 @@ def test_chunking_off_waits_for_room_instead_of_splitting():
 
 @pytest.mark.parametrize(
     "field,value",
-    [("num_kv_blocks", 0), ("max_num_batched_tokens", 0), ("block_size", 0), ("max_num_seqs", 0), ("policy", "fifo")],
+    [
+        ("num_kv_blocks", 0),
+        ("max_num_batched_tokens", 0),
+        ("block_size", 0),
+        ("max_num_seqs", 0),
+        ("policy", "fifo"),
+        ("scheduling_policy", "lifo"),
+    ],
 )
 def test_bad_config_names_field_and_range(field, value):
     from engine.config import EngineConfig
+    from engine.policies import validate_config
 
     with pytest.raises(ValueError, match=field):
-        EngineConfig(**{field: value}).validate()
+        validate_config(EngineConfig(**{field: value}))
+    if field != "policy":  # the policy's registry is above the config: only validate_config knows its names
+        with pytest.raises(ValueError, match=field):
+            EngineConfig(**{field: value}).validate()
 
 
 def test_request_that_cannot_fit_alone_is_rejected_up_front():

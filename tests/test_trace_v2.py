@@ -49,8 +49,8 @@ def test_deltas_rebuild_every_steps_tables(path, every):
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
 def test_visual_facts_are_the_same_from_either_version(path):
-    from visuals.kv import block_map_cells
     from visuals.narration import narrate
+    from visuals.pool import block_map_cells
     from visuals.stepinfo import freed_blocks
 
     v1 = TraceView(trace.read(path))

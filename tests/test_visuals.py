@@ -9,7 +9,8 @@ import pytest
 
 from steplog import trace
 from steplog.view import PADDING_COLOR, TraceView
-from visuals.kv import block_map, block_map_cells, kv_usage
+from visuals.kv import block_map, kv_usage
+from visuals.pool import block_map_cells
 from visuals.slots import slot_occupancy
 from visuals.timeline import request_phases, timeline
 
@@ -102,25 +103,22 @@ def test_preemption_is_visible_as_recompute_cells_and_freed_blocks():
 
 
 def test_recompute_wording_matches_the_metrics():
-    """The narration says the dropped tokens (= the summary's num_recomputed_tokens) and the tokens computed on
-    resume (one more: the last sampled token never had K/V), the same numbers as the metrics."""
+    """preemption-continuous: C is preempted holding 31 tokens of K/V and, with nothing of it left in the prefix
+    cache, comes back computing 32: the 31 recomputed plus its last sampled token, which never had K/V. The
+    narration, the summary and the decision records say the same numbers."""
     from visuals.narration import narrate
 
     view = TraceView(trace.read(TRACES / "preemption-continuous.jsonl"))
-    victim_step = next(st["step"] for st in view.steps if st["preempted"])
+    victim_step = next(k for k, st in enumerate(view.steps) if st["preempted"])
     victim = view.steps[victim_step]["preempted"][0]
-    dropped = next(r["num_recomputed_tokens"] for r in view.summary["requests"] if r["request_id"] == victim)
-    assert f"{dropped} tokens of K/V" in narrate(view, victim_step)
-    assert "most recently admitted" in narrate(view, victim_step)
-    resume = next(
-        st["step"]
-        for st in view.steps[victim_step + 1 :]
-        if any(s["request_id"] == victim and s.get("recompute") for s in st["scheduled"])
-    )
+    text = narrate(view, victim_step)
+    assert "31 tokens of K/V" in text and "the most recently admitted running request" in text
+    assert "all 31 are recomputed" in text
+    resume = next(k for k in range(victim_step + 1, view.num_steps) if victim in view.steps[k]["admitted"])
     text = narrate(view, resume)
-    assert f"the {dropped} whose K/V the preemption dropped" in text
+    assert "recomputes 31 tokens whose K/V the preemption dropped, plus 1 that never had K/V" in text
     computed = next(s["num_tokens"] for s in view.steps[resume]["scheduled"] if s["request_id"] == victim)
-    assert computed == dropped + 1 and f"computes {computed} tokens" in text
+    assert computed == 32
 
 
 def test_prefix_cache_hits_shared_and_cached_blocks_are_drawn_from_the_log():

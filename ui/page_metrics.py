@@ -41,7 +41,14 @@ def headline(runs: dict[str, list[dict]]) -> None:
         ("p90 E2E steps", ("e2e_steps", "p90"), "steps", "the same on the step clock (reproducible)"),
         ("slot use", "slot_utilisation", "", "useful rows / max_num_seqs, averaged over steps (0-1)"),
         ("padding", "padding_slot_steps", "slot-steps", "rows that ran for an already finished static member"),
-        ("preemptions", "num_preemptions", "", "requests preempted (their K/V dropped and recomputed later)"),
+        ("preemptions", "num_preemptions", "", "requests preempted (their K/V dropped)"),
+        ("K/V dropped", "num_dropped_tokens", "tok", "tokens of K/V the preemptions dropped"),
+        (
+            "recomputed",
+            "num_recomputed_tokens",
+            "tok",
+            "dropped tokens computed again (the rest were found in the prefix cache)",
+        ),
     ]
     for policy, col in zip(runs, st.columns(len(runs))):
         with col:

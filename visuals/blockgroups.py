@@ -1,7 +1,8 @@
 """The block map of a large pool (hundreds or thousands of blocks, e.g. a vLLM trace): one cell per group of
 consecutive blocks, labelled with how many of them are used, so the map stays readable and cheap to redraw.
 
-Built on ``kv.block_map_cells``, so each group counts exactly the blocks the full map would draw.
+Built on ``pool.block_map_cells``, as ``kv.block_map`` is, so each group counts exactly the blocks the full map would
+draw.
 """
 
 from __future__ import annotations
@@ -10,9 +11,8 @@ from collections import Counter
 from typing import Any
 
 from steplog.view import FREE_COLOR, TraceView
-from visuals.kv import block_map_cells
+from visuals.pool import block_map_cells, one_step_flags
 from visuals.safe import esc
-from visuals.stepinfo import freed_blocks
 
 AGGREGATE_ABOVE = 400  # pools larger than this are drawn grouped
 MAX_CELLS = 128  # at most this many group cells (8 rows of 16, the size of a 128-block pool's map)
@@ -85,7 +85,7 @@ def grouped_marks_all(view: TraceView, span: tuple[int, int] | None = None) -> d
     (``MARK_FIELDS`` order) per group: ``{step: [mark of group 0, ...]}``, for the player.
 
     A busy server's pool has tens of thousands of blocks and its trace thousands of steps, so drawing every block of
-    every step (``kv.block_map_cells``) would take minutes. Here the block tables are followed step by step from the
+    every step (``pool.block_map_cells``) would take minutes. Here the block tables are followed step by step from the
     start (each block's holders and drawn owner, updated where a table changed), and each step of the span
     recomputes only the groups where something changed: a block joined or left a table, a block is allocated,
     released or freed by a preemption in this step or was in the step before (those marks last one step), or a
@@ -117,7 +117,7 @@ def grouped_marks_all(view: TraceView, span: tuple[int, int] | None = None) -> d
         prev = tables
         if k < lo:
             continue
-        flags = _one_step_flags(view, k)
+        flags = one_step_flags(view, k)
         now_flagged = {b // size for blocks in flags.values() for b in blocks}
         if not marks:
             dirty: set[int] = set(range(-(-n // size)))
@@ -162,17 +162,3 @@ def _follow_tables(prev: dict, tables: dict, holders: dict[int, set[str]]) -> se
             holders.setdefault(b, set()).add(rid)
             changed.add(b)
     return changed
-
-
-def _one_step_flags(view: TraceView, step: int) -> dict[str, Any]:
-    """Blocks with a mark that lasts one step, as ``block_map_cells`` finds them: ``new`` (allocated, not a
-    prefix-cache hit), ``releasing`` (owner finished) and ``preempted`` (block -> the request a preemption took it
-    from)."""
-    kv = view.steps[step]["kv"]
-    hits = kv.get("cache_hits", {})
-    freed = freed_blocks(view, step)
-    return {
-        "new": {b for rid, blocks in kv.get("allocated", {}).items() for b in blocks if b not in hits.get(rid, ())},
-        "releasing": {b for blocks in freed["finished"].values() for b in blocks},
-        "preempted": {b: rid for rid, blocks in freed["preempted"].items() for b in blocks},
-    }

@@ -10,7 +10,7 @@ from steplog.metrics import request_metrics
 from steplog.view import TraceView
 from visuals.glossary_finders import example_request
 from visuals.glossary_terms import TERMS, Key, Term
-from visuals.quiz import Target, fmt_number, show_me
+from visuals.quiz_types import Target, fmt_number, show_me
 
 
 @dataclass(frozen=True)

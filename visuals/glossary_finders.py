@@ -10,7 +10,9 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from steplog.decisions import decisions
 from steplog.metrics import request_metrics
+from steplog.reasons import VICTIM_RULES
 from steplog.view import TraceView
 from visuals.quiz_facts import prefix_hits, prompt_lengths
 
@@ -67,13 +69,13 @@ def token_budget(view: TraceView) -> Found:
 
 
 def max_num_seqs(view: TraceView) -> Found:
+    """The first step whose recorded (or inferred) reason for the head's wait is that every row is taken."""
     m = view.header["config"]["max_num_seqs"]
-    return first(
-        view,
-        lambda st: (
-            len(st["running"]) >= m and st["waiting"] and f"all {m} rows are busy while {st['waiting'][0]} waits"
-        ),
-    )
+    for k in range(view.num_steps):
+        head = decisions(view, k).get("head")
+        if head and head["limit"] == "max_num_seqs":
+            return view.steps[k]["step"], f"all {m} rows are busy while {head['request_id']} waits"
+    return None
 
 
 def kv_block(view: TraceView) -> Found:
@@ -134,10 +136,15 @@ def padding(view: TraceView) -> Found:
 
 
 def preemption(view: TraceView) -> Found:
-    def test(st: dict) -> str | None:
-        return st["preempted"] and f"{', '.join(st['preempted'])} is preempted: all its KV blocks are freed"
-
-    return first(view, test)
+    """The first preemption, as the scheduler recorded it: the victim, its rule, the K/V it dropped."""
+    for k in range(view.num_steps):
+        for p in decisions(view, k).get("preemptions", []):
+            rule = VICTIM_RULES.get(p["rule"], p["rule"])
+            return view.steps[k]["step"], (
+                f"{p['request_id']} ({rule}) is preempted: its {p['num_dropped_blocks']} KV blocks "
+                f"({p['num_dropped_tokens']} tokens of K/V) are given back"
+            )
+    return None
 
 
 def prefix_caching(view: TraceView) -> Found:

@@ -138,11 +138,12 @@ TERMS = (
         "preemption",
         "Preemption (recompute vs swap)",
         (
-            "When a running request needs a block and none is free, one running request gives back all its "
-            "blocks. vLLM V1 and Batchscope recompute its tokens when it resumes; the older alternative, swapping"
-            " K/V out to CPU memory and back, is not used."
+            "When a running request needs a block and none is free, the waiting queue's victim rule picks a running"
+            " request (FCFS: the most recently admitted; priority: the lowest priority) to give back all its blocks."
+            " vLLM V1 and Batchscope compute its tokens again when it is admitted again, minus what it then finds in"
+            " the prefix cache; the older alternative, swapping K/V out to CPU memory and back, is not used."
         ),
-        "recomputed tokens = tokens whose K/V were dropped",
+        "K/V dropped = prefix-cache hit on return + recomputed (+ tokens of a later preemption)",
         gf.preemption,
         (("preemption", "continuous"),),
     ),

@@ -1,12 +1,14 @@
-"""KV-cache views: blocks used per request over time, and the block map of the pool at one step."""
+"""KV-cache views: blocks used per request over time, and the block map of the pool at one step (each block's state
+from ``visuals.pool``)."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
 from steplog.view import FREE_COLOR, TraceView
+from visuals import blockgroups
+from visuals.pool import block_map_cells
 from visuals.safe import esc
-from visuals.stepinfo import freed_blocks
 
 CACHED_COLOR = "#CDE7F5"  # a free block that still holds a cached prefix (light blue, distinct from plain free)
 RESERVED_COLOR = "#F6E3B8"  # free, but within a static batch's worst-case reservation (light sand)
@@ -67,44 +69,6 @@ def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = N
     if step is not None:
         fig.add_vline(x=step, line=dict(color="#D00", width=2, dash="dot"))
     return fig
-
-
-def block_map_cells(view: TraceView, step: int) -> list[dict]:
-    """Every block of the pool at ``step``: owner (or None), and how many of its slots hold K/V."""
-    st = view.steps[step]
-    kv = st["kv"]
-    bs = kv.get("block_size") or view.header["config"]["block_size"]
-    cached = kv.get("num_cached_tokens") or {
-        s["request_id"]: s["num_computed_tokens"] + s["num_tokens"] for s in st["scheduled"]
-    }
-    # newly written blocks: a version 2 trace lists prefix-cache hits among its allocated blocks, and names them
-    hits = kv.get("cache_hits", {})
-    allocated = {b for rid, blocks in kv.get("allocated", {}).items() for b in blocks if b not in hits.get(rid, ())}
-    freed = freed_blocks(view, step)
-    releasing = {b for blocks in freed["finished"].values() for b in blocks}
-    preempted = {b: rid for rid, blocks in freed["preempted"].items() for b in blocks}
-    cells: list[dict] = [
-        {"block": b, "owner": None, "fill": 0, "new": False, "releasing": False, "preempted_from": None}
-        for b in range(kv["num_blocks"])
-    ]
-    for rid, table in view.block_tables(step).items():
-        n = cached.get(rid, len(table) * bs)
-        for i, b in enumerate(table):
-            cells[b].update(owner=rid, fill=max(0, min(bs, n - i * bs)), new=b in allocated)
-    refs = {int(b): n for b, n in kv.get("ref_counts", {}).items()}
-    # a static batch reserves a number of blocks, not particular ones: the first free cells stand for that count
-    spare = max(0, kv.get("num_reserved_blocks", 0) - kv["num_used_blocks"])
-    free = [c["block"] for c in cells if c["owner"] is None]
-    reserved = set(free[:spare])
-    cached_free = set(kv.get("cached_free_blocks", ()))
-    for b in range(len(cells)):
-        cells[b]["refs"] = refs.get(b, 1 if cells[b]["owner"] else 0)  # prefix caching: a block in N tables
-        cells[b]["cached"] = b in cached_free  # free, but keeps a cached prefix until it is reused (evictable)
-        cells[b]["reserved"] = b in reserved
-        cells[b]["releasing"] = b in releasing
-        if cells[b]["owner"] is None and b in preempted:
-            cells[b]["preempted_from"] = preempted[b]
-    return cells
 
 
 def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list]:
@@ -175,8 +139,6 @@ def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
     are light grey. Pools over ``blockgroups.AGGREGATE_ABOVE`` blocks: one cell per group of blocks
     (``visuals.blockgroups``).
     """
-    from visuals import blockgroups  # it builds on this module's cells
-
     if view.steps[step]["kv"]["num_blocks"] > blockgroups.AGGREGATE_ABOVE:
         m, title, columns = blockgroups.grouped_marks(view, step), blockgroups.grouped_title(view, step), 16
     else:

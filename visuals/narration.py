@@ -11,6 +11,9 @@ a finished row), ``drain`` (the batch shrinks because nobody is waiting).
 
 from __future__ import annotations
 
+from steplog.decisions import comeback, decisions, kv_high_before
+from steplog.reasons import VICTIM_RULES, queue_order
+from steplog.records import AdmissionRecord, PreemptionRecord, ScheduledRecord
 from steplog.view import TraceView
 from visuals.checklist import binding_reason
 from visuals.stepinfo import freed_blocks
@@ -38,7 +41,8 @@ def _plural(n: int, word: str) -> str:
 
 
 def narrate(view: TraceView, step: int) -> str:
-    """The narration of ``step`` (plain text, a few sentences)."""
+    """The narration of ``step`` (plain text, a few sentences), from the step's record and its decisions
+    (``steplog.decisions``: recorded by the scheduler, or inferred from the log for traces without them)."""
     st = view.steps[step]
     cfg = view.header["config"]
     parts = _work(view, step)
@@ -49,11 +53,22 @@ def narrate(view: TraceView, step: int) -> str:
     sentences += _events(view, step)
     if st["waiting"]:
         sentences.append(f"Waiting: {_join(st['waiting'])} ({binding_reason(view, step)}).")
+    kv = st["kv"]
+    released = len(
+        {b for blocks in freed_blocks(view, step)["finished"].values() for b in blocks} - _still_held(view, step)
+    )
+    after = f", {kv['num_used_blocks'] - released} after the release" if released else ""
     sentences.append(
         f"{st['num_batched_tokens']} of {cfg['max_num_batched_tokens']} budget tokens used; "
-        f"{st['kv']['num_used_blocks']}/{st['kv']['num_blocks']} KV blocks in use."
+        f"{kv['num_used_blocks']}/{kv['num_blocks']} KV blocks in use during the step{after}."
     )
     return _short_ids(view, " ".join(sentences))
+
+
+def _still_held(view: TraceView, step: int) -> set[int]:
+    """Blocks that requests still running after ``step`` hold (a shared block outlives a finished holder)."""
+    done = {f["request_id"] for f in view.steps[step]["finished"]}
+    return {b for rid, blocks in view.block_tables(step).items() if rid not in done for b in blocks}
 
 
 def _short_ids(view: TraceView, text: str) -> str:
@@ -69,78 +84,111 @@ def _short_ids(view: TraceView, text: str) -> str:
 def _work(view: TraceView, step: int) -> list[str]:
     """One phrase per kind of work in ``step``: the decodes together, then each prefill chunk or recompute."""
     st = view.steps[step]
-    cfg = view.header["config"]
-    prompt_len = {r["request_id"]: r["num_prompt_tokens"] for r in view.header["requests"]}
-    admitted = set(st["admitted"])
-    sampled = {s["request_id"] for s in st["sampled"]}
+    admissions = {a["request_id"]: a for a in decisions(view, step).get("admissions", [])}
     parts = []
     decodes = [s["request_id"] for s in st["scheduled"] if s["kind"] == "decode"]
     if decodes:
         parts.append(
             f"{_join(decodes)} decode{'s' if len(decodes) == 1 else ''} 1 token" + (" each" if len(decodes) > 1 else "")
         )
-    budget = cfg["max_num_batched_tokens"]
-    for i, s in enumerate(st["scheduled"]):
+    for s in st["scheduled"]:
         if s["kind"] != "prefill":
             continue
-        rid, n, c = s["request_id"], s["num_tokens"], s["num_computed_tokens"]
-        plen = prompt_len.get(rid, c + n)
-        is_last = i == len(st["scheduled"]) - 1
-        all_left = (
-            "all the budget left" if is_last and st["num_batched_tokens"] == budget and rid not in sampled else ""
-        )
-        if s.get("recompute"):
-            lead = _resume(view, step, rid, n, c, rid in sampled) + (f" ({all_left})" if all_left else "")
-            parts.append(lead if rid not in admitted else lead.replace(f"{rid} resumes", f"{rid} is admitted again"))
-            continue
-        hit = st.get("num_prefix_hit_tokens", {}).get(rid, 0) if rid in admitted else 0
-        span = (
-            f"a {n}-token chunk ({c}→{c + n} of {plen} prompt tokens{': ' + all_left if all_left else ''})"
-            if (c and not hit) or c + n < plen
-            else f"{n} tokens"
-        )
-        first = " and samples its first token" if rid in sampled else ""
-        if hit:  # vLLM's automatic prefix caching: the leading blocks were already in the pool
-            rest = "the other" if c + n == plen else "the next"
-            parts.append(
-                f"{rid} is admitted: it found {hit} of its {plen} prompt tokens in the prefix cache (shared KV blocks, "
-                f"not computed again) and prefills {rest} {n}{first}"
-            )
-            continue
-        lead = f"{rid} is admitted and prefills" if rid in admitted else f"{rid} prefills"
-        parts.append(f"{lead} {span}{first}")
+        rid = s["request_id"]
+        if rid in admissions:
+            parts.append(_admitted(view, step, s, admissions[rid]))
+        elif s.get("recompute") or kv_high_before(view, step, rid):
+            parts.append(_resumed_chunk(view, step, s))
+        else:
+            parts.append(f"{rid} prefills {_span(view, step, s)}{_samples(view, step, rid)}")
     return parts
+
+
+def _samples(view: TraceView, step: int, rid: str) -> str:
+    """`` and samples its first token`` / ``... its next token`` when ``rid`` samples in ``step``."""
+    if not any(x["request_id"] == rid for x in view.steps[step]["sampled"]):
+        return ""
+    return " and samples its " + ("first" if view.num_sampled_before(rid, step) == 0 else "next") + " token"
+
+
+def _span(view: TraceView, step: int, s: ScheduledRecord) -> str:
+    """``a 17-token chunk (54→71 of 71 prompt tokens)`` or ``7 tokens`` (the whole prompt in one go)."""
+    st, budget = view.steps[step], view.header["config"]["max_num_batched_tokens"]
+    rid, n, c = s["request_id"], s["num_tokens"], s["num_computed_tokens"]
+    plen = view.request_info[rid]["num_prompt_tokens"] if rid in view.request_info else c + n
+    if c == 0 and c + n >= plen:
+        return f"{n} tokens"
+    last = s is st["scheduled"][-1] and st["num_batched_tokens"] == budget and c + n < plen
+    return f"a {n}-token chunk ({c}→{c + n} of {plen} prompt tokens{': all the budget left' if last else ''})"
+
+
+def _admitted(view: TraceView, step: int, s: ScheduledRecord, a: AdmissionRecord) -> str:
+    """An admission, with how its known tokens get their K/V (the admission record)."""
+    rid, n = s["request_id"], s["num_tokens"]
+    hit, redo, new = a["num_prefix_hit_tokens"], a["num_recompute_tokens"], a["num_new_tokens"]
+    known = hit + redo + new
+    samples = _samples(view, step, rid)
+    if a["resumed"]:
+        found = f"{hit} of its {known} known tokens are in the prefix cache, so it" if hit else "it"
+        if redo:
+            plan = f"recomputes {_plural(redo, 'token')} whose K/V the preemption dropped"
+            plan += f", plus {new} that never had K/V" if new else ""
+        else:
+            plan = f"computes {_plural(new, 'token')} that never had K/V"
+        now = (
+            ""
+            if n == redo + new
+            else f"; this step computes {n} of them ({s['num_computed_tokens']}→{s['num_computed_tokens'] + n})"
+        )
+        return f"{rid} is admitted again after its preemption: {found} {plan}{now}{',' if samples else ''}{samples}"
+    if hit:
+        plen = view.request_info[rid]["num_prompt_tokens"] if rid in view.request_info else known
+        rest = "the other" if n == new else "the next"
+        return (
+            f"{rid} is admitted: it found {hit} of its {plen} prompt tokens in the prefix cache (shared KV blocks, "
+            f"not computed again) and prefills {rest} {n}{samples}"
+        )
+    return f"{rid} is admitted and prefills {_span(view, step, s)}{samples}"
+
+
+def _resumed_chunk(view: TraceView, step: int, s: ScheduledRecord) -> str:
+    """A later chunk of a resumed request: the part below its high-water mark is recomputed, the rest is new."""
+    rid, n, c = s["request_id"], s["num_tokens"], s["num_computed_tokens"]
+    high = kv_high_before(view, step, rid)
+    redo = max(0, min(c + n, high) - c)
+    what = _join(
+        ([f"recomputes {_plural(redo, 'token')} of the {high} whose K/V the preemption dropped"] if redo else [])
+        + ([f"computes {_plural(n - redo, 'token')} for the first time"] if n - redo else [])
+    )
+    return (
+        f"{rid} continues after its preemption: a {n}-token chunk ({c}→{c + n}) that {what}{_samples(view, step, rid)}"
+    )
 
 
 def _events(view: TraceView, step: int) -> list[str]:
     """Sentences for the step's preemptions, finishes and padding rows."""
     st = view.steps[step]
-    sentences = []
+    sentences = [_preemption(view, step, p) for p in decisions(view, step).get("preemptions", [])]
     freed = freed_blocks(view, step)
-    for rid, blocks in freed["preempted"].items():
-        dropped = _kv_tokens_before(view, step, rid)
-        why = (
-            f"{rid} had the lowest priority among the running (largest priority value, then latest arrival)"
-            if view.header["config"].get("scheduling_policy") == "priority"
-            else f"{rid} was the most recently admitted running request (the FCFS victim rule: it has done the least "
-            f"work)"
-        )
-        sentences.append(
-            f"{rid} was preempted: a running request needed a KV block and none was free, and {why}. Its "
-            f"{_plural(len(blocks), 'KV block')} ({_plural(dropped, 'token')} of K/V) were freed and it went back "
-            f"to the head of the waiting queue; those {dropped} tokens will be recomputed."
-        )
-    together = _arrived_together(view, st["admitted"])
+    fresh = [a["request_id"] for a in decisions(view, step).get("admissions", []) if not a["resumed"]]
+    together = _arrived_together(view, fresh) if queue_order(view.header) == "arrival" else []
     if together:
         sentences.append(
             f"{_join(together)} arrived together, so they are admitted in arrival order, ties in the order of the "
             f"workload file."
         )
+    kept = _still_held(view, step)
     for f in st["finished"]:
         blocks = freed["finished"].get(f["request_id"], [])
+        free = [b for b in blocks if b not in kept]
+        shared = (
+            f" ({len(blocks) - len(free)} more stay in use: other requests share them)"
+            if len(free) < len(blocks)
+            else ""
+        )
         sentences.append(
             f"{f['request_id']} {REASONS.get(f['reason'], f['reason'])} and finished, releasing "
-            f"{_plural(len(blocks), 'KV block')}."
+            f"{_plural(len(free), 'KV block')}{shared}."
         )
     if st["padding_slots"]:
         pads = [p["request_id"] for p in st["padding_slots"]]
@@ -151,37 +199,40 @@ def _events(view: TraceView, step: int) -> list[str]:
     return sentences
 
 
-def _kv_tokens_before(view: TraceView, step: int, rid: str) -> int:
-    """Tokens of ``rid`` that had K/V before ``step``: what a preemption in ``step`` drops."""
-    for st in reversed(view.steps[:step]):
-        for s in st["scheduled"]:
-            if s["request_id"] == rid:
-                return s["num_computed_tokens"] + s["num_tokens"]
-    return 0
-
-
-def _resume(view: TraceView, step: int, rid: str, n: int, c: int, samples: bool) -> str:
-    """How a preempted request resumes: the dropped tokens it recomputes, plus the ones that never had K/V.
-
-    Example: C had 31 tokens of K/V when preempted; on resume it computes 32: the 31 dropped and its last sampled
-    token, which is never fed back before the next step and so never had K/V. The metrics count 31 recomputed.
-    """
-    start = next(k for k in range(step, -1, -1) if any(p == rid for p in view.steps[k]["admitted"]))
-    preempted_at = max(k for k in range(start + 1) if rid in view.steps[k]["preempted"])
-    dropped = _kv_tokens_before(view, preempted_at, rid)
-    known = c + n if samples else None
-    verb = "resumes after its preemption" if start < step else "is admitted again after its preemption"
-    if known is not None and c == 0:
-        fresh = known - dropped
-        return (
-            f"{rid} {verb}: it computes {n} tokens, the {dropped} whose K/V the preemption dropped (recomputed) "
-            f"plus {_plural(fresh, 'token')} that never had K/V (its last sampled token), and samples its next token"
+def _preemption(view: TraceView, step: int, p: PreemptionRecord) -> str:
+    """One preemption: who needed a block, the victim rule, the K/V dropped, and what its comeback will cost."""
+    victim, rule = p["request_id"], VICTIM_RULES.get(p["rule"], p["rule"])
+    requester = p.get("requester")
+    if requester is None:
+        cause = "a running request needed a KV block and none was free"
+    else:
+        need = (
+            f"{_plural(p['need'], 'more KV block')} and {p['free']} {'was' if p['free'] == 1 else 'were'} free"
+            if "need" in p
+            else "a KV block and none was free"
         )
-    tail = " and samples its next token" if samples else ""
-    return (
-        f"{rid} {verb}: it recomputes a {n}-token chunk ({c}→{c + n}) of the {dropped} tokens whose K/V the "
-        f"preemption dropped{tail}"
+        cause = f"{requester} needed {need}"
+    pick = (
+        f"{victim} is itself {rule}, so it preempts itself"
+        if requester == victim
+        else f"the victim is {rule}: {victim}"
     )
+    dropped = p["num_dropped_tokens"]
+    text = (
+        f"{victim} was preempted: {cause}; {pick}. Its {_plural(p['num_dropped_blocks'], 'KV block')} "
+        f"({_plural(dropped, 'token')} of K/V) were given back and it returned to the waiting queue."
+    )
+    back = comeback(view, step, victim)
+    if back is not None and dropped:
+        k, a = back
+        hit = min(a["num_prefix_hit_tokens"], dropped)
+        text += (
+            f" When it is admitted again at step {view.step_number(k)}, {hit} of those tokens are found in the "
+            f"prefix cache and {a['num_recompute_tokens']} are recomputed."
+            if hit
+            else f" When it is admitted again at step {view.step_number(k)}, all {dropped} are recomputed."
+        )
+    return text
 
 
 def _arrived_together(view: TraceView, admitted: list[str]) -> list[str]:
@@ -236,8 +287,9 @@ BEAT_TEXT = {
     "computed together, within one token budget.",
     "handoff": "A request finishes at the end of this step; at the very next step a waiting request takes its slot "
     "and its KV blocks. That iteration-level replacement is continuous batching.",
-    "preemption": "The KV pool ran out: the most recently admitted request gave back all its blocks and will "
-    "recompute its tokens later (preemption by recompute, as vLLM V1 does; no swapping to CPU).",
+    "preemption": "The KV pool ran out: the waiting queue's victim rule picked a running request to give back all "
+    "its blocks. It will compute those tokens again when it is admitted again, minus what it then finds in the prefix "
+    "cache (preemption by recompute, as vLLM V1 does; no swapping to CPU).",
     "padding": "Static batching: a finished request keeps its row until the slowest member of the batch ends; "
     "the row is padding, yet the weights are still read for it every step.",
     "drain": "Nobody is waiting, so the batch shrinks: fewer rows share each read of the weights.",

@@ -12,6 +12,8 @@ at the start of step ``k`` is the end state of step ``k - 1``:
 
 from __future__ import annotations
 
+from steplog.decisions import decisions
+from steplog.reasons import checks
 from steplog.view import TraceView
 
 # Where a step record says how many tokens each request admitted in it found in the prefix cache
@@ -128,29 +130,12 @@ def was_preempted_before(view: TraceView, step: int, request_id: str) -> bool:
 
 
 def head_limit(view: TraceView, step: int) -> str | None:
-    """Why nobody was admitted in ``step`` although the queue was not empty, as the scheduler checks it first:
-    ``preempted`` (no admissions in a step that preempted), ``slots`` (``max_num_seqs``), ``budget`` (none left),
-    ``chunking`` (chunked prefill off and the head's prompt exceeds the budget left), ``kv`` (not enough free
-    blocks for the head), or ``static_batch`` (static batching: the current batch has not finished). ``None`` if
-    someone was admitted or nobody was waiting."""
-    st, cfg = view.steps[step], view.header["config"]
-    queue = queue_at_start(view, step)
-    if st["admitted"] or not queue:
+    """Why nobody was admitted in ``step`` although the queue was not empty: the limit the scheduler recorded for
+    the head (``steplog.reasons``; inferred from the log for traces without records). ``None`` if someone was
+    admitted or nobody was waiting."""
+    if view.steps[step]["admitted"] or not queue_at_start(view, step):
         return None
-    if view.policy == "static":
-        return "static_batch"
-    if st["preempted"]:
-        return "preempted"
-    if len(st["running"]) >= cfg["max_num_seqs"]:
-        return "slots"
-    left = cfg["max_num_batched_tokens"] - st["num_batched_tokens"]
-    if left <= 0:
-        return "budget"
-    head = queue[0]
-    fresh = not was_preempted_before(view, step, head)
-    if not cfg["enable_chunked_prefill"] and fresh and known_tokens(view, step, head) > left:
-        return "chunking"
-    return "kv"
+    return decisions(view, step).get("head", {}).get("limit")
 
 
 def free_blocks(view: TraceView, step: int) -> int:
@@ -160,22 +145,11 @@ def free_blocks(view: TraceView, step: int) -> int:
 
 
 def limit_is_false(view: TraceView, step: int, limit: str) -> bool:
-    """True when the log proves ``limit`` did not stop the head in ``step`` (used to pick wrong options that can
-    never also be right: a limit that was binding but not checked first is never offered as a wrong answer)."""
-    st, cfg = view.steps[step], view.header["config"]
-    queue = queue_at_start(view, step)
-    left = cfg["max_num_batched_tokens"] - st["num_batched_tokens"]
-    if limit == "static_batch":
-        return view.policy != "static" or bool(st["admitted"])
-    if view.policy == "static":
-        return False  # in a static trace only the batch rule is offered
-    if limit == "preempted":
-        return not st["preempted"]
-    if limit == "slots":
-        return len(st["running"]) < cfg["max_num_seqs"]
-    if limit == "budget":
-        return left > 0
-    if limit == "kv" and queue:
-        need = -(-known_tokens(view, step, queue[0]) // cfg["block_size"])  # the whole sequence: an upper bound
-        return free_blocks(view, step) >= need
-    return False
+    """True when the log proves ``limit`` did not stop the head in ``step``: the scheduler checks its limits in order
+    (``steplog.reasons.checks``) and stops at the first that fails, so every check before the recorded one passed.
+    A limit after it was never checked and might also have held the head back: it is never offered as wrong."""
+    head = decisions(view, step).get("head")
+    order = checks(view.header)
+    if head is None or head["limit"] not in order or limit not in order:
+        return False
+    return order.index(limit) < order.index(head["limit"])

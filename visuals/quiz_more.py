@@ -9,9 +9,9 @@ import random
 
 from steplog.metrics import request_metrics
 from steplog.view import TraceView
-from visuals.quiz import Choice, Question, fmt_number, int_choices, make_choices
 from visuals.quiz_facts import known_tokens, prefix_hits, prompt_lengths, queue_at_start, running_at_start
 from visuals.quiz_sched import ask, join, plural
+from visuals.quiz_types import Choice, Question, fmt_number, int_choices, make_choices
 
 
 def unused_budget(view: TraceView, step: int, rng: random.Random) -> Question | None:

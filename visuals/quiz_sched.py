@@ -7,13 +7,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from steplog.decisions import comeback, decisions
+from steplog.reasons import LIMIT_SHORT, LIMIT_WHY, QUEUE_ORDERS, VICTIM_RULES, checks, queue_order
+from steplog.records import PreemptionRecord
 from steplog.view import TraceView
 from visuals.narration import narrate
-from visuals.quiz import Choice, Question, int_choices, make_choices, show_me
 from visuals.quiz_facts import (
     head_limit,
     known_tokens,
-    kv_tokens_at_start,
     limit_is_false,
     prompt_lengths,
     queue_at_start,
@@ -21,27 +22,7 @@ from visuals.quiz_facts import (
     running_at_start,
     used_blocks_after,
 )
-
-LIMIT_TEXT = {
-    "preempted": "a preemption in this step stops admissions",
-    "slots": "all slots are busy (max_num_seqs)",
-    "budget": "the token budget is used up",
-    "chunking": "the head's prompt does not fit the budget left (chunked prefill off)",
-    "kv": "not enough free KV blocks for the head",
-    "static_batch": "the static batch has not finished",
-}
-LIMIT_WHY = {
-    "preempted": "After a preemption memory is known to be tight, so the scheduler admits nobody in that step.",
-    "slots": "Every row (max_num_seqs) is taken by a running request, so the head of the queue waits.",
-    "budget": "The running requests use the whole token budget, so not even a chunk of the head's prompt fits.",
-    "chunking": "With chunked prefill off a fresh prompt runs whole or waits, and it is longer than the budget left.",
-    "kv": (
-        "A slot and budget tokens are free, but the head needs more KV blocks than the pool has free (with the "
-        "full-prompt rule, for its whole known sequence, not just a first chunk; a prefix-cache hit on blocks "
-        "that another request holds needs no free block)."
-    ),
-    "static_batch": "Static batching forms a new batch only when every member of the current one has finished.",
-}
+from visuals.quiz_types import Choice, Question, int_choices, make_choices, show_me
 
 
 def join(ids: list[str] | tuple[str, ...]) -> str:
@@ -60,14 +41,14 @@ def ask(view: TraceView, step: int, kind: str, text: str, value, why: str, **kw)
 
 
 def _admission_label(value: tuple) -> str:
-    return f"nobody: {LIMIT_TEXT[value[1]]}" if value and value[0] is None else join(value)
+    if value and value[0] is None:
+        return f"nobody: {LIMIT_SHORT.get(value[1], value[1])}"
+    return join(value)
 
 
 def _limits(view: TraceView) -> tuple[str, ...]:
-    """The limits that can stop the head under this trace's policy (the most plausible last)."""
-    if view.policy == "static":
-        return ("static_batch",)
-    return ("preempted", "budget", "chunking", "slots", "kv")
+    """The limits that can stop the head under this trace's scheduler, in its order of checks."""
+    return tuple(checks(view.header))
 
 
 def admitted(view: TraceView, step: int, rng: random.Random) -> Question | None:
@@ -90,14 +71,17 @@ def admitted(view: TraceView, step: int, rng: random.Random) -> Question | None:
     right = Choice(_admission_label(value), value)
     choices = make_choices(right, [Choice(_admission_label(w), w) for w in wrong if w], rng)
     if adm:
-        order = "priority" if view.header["config"].get("scheduling_policy") == "priority" else "arrival"
+        order = QUEUE_ORDERS[queue_order(view.header)]
         why = (
             f"{join(adm)} {'is' if len(adm) == 1 else 'are'} admitted: the scheduler takes requests from the head "
-            f"of the queue, in {order} order, while a slot, the token budget and free KV blocks allow; nobody "
-            "overtakes the head."
+            f"of the queue ({order}) while the token budget, a slot and free KV blocks allow; nobody overtakes the "
+            "head."
         )
+        head = decisions(view, step).get("head")
+        if head is not None:
+            why += f" Then {head['request_id']} waits: {LIMIT_WHY.get(head['limit'], head['limit'])}."
     else:
-        why = f"Nobody: {LIMIT_WHY[limit or 'kv']}"
+        why = f"Nobody: {LIMIT_WHY.get(limit or '', 'the log does not say why')}."
     text = f"Step {step} starts with {join(queue)} waiting (head first). Who is admitted in step {step}?"
     return ask(view, step, "admitted", text, value, why, choices=choices)
 
@@ -189,36 +173,50 @@ def preempted(view: TraceView, step: int, rng: random.Random) -> Question | None
         return join(v) if v else "nobody"
 
     choices = make_choices(Choice(label(value), value), [Choice(label(w), w) for w in wrong], rng)
-    held = kv_tokens_at_start(view, step)
-    victim = (
-        "the running request with the lowest priority (largest value, then latest arrival)"
-        if view.header["config"].get("scheduling_policy") == "priority"
-        else "the most recently admitted running request"
-    )
-    why = (
-        f"A running request needed a new block and none was free, so {victim} gives back all its blocks and "
-        f"returns to the head of the queue: {join(value)} (it held K/V for "
-        + ", ".join(f"{r}: {plural(held.get(r, 0), 'token')}" for r in value)
-        + ", to be recomputed)."
-    )
+    why = " ".join(_victim_why(p) for p in decisions(view, step).get("preemptions", []))
     text = f"Step {step} starts with {join(running)} running. Which request is preempted in step {step}?"
     return ask(view, step, "preempted", text, value, why, choices=choices)
 
 
-def recompute(view: TraceView, step: int, rng: random.Random) -> Question | None:
-    """How many tokens of K/V the preempted request loses (and will recompute when it resumes)."""
-    st = view.steps[step]
-    if not st["preempted"]:
-        return None
-    rid = st["preempted"][rng.randrange(len(st["preempted"]))]
-    value = kv_tokens_at_start(view, step).get(rid, 0)
-    prompt = prompt_lengths(view)[rid]
-    why = (
-        f"When step {step} started, {rid} held K/V for {value} tokens ({prompt} prompt tokens and "
-        f"{value - prompt} output tokens already fed back). Preemption by recompute drops them all; when {rid} "
-        "resumes it computes them again, with its last sampled token, in one prefill."
+def _victim_why(p: PreemptionRecord) -> str:
+    """One preemption as the scheduler recorded it: who needed a block, the victim rule, the K/V dropped."""
+    who = p.get("requester")
+    need = (
+        f"{who} needed {plural(p['need'], 'KV block')} with {p['free']} free"
+        if "need" in p
+        else "a running request needed a KV block and none was free"
     )
-    text = f"{rid} is preempted in step {step}. How many tokens of K/V does it lose, to be recomputed when it resumes?"
+    rule = VICTIM_RULES.get(p["rule"], p["rule"])
+    pick = f"{who} is itself {rule}" if who == p["request_id"] else f"the victim is {rule}: {p['request_id']}"
+    return (
+        f"{need}; {pick}. It gives back all its blocks ({plural(p['num_dropped_tokens'], 'token')} of K/V) and "
+        "returns to the waiting queue."
+    )
+
+
+def recompute(view: TraceView, step: int, rng: random.Random) -> Question | None:
+    """How many tokens of K/V the preempted request loses (what its comeback must compute again, minus what it
+    then finds in the prefix cache)."""
+    preemptions = decisions(view, step).get("preemptions", [])
+    if not preemptions:
+        return None
+    p = preemptions[rng.randrange(len(preemptions))]
+    rid, value = p["request_id"], p["num_dropped_tokens"]
+    prompt = prompt_lengths(view)[rid]
+    held = f"{min(value, prompt)} prompt tokens" + (f" and {value - prompt} output tokens" if value > prompt else "")
+    why = (
+        f"When step {step} started, {rid} held K/V for {value} tokens ({held}). Preemption by recompute drops them all."
+    )
+    back = comeback(view, step, rid)
+    if back is not None:
+        k, a = back
+        hit = min(a["num_prefix_hit_tokens"], value)
+        why += (
+            f" It is admitted again at step {view.step_number(k)}: {hit} of them are then found in the prefix cache "
+            f"and {a['num_recompute_tokens']} are recomputed, with {plural(a['num_new_tokens'], 'token')} that "
+            "never had K/V."
+        )
+    text = f"{rid} is preempted in step {step}. How many tokens of K/V does it lose?"
     return ask(view, step, "recompute", text, value, why, subject=rid)
 
 
