@@ -89,7 +89,7 @@ def grouped_marks_all(view: TraceView, span: tuple[int, int] | None = None) -> d
     start (each block's holders and drawn owner, updated where a table changed), and each step of the span
     recomputes only the groups where something changed: a block joined or left a table, a block is allocated,
     released or freed by a preemption in this step or was in the step before (those marks last one step), or a
-    block is shared by several tables (its drawn owner is the holder whose table comes last, as in
+    block is shared by several tables (its drawn owner is the holder whose table comes first, as in
     ``block_map_cells``). A group left alone keeps the very same tuple as the step before.
     tests/test_playback.py checks the result against ``grouped_marks`` at every step.
     """
@@ -113,7 +113,7 @@ def grouped_marks_all(view: TraceView, span: tuple[int, int] | None = None) -> d
         order = {rid: i for i, rid in enumerate(tables)}
         for b in changed | shared:
             h = holders.get(b)
-            owner[b] = (max(h, key=order.__getitem__) if len(h) > 1 else next(iter(h))) if h else None
+            owner[b] = (min(h, key=order.__getitem__) if len(h) > 1 else next(iter(h))) if h else None
         prev = tables
         if k < lo:
             continue

@@ -177,6 +177,13 @@ def _events(view: TraceView, step: int) -> list[str]:
             f"{_join(together)} arrived together, so they are admitted in arrival order, ties in the order of the "
             f"workload file."
         )
+    caching = view.header["config"].get("enable_prefix_caching")
+    if caching and len(st["admitted"]) > 1 and "num_reserved_blocks" in st["kv"]:  # a static batch just formed
+        sentences.append(
+            "The static batch is formed before any member computes, so its members find in the prefix cache only "
+            "blocks that earlier requests left there, never each other's (continuous batching admits a request "
+            "after the blocks computed earlier in the same step are cached)."
+        )
     kept = _still_held(view, step)
     for f in st["finished"]:
         blocks = freed["finished"].get(f["request_id"], [])

@@ -46,7 +46,9 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
     for rid, table in view.block_tables(step).items():
         n = cached.get(rid, len(table) * bs)
         for i, b in enumerate(table):
-            cells[b].update(owner=rid, fill=max(0, min(bs, n - i * bs)), new=b in flags["new"])
+            if cells[b]["owner"] is None:  # a shared block is drawn as its first holder's (who computed it, or
+                # the earliest of those who found it in the prefix cache), not as the latest to join
+                cells[b].update(owner=rid, fill=max(0, min(bs, n - i * bs)), new=b in flags["new"])
     refs = {int(b): n for b, n in kv.get("ref_counts", {}).items()}
     # a static batch reserves a number of blocks, not particular ones: the first free cells stand for that count
     spare = max(0, kv.get("num_reserved_blocks", 0) - kv["num_used_blocks"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 
 from steplog.metrics import request_metrics
+from steplog.reasons import queue_order as order_of
 from steplog.view import TraceView
 from visuals.quiz_facts import known_tokens, prefix_hits, prompt_lengths, queue_at_start, running_at_start
 from visuals.quiz_sched import ask, join, plural
@@ -31,7 +32,8 @@ def unused_budget(view: TraceView, step: int, rng: random.Random) -> Question | 
 def padding(view: TraceView, step: int, rng: random.Random) -> Question | None:
     """Static batching: finished members of the batch that still run a padding row."""
     st = view.steps[step]
-    if view.policy != "static" or len(st["running"]) + len(st["padding_slots"]) < 2:
+    static = "num_reserved_blocks" in st["kv"]  # the static scheduler records its worst-case reservation
+    if not static or len(st["running"]) + len(st["padding_slots"]) < 2:
         return None
     value = len(st["padding_slots"])
     size = len(st["running"]) + value
@@ -82,7 +84,7 @@ def queue_order(view: TraceView, step: int, rng: random.Random) -> Question | No
     """Priority policy: in which order the scheduler takes the waiting requests (smallest (priority, arrival))."""
     queue = queue_at_start(view, step)
     reqs = {r["request_id"]: (r.get("priority", 0), i) for i, r in enumerate(view.header["requests"])}
-    if view.header["config"].get("scheduling_policy") != "priority" or len({reqs[r][0] for r in queue}) < 2:
+    if order_of(view.header) != "priority" or len({reqs[r][0] for r in queue}) < 2:
         return None
     value = tuple(queue)
     arrival = tuple(sorted(queue, key=lambda r: reqs[r][1]))
