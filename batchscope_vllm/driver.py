@@ -15,8 +15,9 @@ The KV cache is one full-attention group. vLLM's ``BlockPool`` keeps block 0 as 
 owns, so the pool here has ``num_kv_blocks + 1`` blocks and every block id in the output is vLLM's id minus 1
 (ids start at 0, as in Batchscope). Units: tokens and blocks; a "step" is one ``schedule()`` call.
 
-Usage: ``python -m batchscope_vllm.driver workload.json`` prints one JSON object per step (JSON Lines).
-Only the standard library and vLLM are imported.
+Usage: ``python -m batchscope_vllm.driver workload.json [--trace OUT.jsonl]`` prints one JSON object per step
+(JSON Lines); ``--trace`` also writes the trace of ``batchscope_vllm.tracer.TracingScheduler`` (``run_vllm(...,
+trace=path)``). Only the standard library and vLLM are imported.
 """
 
 from __future__ import annotations
@@ -230,7 +231,28 @@ def _pool_facts(sched: Scheduler, num_kv_blocks: int) -> dict[str, Any]:
     }
 
 
-def run_vllm(workload: dict[str, Any], scheduler_cls: type[Scheduler] = Scheduler) -> list[dict[str, Any]]:
+def _traced_scheduler(config: dict[str, Any], scheduler_cls: type[Scheduler], trace: str | os.PathLike | None):
+    """``make_scheduler``; with ``trace``, a tracing scheduler (``TracingScheduler`` unless ``scheduler_cls`` is one)
+    writing there: ``BATCHSCOPE_TRACE`` is set while it starts (the tracer reads it then), and put back after."""
+    if trace is None:
+        return make_scheduler(config, scheduler_cls)
+    from batchscope_vllm.tracer import TracingMixin, TracingScheduler
+
+    cls = scheduler_cls if issubclass(scheduler_cls, TracingMixin) else TracingScheduler
+    before = os.environ.get("BATCHSCOPE_TRACE")
+    os.environ["BATCHSCOPE_TRACE"] = os.fspath(trace)
+    try:
+        return make_scheduler(config, cls)
+    finally:
+        if before is None:
+            os.environ.pop("BATCHSCOPE_TRACE", None)
+        else:
+            os.environ["BATCHSCOPE_TRACE"] = before
+
+
+def run_vllm(
+    workload: dict[str, Any], scheduler_cls: type[Scheduler] = Scheduler, trace: str | os.PathLike | None = None
+) -> list[dict[str, Any]]:
     """Run ``workload`` through vLLM's scheduler; one record per step, until every request has finished.
 
     ``workload``: ``{"config": {max_num_seqs, max_num_batched_tokens, block_size, num_kv_blocks (Batchscope's
@@ -256,10 +278,14 @@ def run_vllm(workload: dict[str, Any], scheduler_cls: type[Scheduler] = Schedule
     step records (``docs/trace-format.md``), so ``batchscope_vllm.compare`` reads both the same way.
 
     ``scheduler_cls``: a subclass of vLLM's ``Scheduler`` to drive instead (``batchscope_vllm.tracer``'s); it is
-    shut down at the end, as vLLM's engine core does.
+    shut down at the end, as vLLM's engine core does (a tracing scheduler then writes its summary). ``trace``: a
+    path for the trace of ``batchscope_vllm.tracer.TracingScheduler`` (or of ``scheduler_cls`` if that is a
+    tracing scheduler), written as on a server (``BATCHSCOPE_TRACE``); the other ``BATCHSCOPE_TRACE_*`` settings
+    are read from the environment as there. Without it a tracing ``scheduler_cls`` traces where
+    ``BATCHSCOPE_TRACE`` says, if set.
     """
     config = workload["config"]
-    sched = make_scheduler(config, scheduler_cls)
+    sched = _traced_scheduler(config, scheduler_cls, trace)
     hasher = _block_hasher(config)
     eos = [int(t) for t in workload.get("eos_token_ids", [])]
     sampled = {str(k): list(v) for k, v in workload.get("sampled", {}).items()}
@@ -339,14 +365,19 @@ def run_vllm(workload: dict[str, Any], scheduler_cls: type[Scheduler] = Schedule
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: ``python -m batchscope_vllm.driver workload.json`` prints the step records as JSON Lines."""
-    args = sys.argv[1:] if argv is None else argv
+    """CLI: ``python -m batchscope_vllm.driver workload.json [--trace OUT]`` prints the step records as JSON Lines
+    (and writes the tracing scheduler's trace to ``OUT``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    trace = None
+    if len(args) == 3 and args[1] == "--trace":
+        trace = args.pop(2)
+        args.pop(1)
     if len(args) != 1:
-        print("usage: python -m batchscope_vllm.driver workload.json", file=sys.stderr)
+        print("usage: python -m batchscope_vllm.driver workload.json [--trace OUT.jsonl]", file=sys.stderr)
         return 2
     with open(args[0]) as f:
         workload = json.load(f)
-    for record in run_vllm(workload):
+    for record in run_vllm(workload, trace=trace):
         print(json.dumps(record))
     return 0
 

@@ -8,6 +8,18 @@ blocks go), ``scheduled`` (after ``schedule()``), ``before_update`` / ``updated`
 after its update; with asynchronous scheduling two steps are in flight and each update finds its own step by the
 ``SchedulerOutput`` it was given.
 
+Each step also carries ``decisions`` (``steplog.records.DecisionsRecord``), read from vLLM's own state where it
+decides: the admissions (tokens found in the prefix cache, recomputed and new, from each admitted request's computed
+tokens and the most tokens it ever held K/V for), the preemptions (from ``_preempt_request``, before the blocks go:
+victim, its K/V and table; the requester, the blocks it needed and the free ones from the allocation that failed
+just before, which ``TracingScheduler`` captures by wrapping ``kv_cache_manager.allocate_slots`` and the
+coordinator's ``get_num_blocks_to_allocate``) and, when someone still waits, the limit that held the head of the
+waiting queue in vLLM's order of checks (a preemption in the step, the token budget left, ``max_num_running_reqs``,
+its failed allocation, the whole-prompt budget check with chunked prefill off). What vLLM's state cannot tell is
+left out, never guessed: a preemption outside ``schedule()`` (``reset_prefix_cache``) has no record (no victim rule
+chose it), a preemption without a failed allocation just before has no requester, need or free, and the head has no
+record when no known limit explains it (a paused scheduler, a KV connector, a request skipped for stale output).
+
 Block ids are vLLM's minus 1 (vLLM keeps block 0 as a null block; ``num_kv_blocks`` excludes it), and block tables
 are those of the first KV-cache group. ``kv.allocated`` comes from the block ids vLLM sends its workers in the
 ``SchedulerOutput`` (a new or resumed request's whole table, a running request's new blocks), ``kv.freed`` from its
@@ -37,6 +49,19 @@ class TraceBook:
         self.tables: set[str] = set()  # requests holding a block table
         self.slots: dict[str, int] = {}
         self.in_flight: dict[int, tuple[dict, dict, dict]] = {}  # id(SchedulerOutput) -> (record, requests, lens)
+        # decisions: the probe ``TracingScheduler`` wires into the KV cache manager (``.failed``: the last failed
+        # allocation of the step, (request, allocate_slots kwargs, (full-sequence check?, blocks to allocate) or
+        # None, free blocks)), each preempted request's most tokens with K/V, and what this schedule() decided
+        self.probe: Any = None
+        self.kv_high: dict[str, int] = {}  # request_id -> most tokens it held K/V for (preempted requests only)
+        self.in_schedule = False
+        self.step_preemptions: list[dict] = []
+        self.step_preempted = False
+        self.lookup: tuple[str, int] | None = None  # (request_id, local prefix-cache hit tokens) of the last lookup
+        self.may_defer_prefills = False
+        priority = str(header["config"].get("scheduling_policy")) == "priority"
+        self.victim_rule = "lowest_priority" if priority else "newest"  # vLLM: max (priority, arrival) / running.pop()
+        self.queue_order = "priority" if priority else "arrival"
         self.summary_bytes = 200
         self.closed = False
         writer.put(header)
@@ -72,6 +97,7 @@ class TraceBook:
             "output_token_ids": [],
             "finish_reason": None,
             "num_preemptions": 0,
+            "num_dropped_tokens": 0,
             "num_recomputed_tokens": 0,
             "arrival_time": spec["arrival_time"],
             "first_scheduled_time": None,
@@ -80,13 +106,63 @@ class TraceBook:
         }
         self.summary_bytes += SUMMARY_BYTES_PER_REQUEST + len(req.request_id)
 
+    def scheduling(self, may_defer_prefills: bool = False) -> None:
+        """Before ``schedule()``: a new step's decisions begin. ``may_defer_prefills``: vLLM may hold prefills back
+        in this step (data-parallel throttling, ``prefill_schedule_interval``), a check this tracer cannot see."""
+        self.in_schedule, self.step_preemptions, self.step_preempted, self.lookup = True, [], False, None
+        self.may_defer_prefills = may_defer_prefills
+        if self.probe is not None:
+            self.probe.failed = None
+
+    def prefix_lookup(self, req: Any, num_hit: int) -> None:
+        """vLLM looked up ``req``'s prefix-cache hit while admitting (``_get_local_prefix_cache_hit``)."""
+        self.lookup = (req.request_id, int(num_hit))
+
+    def _failed_allocation(self) -> tuple[str, dict] | None:
+        """(request id, ``{need, left, full}``) of the last allocation that failed in this step, or None. ``need``
+        and ``left`` are what ``allocate_slots`` compared: blocks to allocate (+ the watermark it adds for a waiting
+        request) and free blocks (- the blocks it reserves for in-flight loads); absent if it never counted."""
+        failed = self.probe.failed if self.probe is not None else None
+        if failed is None:
+            return None
+        req, kwargs, counted, free = failed
+        numbers: dict[str, Any] = {"full": None if counted is None else bool(counted[0])}  # None: which check?
+        if counted is not None:
+            kvm = self.sched.kv_cache_manager
+            waiting = str(getattr(req.status, "name", "")) in ("WAITING", "PREEMPTED")
+            watermark = int(getattr(kvm, "watermark_blocks", 0) or 0) if kwargs.get("has_scheduled_reqs", True) else 0
+            reserved = 0 if numbers["full"] else int(kwargs.get("reserved_blocks", 0) or 0)
+            numbers["need"] = int(counted[1]) + (watermark if waiting else 0)
+            numbers["left"] = int(free) - reserved
+        return req.request_id, numbers
+
     def preempted_now(self, req: Any) -> None:
-        self.preempted.append(req.request_id)
-        info = self.requests.get(req.request_id)
+        rid = req.request_id
+        dropped = int(req.num_computed_tokens)
+        self.preempted.append(rid)
+        info = self.requests.get(rid)
         if info is not None:
             info["num_preemptions"] += 1
-            info["num_recomputed_tokens"] += int(req.num_computed_tokens)
-        self.slots.pop(req.request_id, None)
+            info["num_dropped_tokens"] += dropped
+        self.kv_high[rid] = max(self.kv_high.get(rid, 0), dropped)
+        self.slots.pop(rid, None)
+        if not self.in_schedule:  # e.g. reset_prefix_cache preempting everyone: no victim rule chose it
+            return
+        self.step_preempted = True
+        ids = self.sched.kv_cache_manager.get_block_ids(rid)
+        record: dict[str, Any] = {
+            "request_id": rid,
+            "rule": self.victim_rule,
+            "num_dropped_tokens": dropped,
+            "num_dropped_blocks": sum(1 for b in (ids[0] if ids else ()) if b > 0),  # vLLM's null block 0 is no block
+        }
+        failed = self._failed_allocation()
+        if failed is not None:  # the allocation that failed just before this preemption: its requester's
+            record["requester"] = failed[0]
+            if "need" in failed[1]:
+                record["need"], record["free"] = failed[1]["need"], failed[1]["left"]
+            self.probe.failed = None  # each preemption follows its own failed allocation
+        self.step_preemptions.append(record)
 
     def _slot(self, rid: str) -> int:
         if rid not in self.slots:
@@ -104,6 +180,8 @@ class TraceBook:
             samples = not req.is_prefill_chunk  # the step reaches the end of the known tokens: one is sampled
             decode = n - len(spec.get(rid, ())) == 1 and samples and before >= req.num_prompt_tokens
             kind = "decode" if decode else "prefill"
+            high = self.kv_high.get(rid, 0)
+            again = max(0, min(before + n, high) - before)  # tokens of the chunk below the K/V a preemption dropped
             entries.append(
                 {
                     "request_id": rid,
@@ -111,12 +189,14 @@ class TraceBook:
                     "num_tokens": n,
                     "num_computed_tokens": before,
                     "slot": self._slot(rid),
-                    "recompute": kind == "prefill" and req.num_preemptions > 0,
+                    "recompute": kind == "prefill" and again > 0,
                 }
             )
             info = self.requests.get(rid)
-            if info is not None and info["first_scheduled_time"] is None:
-                info["first_scheduled_time"] = t_start
+            if info is not None:
+                info["num_recomputed_tokens"] += again
+                if info["first_scheduled_time"] is None:
+                    info["first_scheduled_time"] = t_start
         return entries, reqs
 
     def _kv(self, out: Any) -> dict:
@@ -167,10 +247,82 @@ class TraceBook:
                 e["request_id"]: e["num_computed_tokens"] for e in entries if e["request_id"] in admitted
             },
             "kv": kv,
+            "decisions": self._decisions(out, entries, admitted),
         }
         self.arrived, self.preempted = [], []
         self.in_flight[id(out)] = (record, reqs, {})
         self.step += 1
+
+    def _decisions(self, out: Any, entries: list[dict], admitted: set[str]) -> dict:
+        """This step's ``decisions``, from vLLM's state right after ``schedule()``."""
+        self.in_schedule = False
+        admissions = []
+        for e in entries:  # vLLM's batch order: running requests, then admissions in the order they were admitted
+            rid = e["request_id"]
+            if rid not in admitted:
+                continue
+            req = self.sched.requests[rid]
+            hit, high, known = e["num_computed_tokens"], self.kv_high.get(rid, 0), int(req.num_tokens)
+            admissions.append(
+                {
+                    "request_id": rid,
+                    "resumed": int(req.num_preemptions) > 0,
+                    "num_prefix_hit_tokens": hit,
+                    "num_recompute_tokens": max(0, high - hit),
+                    "num_new_tokens": known - max(high, hit),
+                }
+            )
+        record: dict[str, Any] = {"admissions": admissions, "preemptions": self.step_preemptions}
+        head = self._head(out)
+        if head is not None:
+            record["head"] = head
+        self.step_preemptions = []
+        return record
+
+    def _head(self, out: Any) -> dict | None:
+        """Why the head of vLLM's waiting queue (requests holding KV blocks first, as vLLM drains them) was not
+        admitted: the first limit that held it, in the order ``Scheduler.schedule()`` checks them; None if nobody
+        waits or no known limit explains it."""
+        s = self.sched
+        holding = getattr(s, "kv_holding_waiting", None)
+        queue = holding if holding else s.waiting
+        if not queue:
+            return None
+        if str(getattr(getattr(s, "_pause_state", None), "name", "UNPAUSED")) != "UNPAUSED":
+            return None  # paused: no scheduling limit holds it
+        req = queue.peek_request()
+        rid = req.request_id
+        head: dict[str, Any] = {"request_id": rid}
+        left = int(s.max_num_scheduled_tokens) - int(out.total_num_scheduled_tokens)
+        running = len(s.running) + int(getattr(s, "num_waiting_for_streaming_input", 0) or 0)
+        failed = self._failed_allocation()
+        if self.step_preempted:  # vLLM: ``if not preempted_reqs`` guards the whole waiting loop
+            head["limit"] = "preempted_this_step"
+        elif left <= 0:  # ``while token_budget > 0``
+            head.update(limit="token_budget", need=1, left=0)
+        elif running >= int(getattr(s, "max_num_active_reqs", s.max_num_running_reqs)):
+            head.update(limit="max_num_seqs", need=1, left=0)
+        elif failed is not None and failed[0] == rid:  # its allocate_slots returned None: ``break``
+            if failed[1]["full"] is None:
+                return None  # it never counted blocks: neither KV check is known to have failed
+            head["limit"] = "kv_blocks_full_prompt" if failed[1]["full"] else "kv_blocks"
+            if "need" in failed[1]:
+                head["need"], head["left"] = failed[1]["need"], failed[1]["left"]
+        elif (
+            not s.scheduler_config.enable_chunked_prefill
+            and not s.scheduler_config.long_prefill_token_threshold  # it would cut the tokens the check compares
+            and not self.may_defer_prefills  # a deferral is checked before it and would look the same
+            and self.lookup is not None
+            and self.lookup[0] == rid
+        ):
+            need = int(req.num_tokens) - self.lookup[1]  # what it must compute beyond its prefix-cache hit
+            if need <= left:
+                return None  # the whole-prompt check did not stop it: something this tracer does not know did
+            head.update(limit="chunked_prefill_off", need=need, left=left)
+        else:
+            return None
+        head["order"] = self.queue_order
+        return head
 
     def _waiting(self) -> list[str]:
         s = self.sched
@@ -211,6 +363,7 @@ class TraceBook:
         reason = str(req.get_finished_reason())
         self.done.add(rid)
         self.slots.pop(rid, None)
+        self.kv_high.pop(rid, None)
         info = self.requests.get(rid)
         if info is not None:
             info["finish_reason"], info["finish_time"] = reason, when

@@ -10,6 +10,16 @@ ids, prefix-cache hit tokens, the waiting and running queues, KV blocks used and
 wall-clock start and end) in Batchscope's trace format, schema version 2, with a header (model, vLLM version,
 device, the scheduler's limits) and, at shutdown, a summary. The Batchscope app opens the file.
 
+Each step also says why it looks as it does (``decisions``, the same records Batchscope's scheduler writes, read
+from vLLM's state where vLLM decides; see ``batchscope_vllm.tracebook``): every admission with its prefix-cache hit,
+recomputed and new tokens; every preemption with its victim, the victim rule, the K/V tokens and blocks it dropped,
+and the running request whose block allocation failed, with the blocks it needed and the free ones; and the limit
+that held the head of the waiting queue. For those numbers the scheduler's ``kv_cache_manager.allocate_slots`` and
+its coordinator's ``get_num_blocks_to_allocate`` are wrapped on the instance (a few attribute writes per call), and
+``_get_local_prefix_cache_hit`` is overridden. A scheduled prefill is ``recompute`` only when its chunk starts below
+the most tokens the request held K/V for before a preemption; the summary's ``num_dropped_tokens`` sums the K/V
+tokens its preemptions dropped and ``num_recomputed_tokens`` counts only the tokens computed again.
+
 Environment:
 - ``BATCHSCOPE_TRACE``: output path (``.gz``: compressed). Unset: the scheduler only schedules. One file per
   engine-core process; with data parallelism each rank writes its own, the rank before the extension
@@ -120,6 +130,45 @@ def _decoder(vllm_config: Any):
     return decode
 
 
+class _AllocationProbe:
+    """What the last ``allocate_slots`` call counted and, if it failed, what it failed on."""
+
+    __slots__ = ("counted", "failed")
+
+    def __init__(self) -> None:
+        self.counted: tuple[bool, int] | None = None  # (full-sequence admission check?, blocks to allocate)
+        self.failed: tuple[Any, dict, tuple[bool, int] | None, int] | None = None  # (request, kwargs, counted, free)
+
+
+def _install_allocation_probe(kvm: Any) -> _AllocationProbe:
+    """Wrap ``kvm.allocate_slots`` and ``kvm.coordinator.get_num_blocks_to_allocate`` on the instances, so a
+    failed allocation leaves its request, the blocks the failing check counted and the free blocks in the probe.
+    The free count is read right after ``allocate_slots`` returns None: nothing changes the pool between its
+    failing comparison and that return. The wrappers only pass values through; they never raise of their own."""
+    probe = _AllocationProbe()
+    coordinator, pool = kvm.coordinator, kvm.block_pool
+    count, allocate = coordinator.get_num_blocks_to_allocate, kvm.allocate_slots
+
+    def get_num_blocks_to_allocate(*args: Any, **kwargs: Any) -> int:
+        n = count(*args, **kwargs)
+        probe.counted = (bool(kwargs.get("apply_admission_cap", False)), n)  # set only by the full-sequence check
+        return n
+
+    def allocate_slots(request: Any, *args: Any, **kwargs: Any) -> Any:
+        probe.counted = probe.failed = None
+        blocks = allocate(request, *args, **kwargs)
+        if blocks is None:
+            try:
+                probe.failed = (request, kwargs, probe.counted, int(pool.get_num_free_blocks()))
+            except Exception:
+                probe.failed = None
+        return blocks
+
+    coordinator.get_num_blocks_to_allocate = get_num_blocks_to_allocate
+    kvm.allocate_slots = allocate_slots
+    return probe
+
+
 class TracingMixin:
     """The tracing hooks; mixed into vLLM's ``Scheduler`` and ``AsyncScheduler`` below."""
 
@@ -157,6 +206,10 @@ class TracingMixin:
         )
         prompt_ids = os.environ.get("BATCHSCOPE_TRACE_PROMPT_IDS", "") not in ("", "0")
         self._book = TraceBook(self, writer, _header(self, record_text), prompt_ids)
+        try:
+            self._book.probe = _install_allocation_probe(self.kv_cache_manager)
+        except Exception as exc:  # another vLLM: decisions without the numbers of failed allocations
+            logger.warning("batchscope: no block counts in the decisions: %r", exc)
         atexit.register(self._stop_tracing)
         logger.info("batchscope: tracing every scheduler step to %s (cap %s MB)", out, max_mb)
 
@@ -188,8 +241,22 @@ class TracingMixin:
         self._trace("preempted_now", request)  # before the parent drops its computed tokens
         super()._preempt_request(request, *args, **kwargs)  # type: ignore[misc]
 
+    def _get_local_prefix_cache_hit(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        hit = super()._get_local_prefix_cache_hit(request, *args, **kwargs)  # type: ignore[misc]
+        # the hit is what the admission computes from, unless a connector adds external tokens or a replay
+        # window takes some back (then the decisions leave the whole-prompt check's numbers out)
+        if (
+            self._book is not None
+            and getattr(self, "connector", None) is None
+            and not getattr(self, "prefix_replay_tokens", 0)
+        ):
+            self._trace("prefix_lookup", request, hit[1])
+        return hit
+
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         t_start = time.perf_counter()
+        throttled = bool(args[0] if args else kwargs.get("throttle_prefills", False))
+        self._trace("scheduling", throttled or int(getattr(self, "local_prefill_interval", 1) or 1) > 1)
         out = super().schedule(*args, **kwargs)  # type: ignore[misc]
         self._trace("scheduled", out, t_start)
         return out

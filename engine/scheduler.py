@@ -97,14 +97,20 @@ class Scheduler:
         return {}
 
     def _num_tokens_to_schedule(self, req: Request, budget: int, num_computed: int | None = None) -> int:
-        """Tokens ``req`` computes now (from ``num_computed``, default its own): all it lacks, or a budget-sized
-        chunk (0 = must wait)."""
+        """Tokens ``req`` computes now (from ``num_computed``, default its own; given for an admission): all it
+        lacks, or a budget-sized chunk (0 = must wait).
+
+        With chunked prefill off a fresh prompt runs whole or waits (validated up front to fit the budget). A
+        preempted request being admitted again also waits until its whole recompute fits the budget left, as in
+        vLLM, unless it exceeds the whole budget (vLLM's config forbids such a small budget; here it would never
+        resume): then it is split, and a running request continues its recompute chunk by chunk."""
         n = req.num_tokens - (req.num_computed_tokens if num_computed is None else num_computed)
-        if n <= budget:
-            return n
-        # Chunking off applies to fresh prompts (validated up front to fit the budget); a resumed request's
-        # recompute (prompt + outputs) may exceed the budget and is split anyway, or it could never resume.
-        return budget if self.config.enable_chunked_prefill or req.num_preemptions > 0 else 0
+        if n <= budget or self.config.enable_chunked_prefill:
+            return min(n, budget)
+        if req.num_preemptions == 0:
+            return 0
+        admitting = num_computed is not None
+        return budget if not admitting or n > self.config.max_num_batched_tokens else 0
 
     def _schedule_running(self, out: SchedulerOutput, budget: int) -> int:
         """Running requests in order; a missing block preempts the queue's victim (see ``engine.request_queue``)."""

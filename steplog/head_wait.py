@@ -45,7 +45,9 @@ def _memory_limit(state: State, k: int, rid: str, left: int) -> dict:
     def blocks(tokens: int) -> int:
         return max(0, blocks_for(tokens, bs) - len(hits)) + taken
 
-    if known - hit > left and not cfg["enable_chunked_prefill"] and rid not in state.preempted_before:
+    whole = known - hit  # chunking off: it runs whole, unless a comeback that can never fit the whole budget
+    fits_never = rid in state.preempted_before and whole > int(cfg["max_num_batched_tokens"])
+    if whole > left and not cfg["enable_chunked_prefill"] and not fits_never:
         return {"limit": "chunked_prefill_off", "need": known - hit, "left": left}
     if cfg["reserve_full_prompt"] and blocks(known) > free:
         return {"limit": "kv_blocks_full_prompt", "need": blocks(known), "left": free}

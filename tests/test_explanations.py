@@ -13,8 +13,9 @@ from steplog import trace
 from steplog.decisions import comeback, decisions
 from steplog.reasons import QUEUE_ORDERS, VICTIM_RULES, queue_order
 from steplog.view import TraceView
+from visuals.beats import BEAT_TEXT, story_beats
 from visuals.checklist import checklist_text
-from visuals.narration import BEAT_TEXT, narrate, story_beats
+from visuals.narration import narrate
 from visuals.quiz import questions
 
 TRACES = sorted((Path(__file__).resolve().parents[1] / "assets" / "traces").glob("*.jsonl"))

@@ -23,9 +23,10 @@ from steplog import trace
 from steplog.frames import requests_frame
 from steplog.metrics import summarize
 from steplog.view import TraceView
+from visuals.beats import story_beats
 from visuals.budget import budget_bar
 from visuals.kv import block_map, kv_usage
-from visuals.narration import narrate, story_beats
+from visuals.narration import narrate
 from visuals.slots import slot_grid, slot_occupancy
 from visuals.stepinfo import event_steps, freed_blocks, queues, text_so_far
 from visuals.timeline import timeline

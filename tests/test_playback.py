@@ -20,12 +20,13 @@ import pytest
 
 from steplog import trace
 from steplog.view import TraceView
+from visuals.beats import BEAT_TEXT, story_beats
 from visuals.blockgroups import MAX_CELLS, group_size
 from visuals.budget import budget_bar
 from visuals.export import player_html
 from visuals.kv import block_map
 from visuals.lockstep import lockstep_counters
-from visuals.narration import BEAT_TEXT, narrate, story_beats
+from visuals.narration import narrate
 from visuals.packing import figure_json
 from visuals.playback import player_payload
 from visuals.slots import grid_range, slot_grid

@@ -352,7 +352,9 @@ def check_admission_memory(w, rec, queue, running, n_out, preemptions, num_free:
     head = queue[0]
     known = spec[head].prompt + n_out[head]
     left = budget - used
-    n = known if known <= left else (left if cfg.enable_chunked_prefill or preemptions[head] else 0)
+    # chunking off: a prompt, or a comeback's recompute, runs whole (vLLM), unless the comeback exceeds the whole budget
+    split = cfg.enable_chunked_prefill or (preemptions[head] and known > budget)
+    n = known if known <= left else (left if split else 0)
     if n:
         need = known if cfg.reserve_full_prompt else n
         assert math.ceil(need / bs) > free, f"step {rec['step']}: head {head} fit ({need} tokens, {free} free)"

@@ -7,9 +7,10 @@ import streamlit as st
 
 from steplog.view import TraceView
 from ui.common import chips, md
+from visuals.beats import BEAT_TEXT, story_beats
 from visuals.budget import budget_bar
 from visuals.kv import block_map
-from visuals.narration import BEAT_TEXT, narrate, story_beats
+from visuals.narration import narrate
 from visuals.slots import slot_grid
 from visuals.stepinfo import queues, request_status, text_so_far, visible_whitespace
 

@@ -29,11 +29,12 @@ from __future__ import annotations
 import plotly.io as pio
 
 from steplog.view import TraceView, text_color
+from visuals.beats import BEAT_TEXT, story_beats
 from visuals.blockgroups import AGGREGATE_ABOVE, grouped_marks_all, grouped_title
 from visuals.budget import budget_bar, budget_title, budget_traces
 from visuals.checklist import checklist_text
 from visuals.kv import block_map, block_map_title, block_marks
-from visuals.narration import BEAT_TEXT, narrate, story_beats
+from visuals.narration import narrate
 from visuals.packing import Interner, delta_rows, figure_json, fill, loaded, utf16_len
 from visuals.slots import grid_range, grid_title, grid_xaxis, slot_grid
 from visuals.stepinfo import event_steps, queues, text_so_far
