@@ -30,11 +30,11 @@ class Raw:
         self.first_seen: dict[str, int] = {}
         self.token_steps: dict[str, list[int]] = {}
         self.outputs: dict[str, list[int]] = {}
-        for st in self.steps:
+        for k, st in enumerate(self.steps):  # by position, as the quiz counts steps (idle gaps are skipped)
             for rid in [s["request_id"] for s in st["scheduled"]] + st["waiting"] + st["preempted"]:
-                self.first_seen.setdefault(rid, st["step"])
+                self.first_seen.setdefault(rid, k)
             for s in st["sampled"]:
-                self.token_steps.setdefault(s["request_id"], []).append(st["step"])
+                self.token_steps.setdefault(s["request_id"], []).append(k)
                 self.outputs.setdefault(s["request_id"], []).append(s["token_id"])
 
     def queue_at_start(self, k: int) -> list[str]:
@@ -59,13 +59,13 @@ class Raw:
         """The prefix cache after step k was scheduled: each full block of K/V keyed by the tokens from position 0
         to its end (what a chained hash stands for), oldest block first; evicted blocks leave it."""
         bs, content, cache = self.cfg["block_size"], {}, {}
-        for st in self.steps[: k + 1]:
+        for pos, st in enumerate(self.steps[: k + 1]):
             for b in st["kv"].get("evicted", []):  # (a block cached by work cancelled in its step was never hit)
                 if b in content:
                     cache[content.pop(b)].remove(b)
             order = [s["request_id"] for s in st["scheduled"]]
             for rid in sorted(st["kv"]["block_tables"], key=lambda r: order.index(r) if r in order else len(order)):
-                toks, full = self.tokens(st["step"], rid), st["kv"]["num_cached_tokens"][rid] // bs
+                toks, full = self.tokens(pos, rid), st["kv"]["num_cached_tokens"][rid] // bs
                 for i, b in enumerate(st["kv"]["block_tables"][rid][:full]):
                     if b not in content:
                         content[b] = tuple(toks[: (i + 1) * bs])
@@ -193,8 +193,8 @@ def test_recompute_answers_add_up_to_the_summary(generated):
     for q in (q for q in qs if q.kind == "recompute"):
         lost[q.subject] += q.value
     for r in raw.summary["requests"]:
-        if r["num_preemptions"]:
-            assert lost[r["request_id"]] == r["num_recomputed_tokens"]
+        if r["num_preemptions"]:  # the K/V lost, not what is computed again (the prefix cache may give some back)
+            assert lost[r["request_id"]] == r["num_dropped_tokens"] >= r["num_recomputed_tokens"]
 
 
 def test_at_least_eight_kinds_across_the_shipped_scenarios():

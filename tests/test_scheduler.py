@@ -236,3 +236,14 @@ def test_priority_outside_64_bits_is_refused_before_any_step():
     for bad in (2**63, -(2**63) - 1, 1.5, True):
         with pytest.raises(RequestError, match=r"priority=.* is out of range: an integer in \[-2\*\*63, 2\*\*63 - 1\]"):
             run_fake([make_request("x", 3, 1, priority=bad)], scheduling_policy="priority")
+
+
+def test_every_shipped_scenario_passes_the_workload_checks():
+    """`make traces` loads each scenario through the same checks as a user's workload file (a scenario once gave
+    both arrival clocks and could not be re-recorded)."""
+    from engine.workload import list_scenarios, load_scenario
+
+    names = list(list_scenarios())
+    assert {"seed-abcd", "sixteen", "preemption", "shared-prefix", "priority"} <= set(names)
+    for name in names:
+        assert load_scenario(name)["requests"]

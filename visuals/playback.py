@@ -55,7 +55,7 @@ def slot_section(view: TraceView, intern: Interner, window: int, ks: range) -> d
 
     def win(k: int) -> int:
         lo, hi = grid_range(view, k, window)
-        return intern({"lo": lo, "hi": hi, "xaxis": grid_xaxis(lo, hi)})
+        return intern({"lo": lo, "hi": hi, "xaxis": {**grid_xaxis(lo, hi), **view.step_ticks(lo, hi)}})
 
     return {
         "data": fig["data"],

@@ -25,7 +25,7 @@ def unused_budget(view: TraceView, step: int, rng: random.Random) -> Question | 
     decodes = sum(s["num_tokens"] for s in st["scheduled"] if s["kind"] == "decode")
     prefill = st["num_batched_tokens"] - decodes
     why = f"max_num_batched_tokens - (decode tokens + prefill tokens) = {budget} - ({decodes} + {prefill}) = {value}."
-    text = f"The token budget is {budget}. How many budget tokens are left unused in step {step}?"
+    text = f"The token budget is {budget}. How many budget tokens are left unused in step {view.step_number(step)}?"
     return ask(view, step, "unused_budget", text, value, why)
 
 
@@ -49,7 +49,10 @@ def padding(view: TraceView, step: int, rng: random.Random) -> Question | None:
         why = "No member of this batch finished in an earlier step, so no row is padding yet."
     if finishing:
         why += " A request that finishes at the end of this step still computes in it: it is not padding yet."
-    text = f"A static batch of {size} requests runs on {slots} slots. How many padding rows run in step {step}?"
+    text = (
+        f"A static batch of {size} requests runs on {slots} slots. "
+        f"How many padding rows run in step {view.step_number(step)}?"
+    )
     wrong = [value + finishing, slots - size, size - len(running_at_start(view, step))]
     choices = int_choices(value, [w for w in wrong if w <= slots], rng, "row", lo=0)
     choices = tuple(c for c in choices if c.value <= slots) or choices
@@ -74,7 +77,7 @@ def prefix_hit(view: TraceView, step: int, rng: random.Random) -> Question | Non
         f"the last known token is always computed so that a token can be sampled: {rid} finds {value} of its "
         f"{what} ({value // bs} blocks) in the cache{computed}."
     )
-    text = f"{rid} ({what}) is admitted in step {step}. How many come from the prefix cache?"
+    text = f"{rid} ({what}) is admitted in step {view.step_number(step)}. How many come from the prefix cache?"
     wrong = [0, known, (known - 1) // bs * bs, known // bs * bs, value + bs, value - bs, known - 1]
     choices = int_choices(value, [w for w in wrong if w <= known], rng, "token", lo=0)
     return ask(view, step, "prefix_hit", text, value, why, choices=choices, subject=rid)
@@ -98,7 +101,8 @@ def queue_order(view: TraceView, step: int, rng: random.Random) -> Question | No
         "same rule, and the victim is the running request with the largest (priority, arrival)."
     )
     text = (
-        f"scheduling_policy is priority (lower value runs first). When step {step} starts, {listed} are waiting, "
+        f"scheduling_policy is priority (lower value runs first). When step {view.step_number(step)} starts, "
+        f"{listed} are waiting, "
         "listed in arrival order. In which order does the scheduler consider them?"
     )
     return ask(view, step, "queue_order", text, value, why, choices=choices)

@@ -82,7 +82,10 @@ def admitted(view: TraceView, step: int, rng: random.Random) -> Question | None:
             why += f" Then {head['request_id']} waits: {LIMIT_WHY.get(head['limit'], head['limit'])}."
     else:
         why = f"Nobody: {LIMIT_WHY.get(limit or '', 'the log does not say why')}."
-    text = f"Step {step} starts with {join(queue)} waiting (head first). Who is admitted in step {step}?"
+    text = (
+        f"Step {view.step_number(step)} starts with {join(queue)} waiting (head first). "
+        f"Who is admitted in step {view.step_number(step)}?"
+    )
     return ask(view, step, "admitted", text, value, why, choices=choices)
 
 
@@ -110,7 +113,7 @@ def num_tokens(view: TraceView, step: int, rng: random.Random) -> Question | Non
         )
     else:
         why = f"{rid} lacks {lacks} tokens of K/V and all of them fit the {budget - before} budget tokens left."
-    text = f"How many tokens does {rid} compute in step {step}?"
+    text = f"How many tokens does {rid} compute in step {view.step_number(step)}?"
     choices = int_choices(n, [lacks, 1, n - 1, n + 1, budget], rng, "token", lo=1)
     return ask(view, step, "num_tokens", text, n, why, choices=choices, subject=rid)
 
@@ -132,7 +135,8 @@ def kv_blocks(view: TraceView, step: int, rng: random.Random) -> Question | None
         + (" A block shared through the prefix cache counts once." if st["kv"].get("ref_counts") else "")
     )
     text = (
-        f"How many KV blocks are in use at the end of step {step}, once any request that finishes has released "
+        f"How many KV blocks are in use at the end of step {view.step_number(step)}, once "
+        f"any request that finishes has released "
         f"its blocks? (Pool: {st['kv']['num_blocks']} blocks of {st['kv']['block_size']} tokens.)"
     )
     choices = int_choices(value, [during, before, value + allocated], rng, "block", lo=0)
@@ -156,7 +160,7 @@ def samples(view: TraceView, step: int, rng: random.Random) -> Question | None:
             "the end samples nothing (its logits would predict a token the prompt already has)."
         )
     choices = make_choices(Choice("yes", True), [Choice("no", False)], rng)
-    text = f"Does {rid} sample a token at the end of step {step}?"
+    text = f"Does {rid} sample a token at the end of step {view.step_number(step)}?"
     return ask(view, step, "samples", text, value, why, choices=choices, subject=rid)
 
 
@@ -174,7 +178,10 @@ def preempted(view: TraceView, step: int, rng: random.Random) -> Question | None
 
     choices = make_choices(Choice(label(value), value), [Choice(label(w), w) for w in wrong], rng)
     why = " ".join(_victim_why(p) for p in decisions(view, step).get("preemptions", []))
-    text = f"Step {step} starts with {join(running)} running. Which request is preempted in step {step}?"
+    text = (
+        f"Step {view.step_number(step)} starts with {join(running)} running. Which "
+        f"request is preempted in step {view.step_number(step)}?"
+    )
     return ask(view, step, "preempted", text, value, why, choices=choices)
 
 
@@ -205,7 +212,8 @@ def recompute(view: TraceView, step: int, rng: random.Random) -> Question | None
     prompt = prompt_lengths(view)[rid]
     held = f"{min(value, prompt)} prompt tokens" + (f" and {value - prompt} output tokens" if value > prompt else "")
     why = (
-        f"When step {step} started, {rid} held K/V for {value} tokens ({held}). Preemption by recompute drops them all."
+        f"When step {view.step_number(step)} started, {rid} held K/V for {value} tokens "
+        f"({held}). Preemption by recompute drops them all."
     )
     back = comeback(view, step, rid)
     if back is not None:
@@ -216,7 +224,7 @@ def recompute(view: TraceView, step: int, rng: random.Random) -> Question | None
             f"and {a['num_recompute_tokens']} are recomputed, with {plural(a['num_new_tokens'], 'token')} that "
             "never had K/V."
         )
-    text = f"{rid} is preempted in step {step}. How many tokens of K/V does it lose?"
+    text = f"{rid} is preempted in step {view.step_number(step)}. How many tokens of K/V does it lose?"
     return ask(view, step, "recompute", text, value, why, subject=rid)
 
 
@@ -250,5 +258,8 @@ def finished(view: TraceView, step: int, rng: random.Random) -> Question | None:
             f" Their tables list {plural(held, 'block')}, but a block shared through the prefix cache is freed only"
             " when its last holder releases it (its reference count drops to 0), and it counts once."
         )
-    text = f"Which requests finish at the end of step {step}, and how many KV blocks do they release in all?"
+    text = (
+        f"Which requests finish at the end of step {view.step_number(step)}, and how many "
+        f"KV blocks do they release in all?"
+    )
     return ask(view, step, "finished", text, value, why, choices=choices)

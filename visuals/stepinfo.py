@@ -88,9 +88,10 @@ def freed_blocks(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:
 
 
 def event_steps(view: TraceView) -> list[int]:
-    """Steps where something happens to membership: an admission, a finish or a preemption."""
+    """Step positions (as the player and every figure index steps; ``view.step_number`` labels them) where
+    something happens to membership: an admission, a finish or a preemption."""
     if "event_steps" not in view.memo:
         view.memo["event_steps"] = [
-            st["step"] for st in view.steps if st["admitted"] or st["finished"] or st["preempted"]
+            k for k, st in enumerate(view.steps) if st["admitted"] or st["finished"] or st["preempted"]
         ]
     return view.memo["event_steps"]
