@@ -98,7 +98,7 @@ def add_sweep(sub) -> None:
     w.add_argument("--max-num-batched-tokens", type=int, default=128)
     w.add_argument("--block-size", type=int, default=16)
     w.add_argument("--seed", type=int, default=0)
-    w.add_argument("--rounds", type=int, default=1, help="runs per level and policy (the fastest counts); [1, 20]")
+    w.add_argument("--rounds", type=int, default=1, help="runs per level and batching mode (fastest counts); [1, 20]")
     w.add_argument("--model", default="SmolLM2-135M-Instruct")
     w.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
     w.add_argument("--threads", type=int, default=None, help="CPU threads (default: available cores - 1, >= 1)")

@@ -121,7 +121,7 @@ def hf_continuous(
     return {rid: _trim(list(r.generated_tokens), eos, work.max_tokens) for rid, r in zip(work.request_ids, results)}
 
 
-def _batchscope(policy: str):
+def _batchscope(batching: str):
     def row(
         loaded: LoadedModel,
         work: Workload,
@@ -130,14 +130,14 @@ def _batchscope(policy: str):
         block_size: int = 16,
         sink: dict | None = None,
     ) -> dict[str, list[int]]:
-        config = engine_config(work, policy, max_num_seqs, max_num_batched_tokens, block_size)
+        config = engine_config(work, batching, max_num_seqs, max_num_batched_tokens, block_size)
         records, runner = run_engine(loaded, work.specs, config, time_forward=sink is not None)
         if sink is not None:
             sink["outside_share"] = outside_forward_share(records, runner.forward_times)
             sink["num_steps"] = len(records) - 2
         return {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}
 
-    row.__doc__ = f"Rows 4/5: Batchscope, policy {policy!r}. Returns ``{{request_id: output token ids}}``."
+    row.__doc__ = f"Rows 4/5: Batchscope, {batching} batching. Returns ``{{request_id: output token ids}}``."
     return row
 
 

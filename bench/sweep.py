@@ -107,14 +107,14 @@ def run_sweep(
     progress=None,
 ) -> dict:
     """Run static and continuous batching on every spread level (interleaved: S C, then C S, ...), ``rounds`` times
-    each; a policy's figures are those of its fastest round (interference only adds time; every round's seconds are
-    kept under ``<policy>_seconds_per_round``).
+    each; a mode's figures are those of its fastest round (interference only adds time; every round's seconds are
+    kept under ``<batching>_seconds_per_round``).
 
     Returns the dict saved as ``assets/sweep.json``: ``provenance``, ``config``, ``anyscale`` (the published
     numbers) and ``levels``, one per ``sigma`` with ``lengths``, their ``spread`` (``spread_stats``), and per
-    policy ``seconds``, ``num_steps``, ``output_tokens``, ``tok_per_s``, ``tok_per_step``; plus ``ratio_s`` and
-    ``ratio_steps`` (continuous / static). Ctrl-C or an error stops cleanly: the levels finished so far are
-    returned, with ``"partial": true`` (and ``"error"``: what failed).
+    batching mode ``seconds``, ``num_steps``, ``output_tokens``, ``tok_per_s``, ``tok_per_step``; plus
+    ``ratio_s`` and ``ratio_steps`` (continuous / static). Ctrl-C or an error stops cleanly: the levels finished
+    so far are returned, with ``"partial": true`` (and ``"error"``: what failed).
     """
     say = progress or (lambda msg: None)
     settings = {
@@ -147,7 +147,7 @@ def run_sweep(
 
 
 def _run_levels(loaded: LoadedModel, prompt_specs: list[dict], c: dict, say, levels: list[dict]) -> None:
-    """Append each spread level to ``levels`` once both policies ran on it (see ``run_sweep``; ``c``: settings)."""
+    """Append each spread level to ``levels`` once both modes ran on it (see ``run_sweep``; ``c``: settings)."""
     workloads = sweep_workloads(
         prompt_specs, c["num_requests"], c["mean_output_tokens"], c["sigmas"], c["seed"], c["cap_factor"]
     )
@@ -158,13 +158,13 @@ def _run_levels(loaded: LoadedModel, prompt_specs: list[dict], c: dict, say, lev
         lengths = [s["max_tokens"] for s in specs]
         level: dict = {"sigma": sigma, "lengths": lengths, "spread": spread_stats(lengths)}
         for r in range(rounds):
-            for policy in ("static", "continuous") if (k + r) % 2 == 0 else ("continuous", "static"):
-                say(f"sigma {sigma:g}: {policy}" + (f" (round {r + 1}/{rounds})" if rounds > 1 else ""))
-                config = engine_config(work, policy, c["max_num_seqs"], c["max_num_batched_tokens"], c["block_size"])
+            for batching in ("static", "continuous") if (k + r) % 2 == 0 else ("continuous", "static"):
+                say(f"sigma {sigma:g}: {batching}" + (f" (round {r + 1}/{rounds})" if rounds > 1 else ""))
+                config = engine_config(work, batching, c["max_num_seqs"], c["max_num_batched_tokens"], c["block_size"])
                 run = _one_run(loaded, specs, config)
-                best: dict | None = level.get(policy)
-                level[policy] = run if best is None or run["seconds"] < best["seconds"] else best
-                level.setdefault(f"{policy}_seconds_per_round", []).append(run["seconds"])
+                best: dict | None = level.get(batching)
+                level[batching] = run if best is None or run["seconds"] < best["seconds"] else best
+                level.setdefault(f"{batching}_seconds_per_round", []).append(run["seconds"])
         level["ratio_s"] = level["continuous"]["tok_per_s"] / level["static"]["tok_per_s"]
         level["ratio_steps"] = level["continuous"]["tok_per_step"] / level["static"]["tok_per_step"]
         levels.append(level)

@@ -102,8 +102,9 @@ def run_vllm_diff(args) -> int:
 
     python = vllm_python(args.vllm_python)  # fail fast, before a model run
     records = batchscope_records(args)
-    if records[0].get("policy") != "continuous":
-        raise ValueError(f"policy={records[0].get('policy')!r}: vLLM has only continuous batching; compare those")
+    batching = records[0].get("policy")  # the trace header records the batching mode as "policy"
+    if batching != "continuous":
+        raise ValueError(f"batching={batching!r}: vLLM has only continuous batching; compare a continuous run")
     if not all("prompt_token_ids" in r for r in records[0]["requests"]):
         print("note: the trace has no prompt token ids; prompts are synthesized (no shared prefixes)", file=sys.stderr)
     steps = run_driver(python, workload_from_trace(records))

@@ -60,12 +60,12 @@ def make_workload(
 
 
 def engine_config(
-    work: Workload, policy: str, max_num_seqs: int, max_num_batched_tokens: int, block_size: int
+    work: Workload, batching: str, max_num_seqs: int, max_num_batched_tokens: int, block_size: int
 ) -> EngineConfig:
     """Batchscope's config for a row: a pool where ``max_num_seqs`` worst-case requests fit (never preempts)."""
     per_request = blocks_needed(max(map(len, work.prompts)) + work.max_tokens, block_size)
     return EngineConfig(
-        policy=policy,
+        batching=batching,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         block_size=block_size,

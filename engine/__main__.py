@@ -1,7 +1,7 @@
 """Command line: ``python -m engine run|scenarios|metrics`` here, and the tools' commands (``bench``, ``sweep``, ...).
 
     python -m engine scenarios
-    python -m engine run --scenario seed-abcd --policy continuous --out t.jsonl
+    python -m engine run --scenario seed-abcd --batching continuous --out t.jsonl
     python -m engine run --workload my.jsonl --max-num-seqs 2 --num-kv-blocks 32 --out t.jsonl
     python -m engine metrics t.jsonl [other.jsonl]
     python -m engine bench [--num-requests 4 --max-tokens 32 --rounds 2 --max-num-seqs 4]   (package bench)
@@ -33,7 +33,7 @@ TIMING_REFUSED = 3  # exit status of `run --strict-timing` when the step times s
 
 RUN_EXAMPLE = """example:
   python -m engine run --scenario seed-abcd --out t.jsonl
-  python -m engine run --workload my.jsonl --policy static --max-num-seqs 2 --out t.jsonl --force
+  python -m engine run --workload my.jsonl --batching static --max-num-seqs 2 --out t.jsonl --force
 
 A workload is JSON Lines, one request per line (format: docs/trace-format.md, "Workload"). Threads: one fewer than
 the available cores (at least 1), so that a busy neighbour does not stall the run; --threads overrides it."""
@@ -82,7 +82,7 @@ def _add_run(sub) -> None:
     src.add_argument("--workload", help="JSON Lines file, one request per line (docs/trace-format.md, Workload)")
     run.add_argument("--out", required=True, help="trace file to write (refused if it exists, unless --force)")
     run.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    add_engine_flags(run)  # --policy, the limits, chunked prefill, prefix caching, admission rule, queue, model, device
+    add_engine_flags(run)  # --batching, the limits, chunked prefill, prefix caching, admission, queue, model, device
     run.add_argument("--num-requests", type=int, help="run only the first N requests of the scenario or workload")
     run.add_argument("--max-tokens", type=int, help="set every request's max_tokens to M")
     run.add_argument("--seed", type=int, help="seed for unseeded sampled requests (default: a fresh one, recorded)")
@@ -141,7 +141,7 @@ def _run(args) -> int:
     ignored = priority_ignored_message(requests, config)
     if ignored:
         print(f"warning: {ignored}", file=sys.stderr)
-    bar = Progress(f"{args.policy}", total=len(specs))
+    bar = Progress(f"{args.batching}", total=len(specs))
     finished = 0
 
     def on_step(record: StepRecord) -> None:
@@ -164,7 +164,7 @@ def _run(args) -> int:
     trace.write(records, out)
     partial = records[-1].get("partial", False)
     print(
-        f"wrote {out}: {len(records) - 2} steps, {len(specs)} requests ({args.policy})"
+        f"wrote {out}: {len(records) - 2} steps, {len(specs)} requests ({args.batching})"
         + (", PARTIAL: stopped by Ctrl-C" if partial else "")
     )
     return 130 if partial else 0

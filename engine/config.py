@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass
 from engine.request_queue import QUEUES
 from steplog.checks import V1_LIMITS
 
-# Waiting-queue orders (``engine.request_queue.QUEUES``) and batching policies (``engine.policies.SCHEDULERS``) are
+# Waiting-queue orders (``engine.request_queue.QUEUES``) and batching modes (``engine.batching.SCHEDULERS``) are
 # registered where they are implemented. The queues sit below this module, so ``validate`` asks their registry; the
-# schedulers take a config, so their registry sits above it and checks the policy name (``policies.validate_config``).
+# schedulers take a config, so their registry sits above it and checks the mode's name (``batching.validate_config``).
 
 # Allowed ranges, shared by the CLI, the app's knobs and validation: the limits a version 1 trace (what this engine
 # writes) is checked against, so the engine accepts exactly what its traces may say.
@@ -26,7 +26,7 @@ class ConfigError(ValueError):
 
 
 def check_name(config: EngineConfig, field: str, registry: Iterable[str]) -> None:
-    """Raise ``ConfigError`` unless ``config``'s ``field`` is a name of ``registry`` (a policy's, a queue's)."""
+    """Raise ``ConfigError`` unless ``config``'s ``field`` is a name of ``registry`` (a batching mode's, a queue's)."""
     names = list(registry)
     if getattr(config, field) not in names:
         raise ConfigError(field, getattr(config, field), "one of " + ", ".join(names))
@@ -36,7 +36,8 @@ def check_name(config: EngineConfig, field: str, registry: Iterable[str]) -> Non
 class EngineConfig:
     """Scheduler and KV-cache limits (names as in vLLM; the defaults of the last three are vLLM's).
 
-    - ``policy``: batching policy, ``continuous`` or ``static`` (``engine.policies``).
+    - ``batching``: batching mode, ``continuous`` or ``static`` (``engine.batching``). Not vLLM's ``policy``: that
+      is the waiting queue's order, ``scheduling_policy`` here. Traces record it as the header's ``policy``.
     - ``max_num_seqs``: most requests running at once (the rows of the batch; "slots" in the pictures).
     - ``max_num_batched_tokens``: the token budget of one step (prefill chunk tokens + decode tokens).
     - ``block_size``: tokens per KV block.
@@ -58,7 +59,7 @@ class EngineConfig:
     Defaults keep the block map readable for a handful of requests: 64 blocks of 16 tokens.
     """
 
-    policy: str = "continuous"
+    batching: str = "continuous"
     max_num_seqs: int = 4
     max_num_batched_tokens: int = 64
     block_size: int = 16
@@ -69,8 +70,8 @@ class EngineConfig:
     reserve_full_prompt: bool = True
 
     def validate(self) -> None:
-        """Raise ``ConfigError`` naming the first bad field and its allowed range: every field but ``policy``,
-        whose names ``engine.policies.validate_config`` checks before calling this."""
+        """Raise ``ConfigError`` naming the first bad field and its allowed range: every field but ``batching``,
+        whose names ``engine.batching.validate_config`` checks before calling this."""
         check_name(self, "scheduling_policy", QUEUES)
         for name, (lo, hi) in LIMITS.items():
             value = getattr(self, name)
@@ -81,7 +82,7 @@ class EngineConfig:
                 raise ConfigError(name, getattr(self, name), "true or false")
 
     def header_dict(self) -> dict:
-        """The ``config`` object of a trace header (the policy is recorded beside it)."""
+        """The ``config`` object of a trace header (the batching mode is recorded beside it, as ``policy``)."""
         d = asdict(self)
-        d.pop("policy")
+        d.pop("batching")
         return d

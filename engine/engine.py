@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Protocol
 
+from engine.batching import make_scheduler
 from engine.config import EngineConfig
 from engine.detokenizer import IncrementalDetokenizer, is_partial
-from engine.policies import make_scheduler
 from engine.request import Request
 from engine.scheduler import SchedulerOutput
 from engine.step_log import header_record, kv_record, step_record, summary_record
@@ -48,7 +48,7 @@ class LLMEngine:
 
     Args:
         runner: executes a step (``ModelRunner`` on a real model, or a fake in scheduler tests).
-        config: limits and policy; validated here.
+        config: limits and batching mode; validated here.
         eos_token_ids: tokens that end a request with reason ``stop``.
         decode: token id -> text, for the log (``str`` of the id if omitted).
         max_model_len: the model's context length in tokens (``None``: unchecked).

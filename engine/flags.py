@@ -5,14 +5,26 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from engine.batching import SCHEDULERS, validate_config
 from engine.config import LIMITS, EngineConfig
-from engine.policies import SCHEDULERS, validate_config
 from engine.request_queue import QUEUES
 
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     """The engine's knobs as flags (``run`` and the tools' commands share them); read back by ``config_from_args``."""
-    parser.add_argument("--policy", choices=list(SCHEDULERS), default="continuous", help="batching policy")
+    parser.add_argument(
+        "--batching",
+        choices=list(SCHEDULERS),
+        default="continuous",
+        help="batching mode, recorded as the trace's policy",
+    )
+    parser.add_argument(  # the same dest; no default of its own, so --batching's shows once
+        "--policy",
+        dest="batching",
+        choices=list(SCHEDULERS),
+        default=argparse.SUPPRESS,
+        help="alias of --batching, kept for old command lines",
+    )
     for name, (lo, hi) in LIMITS.items():
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=f"integer in [{lo}, {hi}]")
     parser.add_argument("--no-chunked-prefill", action="store_true", help="never split a prompt across steps")
@@ -48,7 +60,7 @@ def config_from_args(args, overrides: dict) -> EngineConfig:
     cfg.update({name: False for name, off in flags.items() if off})
     if args.scheduling_policy is not None:
         cfg["scheduling_policy"] = args.scheduling_policy
-    cfg["policy"] = args.policy
+    cfg["batching"] = args.batching
     config = EngineConfig(**cfg)
     validate_config(config)
     return config

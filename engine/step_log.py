@@ -27,7 +27,7 @@ def header_record(
         "model": meta.get("model", "unknown"),
         "device": meta.get("device", "cpu"),
         "dtype": meta.get("dtype", "float32"),
-        "policy": config.policy,
+        "policy": config.batching,  # the trace keeps its field name (docs/trace-format.md)
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "scenario": meta.get("scenario"),
         "config": cast(ConfigRecord, config.header_dict()),

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for scenario in $(python -m engine scenarios | cut -d' ' -f1); do
-  for policy in continuous static; do
-    python -m engine run --scenario "$scenario" --policy "$policy" --strict-timing --force --out "assets/traces/$scenario-$policy.jsonl"
+  for batching in continuous static; do
+    python -m engine run --scenario "$scenario" --batching "$batching" --strict-timing --force --out "assets/traces/$scenario-$batching.jsonl"
   done
 done

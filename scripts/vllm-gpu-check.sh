@@ -84,7 +84,7 @@ run "$PY" scripts/gpu_report.py trace "$TRACE" --expect-requests "$REQUESTS"
 say "4. Batchscope's engine on CUDA (bfloat16): scenarios, parity with generate, benchmark"
 for scenario in seed-abcd sixteen; do
   run "$PY" -m engine run --scenario "$scenario" --device cuda --out "$OUT/$scenario-continuous-cuda.jsonl"
-  run "$PY" -m engine run --scenario "$scenario" --policy static --device cuda --out "$OUT/$scenario-static-cuda.jsonl"
+  run "$PY" -m engine run --scenario "$scenario" --batching static --device cuda --out "$OUT/$scenario-static-cuda.jsonl"
 done
 run "$PY" -m engine bench --scenario seed-abcd --device cuda --rounds 1 --parity report \
   --rows hf-sequential batchscope-static batchscope-continuous --max-num-seqs 3 --step-batches 1 \

@@ -8,25 +8,25 @@ hit rate is hits / queries over first admissions; re-admissions after a preempti
 
 from __future__ import annotations
 
+from steplog.decisions import decisions
+from steplog.view import TraceView
+
 
 def prefix_cache_stats(records: list[dict]) -> dict:
     """``prefix_cache_queries`` / ``prefix_cache_hits`` (tokens, first admissions), ``prefix_cache_hit_rate``
     (hits / queries, 0..1; ``None`` without queries or for a trace recorded without hit counts), and
-    ``preempted_prefix_cache_queries`` / ``preempted_prefix_cache_hits`` (tokens, re-admissions)."""
-    header, steps = records[0], records[1:-1]
-    prompts = {r["request_id"]: r["num_prompt_tokens"] for r in header["requests"]}
-    sampled: dict[str, int] = {}
-    admitted: set[str] = set()
+    ``preempted_prefix_cache_queries`` / ``preempted_prefix_cache_hits`` (tokens, re-admissions).
+
+    Read from each step's admission records (``steplog.decisions``: recorded, or inferred from the log), so a
+    version 2 trace, whose requests are declared in the steps where they arrive, counts like a version 1 one."""
+    view = TraceView(records)
+    recorded = any("num_prefix_hit_tokens" in st or "num_cached_tokens" in st or "decisions" in st for st in view.steps)
     totals = dict.fromkeys(("queries", "hits", "preempted_queries", "preempted_hits"), 0)
-    recorded = any("num_prefix_hit_tokens" in st for st in steps)
-    for st in steps:
-        for rid, hit in st.get("num_prefix_hit_tokens", {}).items():
-            prefix = "preempted_" if rid in admitted else ""
-            totals[prefix + "queries"] += prompts[rid] + sampled.get(rid, 0)
-            totals[prefix + "hits"] += hit
-            admitted.add(rid)
-        for s in st["sampled"]:
-            sampled[s["request_id"]] = sampled.get(s["request_id"], 0) + 1
+    for k in range(view.num_steps):
+        for a in decisions(view, k).get("admissions", []):
+            prefix = "preempted_" if a["resumed"] else ""
+            totals[prefix + "queries"] += a["num_prefix_hit_tokens"] + a["num_recompute_tokens"] + a["num_new_tokens"]
+            totals[prefix + "hits"] += a["num_prefix_hit_tokens"]
     rate = totals["hits"] / totals["queries"] if recorded and totals["queries"] else None
     return {
         "prefix_cache_queries": totals["queries"] if recorded else None,

@@ -19,7 +19,8 @@ class _ConfigOptional(TypedDict, total=False):
 
 
 class ConfigRecord(_ConfigOptional):
-    """The scheduler's and KV cache's limits (``engine.config.EngineConfig`` without ``policy``)."""
+    """The scheduler's and KV cache's limits (``engine.config.EngineConfig`` but ``batching``, the header's
+    ``policy``)."""
 
     max_num_seqs: int
     max_num_batched_tokens: int
@@ -70,7 +71,7 @@ class HeaderRecord(_HeaderOptional):
     model: str
     device: str
     dtype: str
-    policy: str  # batching policy: continuous or static
+    policy: str  # batching mode (EngineConfig.batching): continuous or static
     config: ConfigRecord
     requests: list[RequestSpecRecord]
 

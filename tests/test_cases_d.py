@@ -44,7 +44,7 @@ D02 = dict(max_num_seqs=3, block_size=4, num_kv_blocks=32)
         ("a-alone", "d02a", {}),
         ("b-batched", "d02", {}),
         ("c-split-prompt", "d02", {"max_num_batched_tokens": 4}),
-        ("d-static", "d02", {"policy": "static"}),
+        ("d-static", "d02", {"batching": "static"}),
     ],
 )
 def test_d02_seeded_request_does_not_depend_on_its_neighbours(smollm, name, workload, config):
@@ -141,12 +141,12 @@ def test_d05_max_tokens_beyond_the_context_names_the_largest_allowed_value(smoll
     assert records[-1]["partial"] and len(records) - 2 == 2
 
 
-@pytest.mark.parametrize("policy", ["static", "continuous"])
-def test_d06_static_padding_rows_never_emit_tokens_nor_lengthen_the_batch(smollm, policy):
+@pytest.mark.parametrize("batching", ["static", "continuous"])
+def test_d06_static_padding_rows_never_emit_tokens_nor_lengthen_the_batch(smollm, batching):
     records = run(
         smollm,
         case_workload("d06"),
-        policy=policy,
+        batching=batching,
         max_num_seqs=2,
         max_num_batched_tokens=128,
         block_size=4,
@@ -154,7 +154,7 @@ def test_d06_static_padding_rows_never_emit_tokens_nor_lengthen_the_batch(smollm
     )
     steps, s = records[1:-1], summarize(records)
     assert outputs(records) == {"CAT": CAT, "FR": [504, 3575, 282, 4649, 314, 7042, 30, 2], "SKY": [282, 260, 970]}
-    if policy == "static":
+    if batching == "static":
         assert len(steps) == 11 and s["padding_slot_steps"] == 4
         assert [i for i, st in enumerate(steps) if st["padding_slots"]] == [4, 5, 6, 7]
         assert all(p["request_id"] == "CAT" for st in steps for p in st["padding_slots"])

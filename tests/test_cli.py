@@ -52,10 +52,11 @@ def test_run_seed_abcd_writes_a_valid_trace(tmp_path):
     from steplog import trace
 
     out = tmp_path / "t.jsonl"
-    code, _, err = cli("run", "--scenario", "seed-abcd", "--policy", "continuous", "--out", str(out))
+    code, _, err = cli("run", "--scenario", "seed-abcd", "--batching", "continuous", "--out", str(out))
     assert code == 0, err
     records = trace.read(out)
     assert records[0]["scenario"] == "seed-abcd" and records[0]["model"] == "SmolLM2-135M-Instruct"
+    assert records[0]["policy"] == "continuous"  # the header keeps its name for the batching mode
     assert [r["request_id"] for r in records[-1]["requests"]] == ["B", "C", "A", "D"]
 
 
@@ -66,7 +67,7 @@ def test_c02_prompt_over_budget_with_chunking_off_is_rejected_before_any_step(tm
         "run",
         "--workload",
         str(CASES / "c02.jsonl"),
-        "--policy",
+        "--batching",
         "continuous",
         "--max-num-batched-tokens",
         "32",
@@ -144,6 +145,21 @@ def test_prompt_longer_than_the_models_context(tmp_path):
         tmp_path, {"request_id": "huge", "prompt": "hello " * 9000, "max_tokens": 10}, "--num-kv-blocks", "4096"
     )
     assert_clear_error(code, err, "'huge'", "context of 8192 tokens")
+
+
+def test_batching_flag_and_its_old_name(tmp_path):
+    """``--batching`` picks the batching mode; ``--policy``, its old name, still does, so old command lines run."""
+    from engine.__main__ import _parser
+    from engine.flags import config_from_args
+
+    def batching(*flags: str) -> str:
+        args = _parser().parse_args(["run", "--scenario", "seed-abcd", "--out", "t.jsonl", *flags])
+        return config_from_args(args, {}).batching
+
+    assert batching() == "continuous"
+    assert batching("--batching", "static") == batching("--policy", "static") == "static"
+    code, _, err = cli("run", "--scenario", "seed-abcd", "--batching", "fifo", "--out", str(tmp_path / "t"))
+    assert code == 2 and "--batching" in err and "static" in err
 
 
 def test_scheduling_policy_flag_is_checked(tmp_path):

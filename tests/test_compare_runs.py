@@ -25,7 +25,7 @@ def variant(records: list[dict], **config) -> TraceView:
 
 def test_config_diff_names_the_policy_and_every_changed_field():
     s, c = TraceView(load("sixteen-static")), TraceView(load("sixteen-continuous"))
-    assert config_diff(s, c) == ["policy: static → continuous"]
+    assert config_diff(s, c) == ["batching: static → continuous"]
     assert config_diff(c, c) == []
     b = variant(c.records, max_num_batched_tokens=32, enable_chunked_prefill=False, scheduling_policy="priority")
     b.header["model"] = "tiny"

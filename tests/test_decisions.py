@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.request import Request, SamplingParams
+from steplog import trace
 from steplog.decisions import decisions, preemption_cost
 from steplog.inference import infer_all
 from steplog.metrics import summarize
@@ -66,7 +67,7 @@ def rerun(path: Path, **overrides) -> list[dict]:
         )
         for r in header["requests"]
     ]
-    config = EngineConfig(policy=header["policy"], **{**header["config"], **overrides})
+    config = EngineConfig(batching=header["policy"], **{**header["config"], **overrides})
     engine = LLMEngine(ReplayRunner(outputs), config, header["eos_token_ids"], max_model_len=header["max_model_len"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # priorities under FCFS
@@ -106,7 +107,7 @@ def workloads(draw):
     if not chunked:
         budget = max(budget, max(len(p) for _, p, _, _, _ in specs))
     config = EngineConfig(
-        policy=draw(st.sampled_from(("continuous", "static"))),
+        batching=draw(st.sampled_from(("continuous", "static"))),
         max_num_seqs=draw(st.integers(1, 4)),
         max_num_batched_tokens=budget,
         block_size=block_size,
@@ -193,3 +194,10 @@ def test_recorded_decisions_are_read_as_recorded_and_inferred_ones_say_so():
     for st_ in old[1:-1]:
         del st_["decisions"]
     assert decisions(TraceView(old), 0)["inferred"] is True
+
+
+@pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
+def test_every_shipped_trace_records_its_decisions_and_the_inference_gives_them_back(path):
+    records = trace.read(path)
+    assert all("decisions" in st for st in records[1:-1]), f"{path.name}: re-record with `make traces`"
+    assert_inference_reproduces(records)

@@ -278,7 +278,7 @@ def test_padding_slot_steps_on_a_static_run():
     # static, 2 slots: A ends with its first token in step 0; B decodes in steps 1-3 while A's row pads
     _, _, records = run_fake(
         [make_request("A", 3, 1), make_request("B", 3, 4)],
-        policy="static",
+        batching="static",
         max_num_seqs=2,
         max_num_batched_tokens=16,
         block_size=4,
@@ -304,7 +304,7 @@ def test_c13_one_token_request_on_the_real_model(smollm):
     records = generate_trace(
         smollm,
         case_workload("c13"),
-        EngineConfig(policy="continuous", max_num_seqs=2, max_num_batched_tokens=128, block_size=4, num_kv_blocks=32),
+        EngineConfig(batching="continuous", max_num_seqs=2, max_num_batched_tokens=128, block_size=4, num_kv_blocks=32),
     )
     t_end = [st["t_end"] for st in records[1:-1]]
     m = {r["request_id"]: r for r in metrics.request_metrics(records)}
@@ -386,5 +386,8 @@ def test_prefix_cache_hit_rate_is_vllms_hits_over_queried_tokens():
     assert s["prefix_cache_hit_rate"] == pytest.approx(8 / 26)
     assert (s["preempted_prefix_cache_queries"], s["preempted_prefix_cache_hits"]) == (0, 0)
     for st in records[1:-1]:
-        st.pop("num_prefix_hit_tokens")
+        st.pop("decisions")  # the hits are still in num_prefix_hit_tokens (an older trace)
+    assert summarize(records)["prefix_cache_hit_rate"] == pytest.approx(8 / 26)
+    for st in records[1:-1]:
+        st.pop("num_prefix_hit_tokens")  # now nothing records a hit count
     assert summarize(records)["prefix_cache_hit_rate"] is None

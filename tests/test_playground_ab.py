@@ -23,7 +23,7 @@ BASE = {
     "top_p": 1.0,
     "top_k": 0,
     "seed": 0,
-    "policy": "continuous",
+    "batching": "continuous",
     "max_num_seqs": 4,
     "max_num_batched_tokens": 64,
     "enable_chunked_prefill": True,
@@ -36,7 +36,7 @@ BASE = {
 
 def test_run_modes_give_the_runs_and_configs_asked_for():
     both = run_configs({**BASE, "runs": RUN_MODES[0]})
-    assert list(both) == ["static", "continuous"] and both["static"] == EngineConfig(policy="static")
+    assert list(both) == ["static", "continuous"] and both["static"] == EngineConfig(batching="static")
     assert list(run_configs({**BASE, "runs": RUN_MODES[2]})) == ["static"]
     b = {**{k: BASE[k] for k in BASE if k in EngineConfig.__dataclass_fields__}, "max_num_seqs": 2}
     b["enable_prefix_caching"] = False
@@ -46,7 +46,7 @@ def test_run_modes_give_the_runs_and_configs_asked_for():
     assert configs[RUN_A] == EngineConfig()
     assert configs[RUN_B] == EngineConfig(max_num_seqs=2, enable_prefix_caching=False)
     assert b_differs(ab) == ["enable_prefix_caching: on → off", "max_num_seqs: 4 → 2"]  # config_diff's order
-    assert b_differs({**ab, "b": {**b, "policy": "static"}})[0] == "policy: continuous → static"
+    assert b_differs({**ab, "b": {**b, "batching": "static"}})[0] == "batching: continuous → static"
     assert b_differs({**ab, "b": {**b, "max_num_seqs": 4, "enable_prefix_caching": True}}) == []
     assert b_differs({**BASE, "runs": RUN_MODES[0]}) == []  # no run B outside the A vs B mode
 

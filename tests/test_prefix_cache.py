@@ -95,7 +95,7 @@ def workloads(draw):
     chunked = draw(st.booleans())
     budget = draw(st.integers(1, 24))
     config = EngineConfig(
-        policy=draw(st.sampled_from(["continuous", "static"])),
+        batching=draw(st.sampled_from(["continuous", "static"])),
         max_num_seqs=draw(st.integers(1, 4)),
         max_num_batched_tokens=budget if chunked else max(budget, max(len(p) for _, p, _, _, _ in reqs)),
         block_size=block_size,

@@ -23,7 +23,7 @@ from engine.engine import LLMEngine, RequestError
 from engine.request import Request, SamplingParams
 from steplog.checks import check_records
 
-POLICIES = ("continuous", "static")
+BATCHING_MODES = ("continuous", "static")
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def workloads(draw) -> Workload:
     if not chunked:
         budget = max(budget, max(s.prompt for s in specs))
     config = EngineConfig(
-        policy=draw(st.sampled_from(POLICIES)),
+        batching=draw(st.sampled_from(BATCHING_MODES)),
         max_num_seqs=draw(st.sampled_from(range(1, 6))),
         max_num_batched_tokens=budget,
         block_size=block_size,
@@ -164,7 +164,7 @@ def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lis
     spec = {s.rid: s for s in w.specs}
     order = w.fcfs()
     bs, nb, budget, max_seqs = cfg.block_size, cfg.num_kv_blocks, cfg.max_num_batched_tokens, cfg.max_num_seqs
-    static = cfg.policy == "static"
+    static = cfg.batching == "static"
 
     computed = {rid: 0 for rid in order}  # tokens with K/V (model of num_computed_tokens)
     n_out = {rid: 0 for rid in order}  # tokens sampled so far
@@ -365,7 +365,7 @@ def check_admission_memory(w, rec, queue, running, n_out, preemptions, num_free:
 def test_scheduler_invariants_on_random_workloads(w: Workload):
     """Budget, max_num_seqs, block conservation and ownership, ceil(tokens / block_size) blocks per request, FCFS
     admissions, preemption victims and returns, output lengths and the finish bound, at every step of random runs
-    under both policies."""
+    under both batching modes."""
     steps, summary, runner = run_workload(w)
     assert len(runner.steps) == len(steps)
     check_run(w, steps, summary, runner.free_lists)
@@ -382,15 +382,15 @@ def test_scheduler_invariants_on_random_workloads(w: Workload):
     num_kv_blocks=st.integers(1, 12),
     budget=st.integers(1, 30),
     chunked=st.booleans(),
-    policy=st.sampled_from(POLICIES),
+    batching=st.sampled_from(BATCHING_MODES),
 )
 def test_request_error_iff_request_could_never_run(
-    prompt, max_tokens, block_size, num_kv_blocks, budget, chunked, policy
+    prompt, max_tokens, block_size, num_kv_blocks, budget, chunked, batching
 ):
     """A request is rejected up front exactly when it could never run: empty prompt, K/V that would not fit the
     whole pool even alone, or (chunked prefill off) a prompt over the budget; a valid one runs to max_tokens."""
     config = EngineConfig(
-        policy=policy,
+        batching=batching,
         max_num_seqs=2,
         max_num_batched_tokens=budget,
         block_size=block_size,
@@ -510,7 +510,7 @@ def tiny_workloads(draw):
     if not chunked:
         budget = max(budget, max(len(p) for _, p, _, _ in reqs))
     config = EngineConfig(
-        policy=draw(st.sampled_from(POLICIES)),
+        batching=draw(st.sampled_from(BATCHING_MODES)),
         max_num_seqs=draw(st.sampled_from(range(1, 5))),
         max_num_batched_tokens=budget,
         block_size=block_size,
@@ -525,7 +525,7 @@ def tiny_workloads(draw):
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(w=tiny_workloads())
 def test_real_runner_greedy_equals_generate(tiny_model, w):
-    """Whatever the batching (policy, budget, chunks, block size, pool size, preemption, prefix caching on shared
+    """Whatever the batching (mode, budget, chunks, block size, pool size, preemption, prefix caching on shared
     prefixes, admission rule), each request's greedy output equals transformers ``generate`` on that request alone,
     EOS stop included."""
     from engine.model_runner import ModelRunner

@@ -41,7 +41,7 @@ def finish_step(steps, rid):
     return next(st["step"] for st in steps if any(f["request_id"] == rid for f in st["finished"]))
 
 
-C01 = dict(policy="continuous", block_size=4, num_kv_blocks=14, max_num_batched_tokens=16, max_num_seqs=2)
+C01 = dict(batching="continuous", block_size=4, num_kv_blocks=14, max_num_batched_tokens=16, max_num_seqs=2)
 
 
 def test_c01_full_prompt_admission_waits(smollm):
@@ -66,7 +66,7 @@ def test_c02_control_prompt_fits_budget_exactly(smollm):
     steps, summary = run(
         smollm,
         case_workload("c02"),
-        policy="continuous",
+        batching="continuous",
         max_num_batched_tokens=37,
         enable_chunked_prefill=False,
         block_size=4,
@@ -85,11 +85,11 @@ def test_c02_control_prompt_fits_budget_exactly(smollm):
     assert summary["B"]["output_token_ids"] == [282, 260, 970, 260, 1205, 3323, 41993, 357]
 
 
-@pytest.mark.parametrize("policy", ["continuous", "static"])
-def test_c07_identical_prompts_get_identical_outputs_and_own_blocks(smollm, policy):
+@pytest.mark.parametrize("batching", ["continuous", "static"])
+def test_c07_identical_prompts_get_identical_outputs_and_own_blocks(smollm, batching):
     specs = [dict(s, arrival_time=0.0, arrival_step=i) for i, s in enumerate(case_workload("c07"))]  # Z: later
     steps, summary = run(
-        smollm, specs, policy=policy, block_size=4, num_kv_blocks=32, max_num_batched_tokens=128, max_num_seqs=3
+        smollm, specs, batching=batching, block_size=4, num_kv_blocks=32, max_num_batched_tokens=128, max_num_seqs=3
     )
     assert outputs(summary) == {"X": HAIKU, "Y": HAIKU, "Z": HAIKU}
     for st in steps:
@@ -140,7 +140,7 @@ C08_RUNS = {
     "a-one-seq": dict(max_num_seqs=1, max_num_batched_tokens=512),
     "b-four-seqs": dict(max_num_seqs=4, max_num_batched_tokens=512),
     "c-chunked-8": dict(max_num_seqs=4, max_num_batched_tokens=8),
-    "d-static": dict(policy="static", max_num_seqs=4, max_num_batched_tokens=512),
+    "d-static": dict(batching="static", max_num_seqs=4, max_num_batched_tokens=512),
 }
 
 
@@ -174,7 +174,7 @@ def test_c09_prefill_next_to_decode_in_one_forward(smollm):
     specs = case_workload("c09")
     specs[1] = dict(specs[1], arrival_step=6)
     steps, summary = run(
-        smollm, specs, policy="continuous", max_num_batched_tokens=16, block_size=4, num_kv_blocks=32, max_num_seqs=2
+        smollm, specs, batching="continuous", max_num_batched_tokens=16, block_size=4, num_kv_blocks=32, max_num_seqs=2
     )
     mixed = [[(s["request_id"], s["kind"], s["num_tokens"]) for s in st["scheduled"]] for st in steps[6:9]]
     assert mixed == [[("A", "decode", 1), ("B", "prefill", n)] for n in (15, 15, 7)]
@@ -187,7 +187,7 @@ def test_c10_fcfs_long_request_is_not_overtaken(smollm):
     steps, summary = run(
         smollm,
         case_workload("c10"),
-        policy="continuous",
+        batching="continuous",
         block_size=4,
         num_kv_blocks=16,
         max_num_batched_tokens=64,
@@ -202,7 +202,7 @@ def test_c10_fcfs_long_request_is_not_overtaken(smollm):
 
 
 def test_c12_per_request_sampling_in_one_batch(smollm):
-    cfg = dict(policy="continuous", max_num_seqs=5, max_num_batched_tokens=256, block_size=4, num_kv_blocks=64)
+    cfg = dict(batching="continuous", max_num_seqs=5, max_num_batched_tokens=256, block_size=4, num_kv_blocks=64)
     specs = case_workload("c12")
     _, summary = run(smollm, specs, **cfg)
     out = outputs(summary)
@@ -221,7 +221,7 @@ def test_c13_one_token_request_and_token_times(smollm):
     steps, summary = run(
         smollm,
         case_workload("c13"),
-        policy="continuous",
+        batching="continuous",
         max_num_seqs=2,
         max_num_batched_tokens=128,
         block_size=4,

@@ -31,7 +31,9 @@ def run(model, config: EngineConfig, runner_cls=ModelRunner, **runner_kw):
 
 CONFIGS = {
     "continuous-tiny-budget": EngineConfig(max_num_seqs=4, max_num_batched_tokens=4, block_size=4, num_kv_blocks=64),
-    "static": EngineConfig(policy="static", max_num_seqs=3, max_num_batched_tokens=64, block_size=4, num_kv_blocks=64),
+    "static": EngineConfig(
+        batching="static", max_num_seqs=3, max_num_batched_tokens=64, block_size=4, num_kv_blocks=64
+    ),
     "preemption": EngineConfig(max_num_seqs=5, max_num_batched_tokens=32, block_size=2, num_kv_blocks=18),
     "one-at-a-time": EngineConfig(max_num_seqs=1, max_num_batched_tokens=256, block_size=16, num_kv_blocks=8),
 }
@@ -117,7 +119,9 @@ SHARED_CONFIGS = {
     "first-chunk-rule": EngineConfig(
         max_num_seqs=5, max_num_batched_tokens=32, block_size=2, num_kv_blocks=40, reserve_full_prompt=False
     ),
-    "static": EngineConfig(policy="static", max_num_seqs=3, max_num_batched_tokens=64, block_size=4, num_kv_blocks=96),
+    "static": EngineConfig(
+        batching="static", max_num_seqs=3, max_num_batched_tokens=64, block_size=4, num_kv_blocks=96
+    ),
 }
 
 

@@ -101,7 +101,7 @@ def test_static_batch_waits_for_slowest_and_logs_padding():
     steps, _summary, _ = run_fake(
         reqs,
         {"a": 2, "c": 3},
-        policy="static",
+        batching="static",
         max_num_seqs=2,
         max_num_batched_tokens=64,
         block_size=4,
@@ -146,17 +146,17 @@ def test_chunking_off_waits_for_room_instead_of_splitting():
         ("max_num_batched_tokens", 0),
         ("block_size", 0),
         ("max_num_seqs", 0),
-        ("policy", "fifo"),
+        ("batching", "fifo"),
         ("scheduling_policy", "lifo"),
     ],
 )
 def test_bad_config_names_field_and_range(field, value):
+    from engine.batching import validate_config
     from engine.config import EngineConfig
-    from engine.policies import validate_config
 
     with pytest.raises(ValueError, match=field):
         validate_config(EngineConfig(**{field: value}))
-    if field != "policy":  # the policy's registry is above the config: only validate_config knows its names
+    if field != "batching":  # the batching registry is above the config: only validate_config knows its names
         with pytest.raises(ValueError, match=field):
             EngineConfig(**{field: value}).validate()
 
@@ -219,7 +219,7 @@ def test_static_batch_reserves_its_worst_case_net_of_prefix_cache_hits():
         t = list(range(100, 112))
         reqs = [Request("P", t, SamplingParams(max_tokens=1), arrival_step=0)]
         reqs += [Request(r, [*t, 7], SamplingParams(max_tokens=4, ignore_eos=True), arrival_step=1) for r in "QR"]
-        cfg = dict(policy="static", max_num_seqs=2, max_num_batched_tokens=64, block_size=4, num_kv_blocks=6)
+        cfg = dict(batching="static", max_num_seqs=2, max_num_batched_tokens=64, block_size=4, num_kv_blocks=6)
         return run_fake(reqs, **cfg, enable_prefix_caching=caching)[0]
 
     steps = run(True)

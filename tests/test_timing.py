@@ -154,7 +154,7 @@ def tiny_cli(tiny_model, monkeypatch, tmp_path):
     workload = tmp_path / "w.jsonl"
     lines = [{"request_id": r, "prompt_token_ids": [5, 6, 7, 8], "max_tokens": 40, "ignore_eos": True} for r in "AB"]
     workload.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return ["run", "--workload", str(workload), "--policy", "continuous", "--num-kv-blocks", "64"]
+    return ["run", "--workload", str(workload), "--batching", "continuous", "--num-kv-blocks", "64"]
 
 
 def test_strict_timing_refuses_to_write_a_contended_trace(tiny_cli, tmp_path, capsys):

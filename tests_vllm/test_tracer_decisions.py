@@ -160,7 +160,7 @@ def test_shipped_scenario_decisions_equal_batchscope(path, rules):
         {**r, "arrival_step": r.get("arrival_step") or 0, "output_token_ids": outputs[r["request_id"]]}
         for r in header["requests"]
     ]
-    config = {**header["config"], **RULES[rules], "policy": "continuous"}
+    config = {**header["config"], **RULES[rules], "batching": "continuous"}
     records = run_batchscope(requests, config, header["eos_token_ids"], header["max_model_len"])
     steps, trace = vllm_trace(records)
     assert first_difference(records, steps).startswith("agrees")
@@ -202,7 +202,7 @@ def hand_case() -> tuple[list[dict], dict]:
     B (4) are admitted at step 0; C (4) waits for a row. Step 1: A's decode takes the last free block, B's needs a
     2nd block and preempts B itself (the newest). Steps 2-4: resumed B needs 2 blocks for its 5 known tokens, 1 is
     free. Step 5: A finished; B resumes (4 tokens recomputed, 1 new) and C joins."""
-    config = {"policy": "continuous", "max_num_seqs": 2, "max_num_batched_tokens": 16, "block_size": 4,
+    config = {"batching": "continuous", "max_num_seqs": 2, "max_num_batched_tokens": 16, "block_size": 4,
               "num_kv_blocks": 4, "enable_chunked_prefill": True, "reserve_full_prompt": True,
               "enable_prefix_caching": False, "scheduling_policy": "fcfs"}  # fmt: skip
     requests = [
@@ -344,7 +344,7 @@ def test_chunked_prefill_off_a_comeback_runs_whole_as_in_vllm():
     below (case 1: Batchscope resumed R2 one step early with a 1-token chunk; case 2: same schedule, Batchscope said
     ``kv_blocks`` where vLLM stopped at ``chunked_prefill_off``). Now Batchscope splits a comeback only when it
     exceeds the whole budget (a budget vLLM's config refuses), and both cases agree in schedule and reasons."""
-    off = {"policy": "continuous", "enable_chunked_prefill": False, "reserve_full_prompt": False,
+    off = {"batching": "continuous", "enable_chunked_prefill": False, "reserve_full_prompt": False,
            "enable_prefix_caching": False}  # fmt: skip
 
     def req(rid, prompt, max_tokens, arrival=0, priority=0):

@@ -55,7 +55,7 @@ def test_recorded_outputs_are_the_case_texts():
 @pytest.mark.parametrize("case,run", RUNS, ids=[f"{c}-{r}" for c, r in RUNS])
 def test_case_agrees_with_vllm(case, run, rules):
     spec = FIXTURE["cases"][case]
-    config = {"policy": "continuous", **spec["runs"][run], **RULES[rules]}
+    config = {"batching": "continuous", **spec["runs"][run], **RULES[rules]}
     records, steps = run_both(spec["requests"], config, FIXTURE["eos_token_ids"], FIXTURE["max_model_len"])
     assert compare(records, steps) == [], first_difference(records, steps)
 
@@ -65,7 +65,7 @@ def test_c01_both_behaviours_of_the_case_text():
     caching thrashes (B preempted twice, 26 recomputed tokens); both agree with vLLM (above)."""
     spec = FIXTURE["cases"]["c01"]
     eos, max_len = FIXTURE["eos_token_ids"], FIXTURE["max_model_len"]
-    config = {"policy": "continuous", **spec["runs"]["a"]}
+    config = {"batching": "continuous", **spec["runs"]["a"]}
     records, _ = run_both(spec["requests"], {**config, **RULES["full-prompt"]}, eos, max_len)
     steps, summary = records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}
     first_b = min(st["step"] for st in steps for s in st["scheduled"] if s["request_id"] == "B")
@@ -80,7 +80,7 @@ def test_c07_identical_prompts_share_blocks_and_release_them():
     """Prefix caching on: Y, admitted right after X in step 0, finds X's 9 full blocks (36 of its 38 tokens) and Z
     too; the shared blocks show counts 2-3."""
     spec = FIXTURE["cases"]["c07"]
-    config = {"policy": "continuous", **spec["runs"]["a"], **RULES["full-prompt+caching"]}
+    config = {"batching": "continuous", **spec["runs"]["a"], **RULES["full-prompt+caching"]}
     records, _ = run_both(spec["requests"], config, FIXTURE["eos_token_ids"], FIXTURE["max_model_len"])
     steps = records[1:-1]
     assert steps[0]["num_prefix_hit_tokens"] == {"X": 0, "Y": 36}

@@ -73,7 +73,7 @@ def cases(draw: st.DrawFn, overrides: dict[str, Any]) -> Case:
         )
     needs = [blocks_for(len(r["prompt_token_ids"]) + r["max_tokens"] - 1, block_size) for r in requests]
     config = {
-        "policy": "continuous",
+        "batching": "continuous",
         "max_num_seqs": max_num_seqs,
         "max_num_batched_tokens": budget,
         "block_size": block_size,
@@ -131,7 +131,7 @@ def test_differential_counts_examples_and_reports_disagreements():
     """The harness is not vacuous: a Batchscope run compared with vLLM under another admission rule disagrees."""
     case = Case(
         {
-            "policy": "continuous",
+            "batching": "continuous",
             "max_num_seqs": 2,
             "max_num_batched_tokens": 16,
             "block_size": 4,

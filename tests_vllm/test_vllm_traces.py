@@ -51,7 +51,7 @@ def test_shipped_scenario_agrees_with_vllm_under_every_rule(path, rules):
         {**r, "arrival_step": r.get("arrival_step") or 0, "output_token_ids": outputs[r["request_id"]]}
         for r in header["requests"]
     ]
-    config = {**header["config"], **RULES[rules], "policy": "continuous"}
+    config = {**header["config"], **RULES[rules], "batching": "continuous"}
     records, steps = run_both(requests, config, header["eos_token_ids"], header["max_model_len"])
     assert compare(records, steps) == [], first_difference(records, steps)
 

@@ -1,7 +1,7 @@
 """Static vs continuous on one step clock: the shared stage of the lockstep and playground pages.
 
 Both traces play in the browser player (``ui.web_player``): one step clock, the side that finishes first holds
-its final state and says so, and the counters (steps of each policy, steps saved, padding wasted so far) follow
+its final state and says so, and the counters (steps of each batching mode, steps saved, padding wasted so far) follow
 the step.
 """
 
@@ -18,7 +18,7 @@ from visuals.lockstep import lockstep_counters
 
 
 def compare(views: dict[str, TraceView], key: str, initial: int | None = None) -> None:
-    """Both policies side by side, driven by one step; same colour per request on both sides. ``initial``: the
+    """Static and continuous side by side, driven by one step; same colour per request on both sides. ``initial``: the
     first step (default: the URL's ``?step=``)."""
     for v in views.values():
         badge(v)

@@ -5,7 +5,7 @@ a thread, and the page polls it. One lock per process serialises live runs (one 
 a queued run takes the lock the moment the running one ends or is cancelled (it polls every ``POLL_S``), and a queued
 run can be cancelled before it starts. Nothing here imports Streamlit, so the queueing can be tested alone.
 
-    work(should_stop, report) -> {policy: records}     # runs in the thread, holding the lock
+    work(should_stop, report) -> {run label: records}  # runs in the thread, holding the lock
       should_stop(): True once Cancel was pressed       (the engine asks it between steps)
       report(fraction, text): progress for the page
 """

@@ -29,8 +29,8 @@ UPLOAD = "upload a file…"
 def _runs() -> dict[str, TraceView]:
     """Every run the page can compare: the recorded traces (scenario / policy) and this session's live runs."""
     out = {f"{s} / {p}": recorded_view(s, p) for s in list_scenarios() for p in POLICIES}
-    for policy, records in live_runs().items():
-        out[f"playground live run / {policy}"] = TraceView(records, source="live")
+    for label, records in live_runs().items():
+        out[f"playground live run / {label}"] = TraceView(records, source="live")
     return out
 
 

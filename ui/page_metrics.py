@@ -1,4 +1,5 @@
-"""Metrics: latency and throughput of both policies (vLLM's definitions), and the output-length variance sweep."""
+"""Metrics: latency and throughput of static and continuous batching (vLLM's definitions), and the output-length
+variance sweep."""
 
 from __future__ import annotations
 
@@ -50,12 +51,12 @@ def headline(runs: dict[str, list[dict]]) -> None:
             "dropped tokens computed again (the rest were found in the prefix cache)",
         ),
     ]
-    for policy, col in zip(runs, st.columns(len(runs))):
+    for run, col in zip(runs, st.columns(len(runs))):
         with col:
-            st.subheader(policy[:1].upper() + policy[1:])
+            st.subheader(run[:1].upper() + run[1:])
             cells = st.columns(3)
             for i, (label, key, unit, help_text) in enumerate(rows):
-                value = sums[policy][key[0]][key[1]] if isinstance(key, tuple) else sums[policy][key]
+                value = sums[run][key[0]][key[1]] if isinstance(key, tuple) else sums[run][key]
                 cells[i % 3].metric(label, f"{_fmt(value)} {unit}".strip(), help=help_text)
     st.caption(TPOT_HELP)
 
@@ -63,8 +64,8 @@ def headline(runs: dict[str, list[dict]]) -> None:
 def page() -> None:
     st.title("Metrics")
     st.markdown(
-        "Latency and throughput of the same requests under both policies, computed from the traces with "
-        "vLLM's definitions: **TTFT** = first token − arrival, **TPOT** = (E2E − TTFT) / (tokens − 1), "
+        "Latency and throughput of the same requests under static and continuous batching, computed from the "
+        "traces with vLLM's definitions: **TTFT** = first token − arrival, **TPOT** = (E2E − TTFT) / (tokens − 1), "
         "**ITL** = every gap between tokens, **E2E** = last token − arrival. Figures in **s** are wall clock "
         "on the recording machine; figures in **steps** count engine steps and are reproducible."
     )

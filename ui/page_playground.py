@@ -1,8 +1,8 @@
 """Playground: choose a workload and the scheduler's knobs, run it live on the real model, watch the result.
 
-Three kinds of run: static vs continuous side by side, one policy alone, or "A vs B": the same workload under two
-sets of scheduler settings (e.g. chunked prefill on vs off, 4 vs 8 slots, prefix caching on vs off), shown on one
-step clock with what differs and a metrics strip, and one click away on the Compare runs page.
+Three kinds of run: static vs continuous side by side, one batching mode alone, or "A vs B": the same workload
+under two sets of scheduler settings (e.g. chunked prefill on vs off, 4 vs 8 slots, prefix caching on vs off), shown
+on one step clock with what differs and a metrics strip, and one click away on the Compare runs page.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 
 import streamlit as st
 
+from engine.batching import SCHEDULERS
 from steplog.view import TraceView
 from ui import playground_run, state
 from ui.common import md, model_and_lock
@@ -22,7 +23,7 @@ from ui.state import live_runs, live_settings
 from ui.web_player import web_player
 
 Slots = dict[str, "st.delta_generator.DeltaGenerator"]
-POLICY_NAMES = ("continuous", "static")
+BATCHING_MODES = tuple(SCHEDULERS)  # continuous first: the default
 
 
 def workload_knobs(s: dict, slots: Slots) -> None:
@@ -114,7 +115,7 @@ def knobs() -> tuple[dict, Slots, Slots]:
         st.markdown("**Scheduler and KV cache**")
         s["runs"] = st.selectbox("Runs", RUN_MODES, key="pg:runs", help="A vs B: run B's settings appear below")
         ab = s["runs"] == RUN_MODES[3]
-        s["policy"] = st.selectbox("Policy (run A)", POLICY_NAMES, key="pg:policy") if ab else "continuous"
+        s["batching"] = st.selectbox("Batching (run A)", BATCHING_MODES, key="pg:batching") if ab else "continuous"
         knobs_a, slots_a = scheduler_knobs("pg")
         s.update(knobs_a)
         slots.update(slots_a)
@@ -133,7 +134,7 @@ def knobs() -> tuple[dict, Slots, Slots]:
             )
             cb = st.columns(4)
             with cb[0]:
-                b = {"policy": st.selectbox("Policy (run B)", POLICY_NAMES, key="pg:b:policy")}
+                b = {"batching": st.selectbox("Batching (run B)", BATCHING_MODES, key="pg:b:batching")}
             knobs_b, slots_b = scheduler_knobs("pg:b", like=s, places=list(cb))
             b.update(knobs_b)
             s["b"] = b
@@ -155,7 +156,7 @@ def page() -> None:
     loaded, _ = model_and_lock()
     st.markdown(
         f"Pick a workload and the scheduler's limits, then run it live on **{loaded.name}** on this "
-        "machine: static vs continuous, one policy, or **A vs B** (the same requests under two settings). Knobs "
+        "machine: static vs continuous, one batching mode, or **A vs B** (the same requests under two settings). Knobs "
         "keep their values; a setting that cannot run is explained next to its knob before anything runs. Runs "
         "are cached by their settings."
     )

@@ -21,11 +21,11 @@ def page() -> None:
     st.title("Walkthrough: one scheduling loop, step by step")
     st.markdown(INTRO)
     policy = st.segmented_control(
-        "Policy",
+        "Batching",
         ["continuous", "static"],
         default=st.query_params.get("policy", "continuous"),
         key="walk:policy",
-        help="the same requests under either policy",
+        help="the same requests under either batching mode",
     )
     policy = policy or "continuous"
     st.query_params["policy"] = policy

@@ -38,10 +38,10 @@ def start(settings_key: str, specs: list[dict], configs: dict[str, EngineConfig]
 
     def work(should_stop, report) -> dict[str, list[dict]]:
         out = {}
-        for i, (policy, config) in enumerate(configs.items(), start=1):
+        for i, (label, config) in enumerate(configs.items(), start=1):
             if should_stop():
                 break
-            run, done = f"run {i} of {len(configs)} ({policy})", 0
+            run, done = f"run {i} of {len(configs)} ({label})", 0
 
             def on_step(rec, run=run):
                 nonlocal done
@@ -52,7 +52,7 @@ def start(settings_key: str, specs: list[dict], configs: dict[str, EngineConfig]
                     f"{done}/{len(specs)} requests finished",
                 )
 
-            out[policy] = generate_trace(
+            out[label] = generate_trace(
                 loaded, specs, config, scenario="playground", on_step=on_step, should_stop=should_stop
             )
         return out

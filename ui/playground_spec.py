@@ -46,7 +46,7 @@ ARRIVALS = ("all at once", "Poisson, in steps (reproducible)", "Poisson, in seco
 RUN_MODES = ("static vs continuous", "continuous only", "static only", "A vs B (two settings, one workload)")
 # the knobs that make one run's EngineConfig (names as in EngineConfig and vLLM)
 SCHEDULER_KNOBS = (
-    "policy",
+    "batching",
     "max_num_seqs",
     "max_num_batched_tokens",
     "enable_chunked_prefill",
@@ -90,23 +90,23 @@ def build_specs(s: dict) -> list[dict]:
     return poisson_arrivals(specs, s["rate"], seed=s["seed"] + 1, clock=clock)
 
 
-def engine_config(knobs: dict, policy: str | None = None) -> EngineConfig:
-    """The EngineConfig of one run from its scheduler knobs (``policy`` overrides the knobs' own)."""
+def engine_config(knobs: dict, batching: str | None = None) -> EngineConfig:
+    """The EngineConfig of one run from its scheduler knobs (``batching`` overrides the knobs' own)."""
     values = {k: knobs[k] for k in SCHEDULER_KNOBS if k in knobs}
-    if policy is not None:
-        values["policy"] = policy
+    if batching is not None:
+        values["batching"] = batching
     return EngineConfig(**values)
 
 
 def run_configs(s: dict) -> dict[str, EngineConfig]:
-    """``{run label: config}`` in the order the runs are made: both policies (static first), one policy, or run A
-    and run B."""
+    """``{run label: config}`` in the order the runs are made: both batching modes (static first), one mode, or run
+    A and run B."""
     mode = s["runs"]
     if mode == RUN_MODES[0]:
         return {p: engine_config(s, p) for p in ("static", "continuous")}
     if mode in RUN_MODES[1:3]:
-        policy = mode.split()[0]
-        return {policy: engine_config(s, policy)}
+        batching = mode.split()[0]
+        return {batching: engine_config(s, batching)}
     return {RUN_A: engine_config(s), RUN_B: engine_config(s["b"])}
 
 
@@ -119,9 +119,11 @@ def b_differs(s: dict) -> list[str]:
     def fmt(v: object) -> str:
         return ("on" if v else "off") if isinstance(v, bool) else str(v)
 
-    # the order of visuals.compare_runs.config_diff, which heads the result: the policy, then the config by name
-    policy = [f"policy: {s['policy']} → {s['b']['policy']}"] if s["policy"] != s["b"]["policy"] else []
-    return policy + [f"{k}: {fmt(a[k])} → {fmt(b[k])}" for k in sorted(a) if a[k] != b[k]]
+    # the lines and order of visuals.compare_runs.config_diff, which heads the result: the batching mode, then the
+    # config by name
+    a_mode, b_mode = s["batching"], s["b"]["batching"]
+    batching = [f"batching: {a_mode} → {b_mode}"] if a_mode != b_mode else []
+    return batching + [f"{k}: {fmt(a[k])} → {fmt(b[k])}" for k in sorted(a) if a[k] != b[k]]
 
 
 def validate_config(

@@ -11,13 +11,13 @@ import streamlit as st
 
 from ui.live import LiveRun
 
-RUNS_KEY = "playground:live-runs"  # policy -> trace records of the last live run
+RUNS_KEY = "playground:live-runs"  # run label -> trace records of the last live run
 SETTINGS_KEY = "playground:live-settings"  # the knobs (JSON) that run was made with
 JOB_KEY = "playground:live-job"  # the LiveRun in progress (or ended and not yet collected)
 
 
 def live_runs() -> dict[str, list[dict]]:
-    """The last live run of this session, ``{policy: trace records}`` (empty before the first run). A cancelled
+    """The last live run of this session, ``{run label: trace records}`` (empty before the first run). A cancelled
     run's traces are partial (their summary says so)."""
     return st.session_state.get(RUNS_KEY) or {}
 

@@ -73,13 +73,14 @@ def checklist_text(view: TraceView, step: int) -> str:
 
 
 def binding_reason(view: TraceView, step: int) -> str:
-    """Why the head waits at ``step``, in words (the narration's "Waiting: ..." clause)."""
+    """Why the head waits at ``step``, in words (the narration's sentence after "Waiting: ..."), e.g. ``D waits
+    because every batch row (max_num_seqs) is taken by a running request: needs 1 row, 0 free``."""
     d = decisions(view, step)
     head = d["head"]
     numbers = limit_numbers(head)
-    why = f"{view.label(head['request_id'])} waits: {LIMIT_WHY.get(head['limit'], head['limit'])}"
-    why += f" ({numbers})" if numbers else ""
+    why = f"{view.label(head['request_id'])} waits because {LIMIT_WHY.get(head['limit'], head['limit'])}"
+    why += f": {numbers}" if numbers else ""
     if len(view.steps[step]["waiting"]) > 1:
         order = QUEUE_ORDERS.get(head.get("order", "arrival"), head.get("order", ""))
         why += f"; the others wait behind it ({order}: nobody overtakes the head)"
-    return why + ("; reason inferred from the log" if d.get("inferred") else "")
+    return why + (" (reason inferred from the log)" if d.get("inferred") else "")

@@ -15,6 +15,7 @@ from steplog.view import TraceView
 
 # Header fields (besides ``config``) that change how a run behaves or what it computes.
 HEADER_FIELDS = ("policy", "model", "dtype", "device")
+SHOWN_AS = {"policy": "batching"}  # the header's batching mode, named apart from the queue's scheduling_policy
 # Per-request fields that define the workload. ``seed`` is left out: an unseeded sampled request gets a seed drawn
 # per run. ``arrival_time`` is compared only without ``arrival_step`` (step-clock arrivals record the actual time).
 REQUEST_FIELDS = ("prompt", "num_prompt_tokens", "max_tokens", "temperature", "top_p", "top_k", "ignore_eos")
@@ -28,14 +29,14 @@ def _fmt(value: object) -> str:
 
 
 def config_diff(a: TraceView, b: TraceView) -> list[str]:
-    """One line per setting that differs, ``"name: A's value → B's value"``: the policy, the model (and dtype,
+    """One line per setting that differs, ``"name: A's value → B's value"``: the batching mode, the model (and dtype,
     device), then every field of ``config`` (sorted; a field one trace does not record shows as "not recorded").
     Empty when the settings are the same."""
     lines = []
     for name in HEADER_FIELDS:
         va, vb = a.header.get(name), b.header.get(name)
         if va != vb:
-            lines.append(f"{name}: {_fmt(va)} → {_fmt(vb)}")
+            lines.append(f"{SHOWN_AS.get(name, name)}: {_fmt(va)} → {_fmt(vb)}")
     ca, cb = a.header.get("config", {}), b.header.get("config", {})
     for name in sorted(set(ca) | set(cb)):
         if ca.get(name) != cb.get(name):

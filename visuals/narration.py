@@ -49,7 +49,7 @@ def narrate(view: TraceView, step: int) -> str:
     sentences.append(f"Step {number}: " + ("; ".join(parts) if parts else "nothing is scheduled") + ".")
     sentences += _events(view, step)
     if st["waiting"]:
-        sentences.append(f"Waiting: {_join(st['waiting'])} ({binding_reason(view, step)}).")
+        sentences.append(f"Waiting: {_join(st['waiting'])}. {binding_reason(view, step)}.")
     kv = st["kv"]
     released = len(
         {b for blocks in freed_blocks(view, step)["finished"].values() for b in blocks} - _still_held(view, step)
@@ -210,11 +210,9 @@ def _preemption(view: TraceView, step: int, p: PreemptionRecord) -> str:
     if requester is None:
         cause = "a running request needed a KV block and none was free"
     else:
-        need = (
-            f"{_plural(p['need'], 'more KV block')} and {p['free']} {'was' if p['free'] == 1 else 'were'} free"
-            if "need" in p
-            else "a KV block and none was free"
-        )
+        free = p.get("free", 0)
+        room = "none was free" if free == 0 else f"only {free} {'was' if free == 1 else 'were'} free"
+        need = f"{_plural(p['need'], 'more KV block')} and {room}" if "need" in p else "a KV block and none was free"
         cause = f"{requester} needed {need}"
     pick = (
         f"{victim} is itself {rule}, so it preempts itself"
