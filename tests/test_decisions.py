@@ -201,3 +201,15 @@ def test_every_shipped_trace_records_its_decisions_and_the_inference_gives_them_
     records = trace.read(path)
     assert all("decisions" in st for st in records[1:-1]), f"{path.name}: re-record with `make traces`"
     assert_inference_reproduces(records)
+
+
+def test_the_schema_allows_exactly_the_words_of_steplog_reasons():
+    """The limit and rule names are defined once (steplog/reasons.py); the schema's enums must list the same."""
+    from steplog.reasons import LIMIT_NAMES, LIMIT_SHORT, LIMIT_UNITS, LIMIT_WHY, QUEUE_ORDERS, VICTIM_RULES
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "steplog" / "trace.schema.json").read_text())
+    d = schema["$defs"]["decisions"]["properties"]
+    limits = set(d["head"]["properties"]["limit"]["enum"])
+    assert limits == set(LIMIT_UNITS) == set(LIMIT_NAMES) == set(LIMIT_WHY) == set(LIMIT_SHORT)
+    assert set(d["head"]["properties"]["order"]["enum"]) == set(QUEUE_ORDERS)
+    assert set(d["preemptions"]["items"]["properties"]["rule"]["enum"]) == set(VICTIM_RULES)
