@@ -20,12 +20,10 @@ log of a real run.
 def page() -> None:
     st.title("Walkthrough: one scheduling loop, step by step")
     st.markdown(INTRO)
-    options = ["continuous", "static"]
-    wanted = st.query_params.get("policy")  # any other value of ?policy= opens the default
     policy = st.segmented_control(
         "Batching",
-        options,
-        default=wanted if wanted in options else "continuous",
+        ["continuous", "static"],
+        default=st.query_params.get("policy", "continuous"),
         key="walk:policy",
         help="the same requests under either batching mode",
     )
