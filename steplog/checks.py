@@ -126,6 +126,32 @@ def _check_steps(header: dict, steps: list[dict], ids: set[str], strict: bool) -
                 f"{cfg['max_num_batched_tokens']}"
             )
         _check_blocks(st["kv"], where)
+        if "decisions" in st:
+            _check_decisions(st, where, strict)
+
+
+def _check_decisions(st: dict, where: str, strict: bool) -> None:
+    """The decision records explain this very step: its admissions in order, its preemptions in order, and a head
+    record naming the first request still waiting. Batchscope's own engine (``strict``) records every preemption and
+    a head whenever someone waits; a server's tracer leaves out what its engine's state cannot tell (a preemption
+    outside the scheduler's step, a paused scheduler's head)."""
+    d = st["decisions"]
+    admitted = [r["request_id"] for r in d.get("admissions", [])]
+    if admitted != list(st["admitted"]):
+        raise CheckError(
+            f"{where}, field decisions/admissions: names {admitted}, but the step admitted {st['admitted']}"
+        )
+    preempted = [r["request_id"] for r in d.get("preemptions", [])]
+    left = iter(st["preempted"])
+    if (preempted != list(st["preempted"])) if strict else not all(p in left for p in preempted):
+        raise CheckError(
+            f"{where}, field decisions/preemptions: names {preempted}, but the step preempted {st['preempted']}"
+        )
+    head = d.get("head")
+    first = st["waiting"][:1]
+    if (head is not None and [head["request_id"]] != first) or (strict and head is None and first):
+        got = "none" if head is None else repr(head["request_id"])
+        raise CheckError(f"{where}, field decisions/head: {got}, but the first still waiting is {first}")
 
 
 def _check_blocks(kv: dict, where: str) -> None:

@@ -65,7 +65,7 @@ def checklist_text(view: TraceView, step: int) -> str:
     items = head_checklist(view, step)
     if not items:
         return ""
-    head = decisions(view, step)["head"]
+    head = decisions(view, step).get("head") or {"request_id": view.steps[step]["waiting"][0]}
     marks = {"passed": "✓", "binds": "✗ binds", "not reached": "(not reached)"}
     parts = [f"{i['name']}: {i['numbers'] + ' ' if i['numbers'] else ''}{marks[i['state']]}" for i in items]
     inferred = " (inferred from the log)" if decisions(view, step).get("inferred") else ""
@@ -76,7 +76,9 @@ def binding_reason(view: TraceView, step: int) -> str:
     """Why the head waits at ``step``, in words (the narration's sentence after "Waiting: ..."), e.g. ``D waits
     because every batch row (max_num_seqs) is taken by a running request: needs 1 row, 0 free``."""
     d = decisions(view, step)
-    head = d["head"]
+    head = d.get("head")
+    if head is None:  # a server's tracer could not tell (a paused scheduler)
+        return ""
     numbers = limit_numbers(head)
     why = f"{view.label(head['request_id'])} waits because {LIMIT_WHY.get(head['limit'], head['limit'])}"
     why += f": {numbers}" if numbers else ""

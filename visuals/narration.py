@@ -49,7 +49,8 @@ def narrate(view: TraceView, step: int) -> str:
     sentences.append(f"Step {number}: " + ("; ".join(parts) if parts else "nothing is scheduled") + ".")
     sentences += _events(view, step)
     if st["waiting"]:
-        sentences.append(f"Waiting: {_join(st['waiting'])}. {binding_reason(view, step)}.")
+        why = binding_reason(view, step)
+        sentences.append(f"Waiting: {_join(st['waiting'])}." + (f" {why}." if why else ""))
     kv = st["kv"]
     released = len(
         {b for blocks in freed_blocks(view, step)["finished"].values() for b in blocks} - _still_held(view, step)
@@ -165,7 +166,14 @@ def _resumed_chunk(view: TraceView, step: int, s: ScheduledRecord) -> str:
 def _events(view: TraceView, step: int) -> list[str]:
     """Sentences for the step's preemptions, finishes and padding rows."""
     st = view.steps[step]
-    sentences = [_preemption(view, step, p) for p in decisions(view, step).get("preemptions", [])]
+    recorded = decisions(view, step).get("preemptions", [])
+    sentences = [_preemption(view, step, p) for p in recorded]
+    explained = {p["request_id"] for p in recorded}
+    sentences += [  # a server's engine may preempt outside the scheduler's step (e.g. resetting the prefix cache)
+        f"{rid} was preempted outside the scheduler's decisions: its KV blocks were given back."
+        for rid in st["preempted"]
+        if rid not in explained
+    ]
     freed = freed_blocks(view, step)
     fresh = [a["request_id"] for a in decisions(view, step).get("admissions", []) if not a["resumed"]]
     together = _arrived_together(view, fresh) if queue_order(view.header) == "arrival" else []
