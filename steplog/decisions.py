@@ -91,16 +91,20 @@ _COST_FIELDS = ("num_dropped_tokens", "num_cache_hit_tokens", "num_recomputed_to
 def kv_high_before(view: Any, step: int, request_id: str) -> int:
     """The most tokens ``request_id`` held K/V for before a preemption prior to step position ``step`` (0 if it was
     never preempted): a later chunk below this mark recomputes, above it computes for the first time."""
-    return max(
-        (
-            p["num_dropped_tokens"]
-            for k in range(step)
-            if request_id in view.steps[k]["preempted"]
-            for p in decisions(view, k).get("preemptions", [])
-            if p["request_id"] == request_id
-        ),
-        default=0,
-    )
+    return max((n for k, n in _drops(view).get(request_id, ()) if k < step), default=0)
+
+
+def _drops(view: Any) -> dict[str, list[tuple[int, int]]]:
+    """request_id -> (step position, K/V tokens dropped) of each of its preemptions; built once per view (the
+    narration asks for every prefill chunk of a long trace)."""
+    if "kv_drops" not in view.memo:
+        drops: dict[str, list[tuple[int, int]]] = {}
+        for k, st in enumerate(view.steps):
+            if st["preempted"]:
+                for p in decisions(view, k).get("preemptions", []):
+                    drops.setdefault(p["request_id"], []).append((k, p["num_dropped_tokens"]))
+        view.memo["kv_drops"] = drops
+    return view.memo["kv_drops"]
 
 
 def comeback(view: Any, step: int, request_id: str) -> tuple[int, AdmissionRecord] | None:

@@ -23,7 +23,7 @@ from collections import Counter
 from typing import Any
 
 from steplog.head_wait import continuous_head, static_head
-from steplog.log_state import VICTIM_RULE, State, blocks_for, prefix_hits
+from steplog.log_state import VICTIM_RULE, State, blocks_for, prefix_hits, running_at_start
 from steplog.records import AdmissionRecord, DecisionsRecord, PreemptionRecord
 
 
@@ -33,7 +33,7 @@ def infer_all(view: Any) -> list[DecisionsRecord]:
     out = []
     for k, st in enumerate(view.steps):
         static = view.policy == "static"
-        start_running = _running_at_start(view, k)
+        start_running = running_at_start(view, k)
         record: DecisionsRecord = {
             "preemptions": [] if static else _preemptions(state, k, start_running),
             "admissions": [_admission(state, st, rid) for rid in st["admitted"]],
@@ -51,14 +51,6 @@ def infer_all(view: Any) -> list[DecisionsRecord]:
             record["head"] = head
         out.append(record)
     return out
-
-
-def _running_at_start(view: Any, k: int) -> list[str]:
-    if k == 0:
-        return []
-    prev = view.steps[k - 1]
-    done = {f["request_id"] for f in prev["finished"]}
-    return [r for r in prev["running"] if r not in done]
 
 
 def _advance(state: State, k: int) -> None:

@@ -74,3 +74,13 @@ def prefix_hits(st: dict) -> dict[str, int]:
         if s["request_id"] in st["admitted"]:
             first.setdefault(s["request_id"], int(s["num_computed_tokens"]))
     return first
+
+
+def running_at_start(view: Any, k: int) -> list[str]:
+    """Unfinished requests holding a row when step position ``k`` starts, in admission order: the previous step's
+    running list minus those that finished at its end."""
+    if k == 0:
+        return []
+    prev = view.steps[k - 1]
+    done = {f["request_id"] for f in prev["finished"]}
+    return [r for r in prev["running"] if r not in done]

@@ -181,6 +181,7 @@ def test_export_then_import_gives_back_the_same_trace_and_a_bad_file_is_refused(
 
     page = open_page(browser, server + "/trace")
     player_frame(page, min_charts=4)
+    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')")  # the run has ended
     with page.expect_download() as dl:
         page.locator(".st-key-trace-export button").click()
     exported = tmp_path / "exported.jsonl"

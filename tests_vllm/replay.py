@@ -67,3 +67,16 @@ def run_both(
     """(Batchscope's trace records, vLLM's step records) for the same workload and sampled tokens."""
     records = run_batchscope(requests, config, eos, max_model_len)
     return records, run_vllm(workload_from_trace(records))
+
+
+def shipped_workload(records: list[dict], rules: dict[str, Any]) -> tuple[list[dict], dict[str, Any], list[int], Any]:
+    """A shipped trace's requests with their recorded output tokens, and its config under ``rules`` (continuous
+    batching): ``(requests, config, eos_token_ids, max_model_len)`` for ``run_batchscope`` / ``run_both``."""
+    header, *_, summary = records
+    outputs = {r["request_id"]: r["output_token_ids"] for r in summary["requests"]}
+    requests = [
+        {**r, "arrival_step": r.get("arrival_step") or 0, "output_token_ids": outputs[r["request_id"]]}
+        for r in header["requests"]
+    ]
+    config = {**header["config"], **rules, "batching": "continuous"}
+    return requests, config, header["eos_token_ids"], header["max_model_len"]

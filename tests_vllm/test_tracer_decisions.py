@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from replay import run_batchscope
+from replay import run_batchscope, shipped_workload
 from test_tracer import schema_problems
 from test_vllm_differential import EOS, OTHER, Case, blocks_for, cases
 from vllm.v1.core.sched.interface import PauseState
@@ -154,14 +154,7 @@ def run_property(strategy, examples: int) -> dict[str, int]:
 @pytest.mark.parametrize("rules", RULES)
 @pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
 def test_shipped_scenario_decisions_equal_batchscope(path, rules):
-    header, *_, summary = read(path)
-    outputs = {r["request_id"]: r["output_token_ids"] for r in summary["requests"]}
-    requests = [
-        {**r, "arrival_step": r.get("arrival_step") or 0, "output_token_ids": outputs[r["request_id"]]}
-        for r in header["requests"]
-    ]
-    config = {**header["config"], **RULES[rules], "batching": "continuous"}
-    records = run_batchscope(requests, config, header["eos_token_ids"], header["max_model_len"])
+    records = run_batchscope(*shipped_workload(read(path), RULES[rules]))
     steps, trace = vllm_trace(records)
     assert first_difference(records, steps).startswith("agrees")
     assert schema_problems(trace) == []

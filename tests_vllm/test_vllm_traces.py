@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from replay import run_both
+from replay import run_both, shipped_workload
 
 from batchscope_vllm.compare import SYNTHETIC_TOKEN_BASE, compare, first_difference, workload_from_trace
 from batchscope_vllm.driver import main, run_vllm
@@ -45,14 +45,7 @@ def test_shipped_trace_agrees_with_vllm(path):
 @pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
 def test_shipped_scenario_agrees_with_vllm_under_every_rule(path, rules):
     """The trace's requests and recorded tokens, re-run by Batchscope's scheduler under ``rules``, against vLLM."""
-    header, *_, summary = read_trace(path)
-    outputs = {r["request_id"]: r["output_token_ids"] for r in summary["requests"]}
-    requests = [
-        {**r, "arrival_step": r.get("arrival_step") or 0, "output_token_ids": outputs[r["request_id"]]}
-        for r in header["requests"]
-    ]
-    config = {**header["config"], **RULES[rules], "batching": "continuous"}
-    records, steps = run_both(requests, config, header["eos_token_ids"], header["max_model_len"])
+    records, steps = run_both(*shipped_workload(read_trace(path), RULES[rules]))
     assert compare(records, steps) == [], first_difference(records, steps)
 
 

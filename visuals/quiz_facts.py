@@ -13,6 +13,7 @@ at the start of step ``k`` is the end state of step ``k - 1``:
 from __future__ import annotations
 
 from steplog.decisions import decisions
+from steplog.log_state import running_at_start as running_at_start  # the quiz panels read it here
 from steplog.reasons import checks
 from steplog.view import TraceView
 
@@ -30,15 +31,6 @@ def queue_at_start(view: TraceView, step: int) -> list[str]:
     st = view.steps[step]
     preempted = set(st["preempted"])
     return [r for r in st["admitted"] + st["waiting"] if r not in preempted]
-
-
-def running_at_start(view: TraceView, step: int) -> list[str]:
-    """Unfinished requests holding a row when ``step`` starts, in admission order."""
-    if step == 0:
-        return []
-    prev = view.steps[step - 1]
-    done = {f["request_id"] for f in prev["finished"]}
-    return [r for r in prev["running"] if r not in done]
 
 
 def outputs_before(view: TraceView, step: int) -> dict[str, int]:
