@@ -192,6 +192,7 @@ def _metrics(args) -> int:
     from steplog import trace
     from steplog.report import metrics_table
     from steplog.timing import check_timing
+    from steplog.view import TraceView
 
     if len(args.traces) > 2:
         raise ValueError(f"metrics takes one or two traces, got {len(args.traces)}")
@@ -200,7 +201,8 @@ def _metrics(args) -> int:
         records = trace.read(path)
         label = os.path.basename(path) if os.path.basename(path) not in runs else f"{os.path.basename(path)} (2)"
         runs[label] = records
-        n_steps, n_req = len(records) - 2, len(records[0]["requests"])
+        # a version 2 trace declares its requests in the steps where they arrive: count them as the pages do
+        n_steps, n_req = len(records) - 2, len(TraceView(records).request_ids)
         state = "PARTIAL (stopped early)" if records[-1].get("partial") else "complete"
         print(f"{path}: valid trace, {records[0]['policy']}, {n_steps} step records, {n_req} requests, {state}")
         timing = check_timing(records)

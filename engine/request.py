@@ -44,6 +44,41 @@ class FieldError(ValueError):
         self.field, self.value, self.allowed = field, value, allowed
 
 
+I32_MAX = 2**31 - 1  # token ids and token or step counts: a tokenizer's u32 and an int32 tensor both hold them
+INT64 = (-(2**63), 2**63 - 1)  # vLLM's priority and seed are 64-bit signed integers
+# Every integer field of a request (a workload line): its range. ``prompt_token_ids``: each id (the model's
+# vocabulary narrows it once the model is known). Checked before a value reaches a tokenizer, a tensor or the player.
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "prompt_token_ids": (0, I32_MAX),
+    "max_tokens": (1, I32_MAX),
+    "top_k": (0, I32_MAX),
+    "seed": (0, INT64[1]),
+    "arrival_step": (0, I32_MAX),
+    "priority": INT64,
+}
+_POWERS = {I32_MAX: "2**31 - 1", INT64[1]: "2**63 - 1", INT64[0]: "-2**63"}
+
+
+def range_text(lo: int, hi: int) -> str:
+    """``[lo, hi]`` as the messages write it: ``[0, 2**31 - 1]``."""
+    return f"[{_POWERS.get(lo, lo)}, {_POWERS.get(hi, hi)}]"
+
+
+def is_int(value: object) -> bool:
+    """An integer, not a boolean (JSON's ``true`` is not 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)  # NaN then fails every range
+
+
+def int_in_range(value: object, name: str) -> bool:
+    """``value`` is an integer within ``INT_RANGES[name]``."""
+    lo, hi = INT_RANGES[name]
+    return is_int(value) and lo <= value <= hi  # type: ignore[operator]
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Per-request sampling settings.
@@ -61,18 +96,18 @@ class SamplingParams:
     ignore_eos: bool = False
 
     def validate(self, where: str) -> None:
-        """Raise ``FieldError`` naming the field and its allowed range."""
+        """Raise ``FieldError`` naming the field and its allowed range (a wrong type is out of range too)."""
         checks = (
-            ("temperature", 0.0 <= self.temperature <= 10.0, "[0, 10]"),
-            ("top_p", 0.0 <= self.top_p <= 1.0, "[0, 1]"),
-            ("top_k", self.top_k >= 0, ">= 0 (0 turns top-k off)"),
-            ("max_tokens", self.max_tokens >= 1, ">= 1"),
-            ("seed", self.seed is None or 0 <= self.seed < 2**63, "[0, 2**63)"),
+            ("temperature", _is_number(self.temperature) and 0.0 <= self.temperature <= 10.0, "[0, 10]"),
+            ("top_p", _is_number(self.top_p) and 0.0 <= self.top_p <= 1.0, "[0, 1]"),
+            ("top_k", int_in_range(self.top_k, "top_k"), range_text(*INT_RANGES["top_k"]) + " (0 turns top-k off)"),
+            ("max_tokens", int_in_range(self.max_tokens, "max_tokens"), range_text(*INT_RANGES["max_tokens"])),
+            ("seed", self.seed is None or int_in_range(self.seed, "seed"), range_text(*INT_RANGES["seed"])),
         )
         for name, ok, allowed in checks:
             if not ok:
                 value = getattr(self, name)
-                raise FieldError(f"{where}: {name}={value} is out of range {allowed}", name, value, allowed)
+                raise FieldError(f"{where}: {name}={value!r} is out of range {allowed}", name, value, allowed)
 
 
 @dataclass

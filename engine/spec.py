@@ -10,26 +10,33 @@ from __future__ import annotations
 
 import math
 
-from engine.request import FieldError, SamplingParams
+from engine.request import INT_RANGES, FieldError, SamplingParams, int_in_range, range_text
 from steplog.checks import request_id_problem
 
-# field -> (JSON type, what it must be); range checks follow in ``_check_ranges``.
+
+def _ints(name: str, what: str = "an integer", note: str = "") -> str:
+    """What an integer field must be: ``an integer in [1, 2**31 - 1]`` (its range from ``INT_RANGES``)."""
+    return f"{what} in {range_text(*INT_RANGES[name])}{note}"
+
+
+# field -> (JSON type, what it must be). Every integer field (and each id of prompt_token_ids) has its range in
+# ``engine.request.INT_RANGES``, checked by ``_check_contents`` and ``_check_ranges``.
 FIELDS: dict[str, tuple[str, str]] = {
     "request_id": ("string", "a string of 1-64 printable characters"),
     "prompt": ("string", "a non-empty string"),
     "messages": ("list", "a non-empty list of {'role': string, 'content': string} objects"),
-    "prompt_token_ids": ("list", "a non-empty list of integer token ids >= 0"),
-    "max_tokens": ("integer", "an integer >= 1"),
+    "prompt_token_ids": ("list", _ints("prompt_token_ids", "a non-empty list of integer token ids")),
+    "max_tokens": ("integer", _ints("max_tokens")),
     "temperature": ("number", "a number in [0, 10]"),
     "top_p": ("number", "a number in [0, 1]"),
-    "top_k": ("integer", "an integer >= 0 (0 turns top-k off)"),
-    "seed": ("integer|null", "an integer in [0, 2**63) or null"),
+    "top_k": ("integer", _ints("top_k", note=" (0 turns top-k off)")),
+    "seed": ("integer|null", _ints("seed", note=" or null")),
     "ignore_eos": ("boolean", "true or false"),
     "arrival_time": ("number", "a number of seconds >= 0"),
-    "arrival_step": ("integer", "an integer step >= 0"),
-    "priority": ("integer", "an integer in [-2**63, 2**63 - 1] (lower runs first under the priority policy)"),
+    "arrival_step": ("integer", _ints("arrival_step", "an integer step")),
+    "priority": ("integer", _ints("priority", note=" (lower runs first under the priority policy)")),
 }
-MAX_ARRIVAL_STEP = 2**62
+INT_FIELDS = tuple(name for name, (kind, _) in FIELDS.items() if "integer" in kind)
 
 
 class WorkloadError(ValueError):
@@ -98,7 +105,7 @@ def _check_contents(spec: dict, where: str) -> None:
         raise WorkloadError(f"{where}, field 'messages': must be {FIELDS['messages'][1]}, got {_short(msgs)}")
     ids = spec.get("prompt_token_ids")
     if ids is not None:
-        bad = next((i for i, t in enumerate(ids) if not _is_type(t, "integer") or t < 0), None)
+        bad = next((i for i, t in enumerate(ids) if not int_in_range(t, "prompt_token_ids")), None)
         if not ids or bad is not None:
             got = f"prompt_token_ids[{bad}] = {_short(ids[bad])}" if bad is not None else "[]"
             raise WorkloadError(
@@ -107,7 +114,12 @@ def _check_contents(spec: dict, where: str) -> None:
 
 
 def _check_ranges(spec: dict, where: str) -> None:
-    """Sampling fields (``SamplingParams.validate``: the same ranges the engine checks) and arrivals."""
+    """Every integer field within its range (``INT_RANGES``), then the sampling fields (``SamplingParams.validate``:
+    the same ranges the engine checks) and the arrival time."""
+    for name in INT_FIELDS:
+        value = spec.get(name)
+        if value is not None and not int_in_range(value, name):
+            raise WorkloadError(f"{where}, field '{name}': must be {FIELDS[name][1]}, got {_short(value)}")
     try:
         SamplingParams(
             temperature=spec.get("temperature", 0.0),
@@ -121,10 +133,4 @@ def _check_ranges(spec: dict, where: str) -> None:
     if spec.get("arrival_time", 0.0) < 0:
         raise WorkloadError(
             f"{where}, field 'arrival_time': must be {FIELDS['arrival_time'][1]}, got {spec['arrival_time']}"
-        )
-    if not -(2**63) <= spec.get("priority", 0) <= 2**63 - 1:
-        raise WorkloadError(f"{where}, field 'priority': must be {FIELDS['priority'][1]}, got {spec['priority']}")
-    if not 0 <= spec.get("arrival_step", 0) <= MAX_ARRIVAL_STEP:
-        raise WorkloadError(
-            f"{where}, field 'arrival_step': must be an integer in [0, 2**62], got {spec['arrival_step']}"
         )

@@ -9,7 +9,7 @@ import warnings
 
 from engine.block_manager import blocks_needed
 from engine.config import EngineConfig
-from engine.request import FieldError, Request
+from engine.request import INT_RANGES, FieldError, Request, is_int, range_text
 from steplog.checks import MAX_ID_CHARS, request_id_problem
 
 
@@ -63,26 +63,28 @@ def validate_request(
         req.sampling.validate(where)
     except FieldError as exc:
         raise RequestError(str(exc), rid, exc.field, exc.value, exc.allowed) from None
-    _check_priority(req, where)
+    _check_arrival_and_priority(req, where)
     _check_context(req, max_model_len)
     _check_pool_and_budget(req, config)
-
-
-PRIORITY_RANGE = (-(2**63), 2**63 - 1)  # vLLM's priority is a 64-bit signed integer
 
 
 class PriorityIgnoredWarning(UserWarning):
     """Requests carry a priority but the waiting queue is FCFS: the priorities change nothing."""
 
 
-def _check_priority(req: Request, where: str) -> None:
-    lo, hi = PRIORITY_RANGE
-    p = req.priority
-    if isinstance(p, bool) or not isinstance(p, int) or not lo <= p <= hi:
-        allowed = "an integer in [-2**63, 2**63 - 1]"
-        raise RequestError(
-            f"{where}: priority={p!r} is out of range: {allowed}", req.request_id, "priority", p, allowed
-        )
+def _check_arrival_and_priority(req: Request, where: str) -> None:
+    """The priority (vLLM's: 64-bit signed) and the arrival step within ``INT_RANGES`` (a request built in Python,
+    not read from a workload file, is checked here first)."""
+    values: tuple[tuple[str, object], ...] = (("priority", req.priority), ("arrival_step", req.arrival_step))
+    for name, value in values:
+        if value is None and name == "arrival_step":
+            continue
+        lo, hi = INT_RANGES[name]
+        if not (isinstance(value, int) and is_int(value) and lo <= value <= hi):
+            allowed = f"an integer in {range_text(lo, hi)}"
+            raise RequestError(
+                f"{where}: {name}={value!r} is out of range: {allowed}", req.request_id, name, value, allowed
+            )
 
 
 def priority_ignored_message(requests: list[Request], config: EngineConfig) -> str | None:
@@ -104,11 +106,14 @@ def warn_if_priority_ignored(requests: list[Request], config: EngineConfig) -> N
 
 
 def _check_token_ids(req: Request, vocab_size: int | None) -> None:
-    """Every prompt token id in ``[0, vocab_size - 1]`` (an id past the embedding table crashes the forward)."""
-    hi = vocab_size - 1 if vocab_size is not None else None
+    """Every prompt token id in ``[0, vocab_size - 1]`` (an id past the embedding table crashes the forward), or
+    without a vocabulary in ``INT_RANGES['prompt_token_ids']`` (what a tokenizer and an int32 tensor hold)."""
+    lo, hi = INT_RANGES["prompt_token_ids"]
+    if vocab_size is not None:
+        hi = min(hi, vocab_size - 1)
     for i, t in enumerate(req.prompt_token_ids):
-        if isinstance(t, bool) or not isinstance(t, int) or t < 0 or (hi is not None and t > hi):
-            allowed = f"[0, {hi}]" if hi is not None else "integers >= 0"
+        if not is_int(t) or not lo <= t <= hi:
+            allowed = f"[0, {hi}]" if vocab_size is not None else range_text(lo, hi)
             raise RequestError(
                 f"request {req.request_id!r}: prompt_token_ids[{i}] = {t!r} is out of range {allowed}"
                 + (f" (the model's vocabulary has {vocab_size} tokens)" if vocab_size is not None else ""),

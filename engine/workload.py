@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.request import Request, SamplingParams
-from engine.spec import WorkloadError, parse_spec
+from engine.request import Request, SamplingParams, int_in_range
+from engine.spec import FIELDS, INT_FIELDS, WorkloadError, parse_spec
 from steplog.strict_json import JSONLineError, parse_line
 
 MAX_WORKLOAD_BYTES = 50 * 1024 * 1024
@@ -67,7 +67,7 @@ def parse_workload_text(text: str, name: str = "workload") -> list[dict]:
         try:
             obj = parse_line(line, where)
         except JSONLineError as exc:
-            raise WorkloadError(str(exc)) from None
+            raise WorkloadError(_line_problem(exc, where)) from None
         spec = parse_spec(obj, where)
         spec.setdefault("request_id", f"r{len(specs)}")
         rid = spec["request_id"]
@@ -80,6 +80,14 @@ def parse_workload_text(text: str, name: str = "workload") -> list[dict]:
     if not specs:
         raise WorkloadError(f"workload {name} holds no request")
     return specs
+
+
+def _line_problem(exc: JSONLineError, where: str) -> str:
+    """The reader's refusal, in the field's own words when it refused the number of an integer field (an id of
+    ``prompt_token_ids`` with 25 digits: "must be a non-empty list of integer token ids in [0, 2**31 - 1]")."""
+    if exc.field in INT_FIELDS or exc.field == "prompt_token_ids":
+        return f"{where}, field '{exc.field}': must be {FIELDS[exc.field][1]}, got {exc.token}"
+    return str(exc)
 
 
 def _scenario_files() -> dict[str, str]:
@@ -111,6 +119,12 @@ def render_prompt(spec: dict, tokenizer) -> tuple[str, list[int]]:
     """(display text, token ids) of a spec's prompt; chat messages go through the model's chat template."""
     if "prompt_token_ids" in spec:
         ids = list(spec["prompt_token_ids"])
+        bad = next((i for i, t in enumerate(ids) if not int_in_range(t, "prompt_token_ids")), None)
+        if bad is not None:  # a spec given in Python, not read from a file: the tokenizer's u32 would overflow
+            raise WorkloadError(
+                f"request {spec.get('request_id')!r}, field 'prompt_token_ids': must be "
+                f"{FIELDS['prompt_token_ids'][1]}, got prompt_token_ids[{bad}] = {ids[bad]!r}"
+            )
         return (tokenizer.decode(ids) if tokenizer else " ".join(map(str, ids))), ids
     if tokenizer is None:
         raise WorkloadError("a text prompt needs a tokenizer; this model has none (use prompt_token_ids)")

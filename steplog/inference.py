@@ -158,8 +158,9 @@ def _replay_running(
             if rule == "newest":
                 break
             continue
-        for _ in range(need):
+        for _ in range(need):  # a block handed out in this step: a victim later in the step gives it back too
             tables[r].append(fresh)
+            refs[fresh] += 1
             fresh -= 1
         free -= need
         worked[r] = n

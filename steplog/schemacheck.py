@@ -1,12 +1,12 @@
 """A fast, standard-library-only check of records against ``trace.schema.json``.
 
 ``jsonschema`` takes 7-11 ms per step record of a busy server's trace (64 running requests, 100 waiting): close to
-a minute for 5,000 steps. ``compile_schema`` turns the same schema, once, into plain Python predicates (lists of
-ids and token ids are checked by C-level set and min calls) that answer valid / not valid about 50 times faster;
-``explain`` walks the schema slowly to name the first problem of a record the predicate refused. Both implement
-the keywords the schema uses, with draft 2020-12's meaning (an integer-valued float is an integer, a bool is not a
-number), and refuse a schema with any other keyword, so they never silently accept what ``jsonschema`` would
-refuse (``tests/test_schemacheck.py`` holds them to its answers).
+a minute for 5,000 steps. ``compile_schema`` turns the same schema, once, into plain Python predicates (lists of ids
+and token ids are checked by C-level set, min and max calls) that answer valid / not valid about 50 times faster;
+``explain`` walks the schema slowly to name the first problem of a record the predicate refused. Both implement the
+keywords the schema uses, with draft 2020-12's meaning (an integer-valued float is an integer, a bool is not a
+number), and refuse a schema with any other keyword, so they never silently accept what ``jsonschema`` would refuse
+(``tests/test_schemacheck.py`` holds them to its answers).
 
     valid = compile_schema(schema, "step_v2")
     if not valid(record): print(explain(schema, "step_v2", record))   # "scheduled/0/kind: 'warmup' is not one of"
@@ -49,8 +49,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _check_keywords(schema: dict) -> None:
-    unknown = set(schema) - ANNOTATIONS - KEYWORDS
-    if unknown:
+    if unknown := set(schema) - ANNOTATIONS - KEYWORDS:
         raise ValueError(f"steplog.schemacheck does not implement {sorted(unknown)}")
 
 
@@ -61,12 +60,13 @@ def _resolve(root: dict, schema: dict) -> dict:
 
 
 def _fast_list(root: dict, item: dict) -> Predicate | None:
-    """C-speed checks for the two big kinds of arrays: ids (non-empty strings) and token ids (integers >= 0)."""
-    item = _resolve(root, item)
+    """C-speed checks for the two big kinds of arrays: ids (non-empty strings) and token or block ids (bounded ints)."""
+    item = {k: v for k, v in _resolve(root, item).items() if k not in ANNOTATIONS}
     if item == {"type": "string", "minLength": 1}:
         return lambda v: not v or (set(map(type, v)) == {str} and "" not in v)
-    if item == {"type": "integer", "minimum": 0}:
-        return lambda v: not v or (set(map(type, v)) == {int} and min(v) >= 0)
+    if set(item) == {"type", "minimum", "maximum"} and item["type"] == "integer":
+        lo, hi = item["minimum"], item["maximum"]
+        return lambda v: not v or (set(map(type, v)) == {int} and lo <= min(v) and max(v) <= hi)
     return None
 
 
@@ -77,9 +77,9 @@ def _common_leaf(schema: dict) -> Predicate | None:
     if keys == {"type", "minLength"} and kind == "string":
         n = schema["minLength"]
         return lambda v: type(v) is str and len(v) >= n
-    if keys == {"type", "minimum"} and kind == "integer":
-        b = schema["minimum"]
-        return lambda v: (type(v) is int and v >= b) or (type(v) is float and v.is_integer() and v >= b)
+    if keys == {"type", "minimum", "maximum"} and kind == "integer":
+        lo, hi = schema["minimum"], schema["maximum"]
+        return lambda v: (type(v) is int or (type(v) is float and v.is_integer())) and lo <= v <= hi
     if keys == {"type", "minimum"} and kind == "number":
         b = schema["minimum"]
         return lambda v: type(v) in (int, float) and v >= b

@@ -9,7 +9,9 @@ Python's ``json.loads`` accepts more than JSON and more than a reader can afford
 - lines of any length.
 
 ``parse_line`` refuses all of these before or while parsing, with one line that names the line number and, where it
-can, the field. Every number it returns is finite and every integer fits in 64 bits.
+can, the field (``JSONLineError.field``, so that a reader can add the field's own range). Every number it returns
+is finite and every integer has at most 19 digits; each field's own range is checked by its reader (the schema of a
+trace, ``engine.spec`` for a workload).
 """
 
 from __future__ import annotations
@@ -24,13 +26,19 @@ MAX_INT_DIGITS = 19  # 2**63 has 19 digits; larger integers are refused
 
 
 class JSONLineError(ValueError):
-    """A line that is not strict, bounded JSON. The message starts with ``where``."""
+    """A line that is not strict, bounded JSON. The message starts with ``where``; ``field`` is the key holding the
+    refused number (directly or in a list), where it could be found."""
+
+    def __init__(self, message: str, field: str | None = None, token: str | None = None):
+        super().__init__(message)
+        self.field, self.token = field, token
 
 
 class _Refused(Exception):
     def __init__(self, token: str, why: str):
         super().__init__(token)
         self.token, self.why = token, why
+        self.shown = token[:40] + ("..." if len(token) > 40 else "")
 
 
 def _refuse_constant(token: str):
@@ -46,7 +54,7 @@ def _finite_float(text: str) -> float:
 
 def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _Refused(text[:40] + ("..." if len(text) > 40 else ""), f"has more than {MAX_INT_DIGITS} digits")
+        raise _Refused(text, f"has more than {MAX_INT_DIGITS} digits")
     return int(text)
 
 
@@ -65,8 +73,11 @@ def nesting_depth(line: str) -> int:
 
 
 def _field_of(line: str, token: str) -> str | None:
-    """The key whose value is ``token`` in ``line`` (``None`` if it is not a direct ``"key": token`` pair)."""
-    m = re.search(r'"((?:[^"\\]|\\.){1,80})"\s*:\s*' + re.escape(token) + r"(?![\w.])", line)
+    """The key whose value is ``token`` in ``line``, directly (``"key": token``) or as an item of a flat list
+    (``"key": [1, token]``); ``None`` if neither is found."""
+    m = re.search(
+        r'"((?:[^"\\]|\\.){1,80})"\s*:\s*(?:\[(?:[^\[\]{}"]*?,)?\s*)?' + re.escape(token) + r"(?![\w.])", line
+    )
     return m.group(1) if m else None
 
 
@@ -80,7 +91,8 @@ def parse_line(line: str, where: str) -> object:
         return json.loads(line, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
     except _Refused as exc:
         field = _field_of(line, exc.token)
-        return _raise(f"{where}: {'field ' + repr(field) + ': ' if field else ''}{exc.token} {exc.why}")
+        message = f"{where}: {'field ' + repr(field) + ': ' if field else ''}{exc.shown} {exc.why}"
+        raise JSONLineError(message, field, exc.shown) from None
     except json.JSONDecodeError as exc:
         return _raise(f"{where}: not valid JSON ({exc.msg}, column {exc.colno})")
     except (ValueError, RecursionError) as exc:

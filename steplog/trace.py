@@ -20,7 +20,7 @@ import gzip
 import io
 import json
 import os
-import tempfile
+import secrets
 import zlib
 from functools import lru_cache
 from importlib import resources
@@ -156,15 +156,22 @@ def dumps(records: list[dict]) -> str:
 
 def write_bytes_atomic(data: bytes, path: str | Path) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename: a reader (or a crash)
-    sees the old file or the new one, never half of one."""
+    sees the old file or the new one, never half of one. The file gets the mode any new file of the user gets
+    (0666 less the umask: 0644 under umask 022), not ``mkstemp``'s 0600, so an exported page can be served."""
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    while True:
+        tmp = p.parent / f".{p.name}.{secrets.token_hex(6)}.tmp"
+        try:  # O_EXCL: a name of our own; mode 0o666, which the kernel narrows by the umask
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, p)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

@@ -32,7 +32,7 @@ TRACES = ROOT / "assets" / "traces"
         ({"prompt": "hi", "max_tokens": 3, "arrival_step": 1.5}, ("line 1", "'arrival_step'")),
         ({"prompt": "hi", "max_tokens": 3, "temperature": 11}, ("line 1", "'temperature'", "[0, 10]")),
         ({"prompt": "hi", "max_tokens": 3, "top_p": 1.5}, ("line 1", "'top_p'", "[0, 1]")),
-        ({"prompt": "hi", "max_tokens": 0}, ("line 1", "'max_tokens'", ">= 1")),
+        ({"prompt": "hi", "max_tokens": 0}, ("line 1", "'max_tokens'", "[1, 2**31 - 1]")),
         ({"prompt_token_ids": [1, True], "max_tokens": 3}, ("line 1", "prompt_token_ids[1]")),
         ({"prompt": "", "max_tokens": 3}, ("line 1", "'prompt'", "non-empty")),
     ],

@@ -17,6 +17,7 @@ import streamlit as st
 
 from steplog import trace
 from steplog.view import TraceView, text_color
+from visuals.export import url_step
 
 TRACE_DIR = Path(__file__).resolve().parent.parent / "assets" / "traces"
 POLICIES = ("static", "continuous")
@@ -107,8 +108,6 @@ def chips(view: TraceView, request_ids: list[str], empty: str = "none") -> str:
 
 
 def query_int(name: str, default: int, lo: int, hi: int) -> int:
-    """An integer from the URL (``?step=14``), clamped to [lo, hi]; ``default`` if absent or malformed."""
-    try:
-        return min(max(int(st.query_params.get(name, default)), lo), hi)
-    except (TypeError, ValueError):
-        return default
+    """An integer from the URL (``?step=14``), as the exported player reads its own (``visuals.export.url_step``):
+    a number rounded half up and clamped to [lo, hi]; ``default`` (clamped) if absent or not a plain number."""
+    return url_step(st.query_params.get(name), default, lo, hi)

@@ -20,10 +20,12 @@ log of a real run.
 def page() -> None:
     st.title("Walkthrough: one scheduling loop, step by step")
     st.markdown(INTRO)
+    options = ["continuous", "static"]
+    wanted = st.query_params.get("policy")  # any other value of ?policy= opens the default
     policy = st.segmented_control(
         "Batching",
-        ["continuous", "static"],
-        default=st.query_params.get("policy", "continuous"),
+        options,
+        default=wanted if wanted in options else "continuous",
         key="walk:policy",
         help="the same requests under either batching mode",
     )

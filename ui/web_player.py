@@ -15,7 +15,7 @@ import streamlit as st
 
 from steplog.view import TraceView
 from ui.common import query_int
-from visuals.export import render
+from visuals.export import render, url_number
 from visuals.playback import player_payload
 
 # Presenter mode (?present=1): the page is the player alone, edge to edge in a 1280x720 projector: no sidebar,
@@ -54,10 +54,9 @@ def cached_payload(
 
 
 def url_speed(default: float) -> float:
-    try:
-        return min(max(float(st.query_params.get("speed", default)), 1.0), 120.0)
-    except (TypeError, ValueError):
-        return default
+    """The URL's ``?speed=`` in steps per second (``visuals.export.url_number``): clamped to [1, 120]; ``default``
+    if absent or not a plain number (``nan``, ``inf``, ``abc``), so the page never receives a non-finite speed."""
+    return url_number(st.query_params.get("speed"), default, 1.0, 120.0)
 
 
 def web_player(

@@ -3,12 +3,14 @@ JS from ``visuals/web/``) and the payload (``visuals.playback``) all inlined, so
 ``file://``, in a slide deck or a course page, with no network request.
 
 URL parameters of the page: ``?step=K`` (start at step K), ``?speed=S`` (steps per second, 1..120),
-``?present=1`` (presenter mode).
+``?present=1`` (presenter mode). The player reads them as the app does (``url_number``): out of range clamps,
+anything that is not a plain decimal number gives the default, and the page never holds a non-finite number.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from functools import lru_cache
 from html import escape
@@ -32,10 +34,30 @@ def plotly_js() -> str:
     return js
 
 
+# A plain decimal number, as a URL parameter may hold one; player.js's BS.urlNumber uses the same pattern.
+_URL_NUMBER = re.compile(r"[ \t\n\r]*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[ \t\n\r]*")
+
+
+def url_number(text: object, default: float, lo: float, hi: float) -> float:
+    """A URL parameter as a number in ``[lo, hi]``: a plain decimal number (``"7"``, ``" 7"``, ``"2.6"``, ``"-1"``,
+    ``"1e400"``) clamped to the range; anything else (absent, ``""``, ``"abc"``, ``"nan"``, ``"inf"``, ``"0x10"``,
+    ``"2.6x"``) gives ``default``. The player (``BS.urlNumber``) reads the exported file's URL the same way."""
+    if not isinstance(text, str) or not _URL_NUMBER.fullmatch(text):
+        return default
+    return min(max(float(text), lo), hi)
+
+
+def url_step(text: object, default: int, lo: int, hi: int) -> int:
+    """A step from the URL (``url_number``), rounded half up as the player's ``clamp`` does, within ``[lo, hi]``."""
+    value = url_number(text, default, lo, hi)
+    return min(max(math.floor(value + 0.5), lo), hi)
+
+
 def payload_json(payload: dict) -> str:
     """The payload as JSON safe inside ``<script type="application/json">``: every ``<`` is written ``\\u003c``,
-    so no ``</script>`` or ``<!--`` in a request's text can end the element."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    so no ``</script>`` or ``<!--`` in a request's text can end the element. A non-finite number (``NaN`` is not
+    JSON: the browser would refuse the whole payload and show a blank player) raises ``ValueError``."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
 
 
 def render(payload: dict) -> str:

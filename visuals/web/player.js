@@ -5,17 +5,25 @@
  * (the start is re-based, fractional, when the speed changes). Every view is redrawn in the same frame. */
 "use strict";
 
+/* A number of the page URL, read as the app reads it (visuals/export.py url_number): a plain decimal number
+ * ("7", " 7", "2.6", "-1", "1e9") clamped to [lo, hi]; anything else ("", "abc", "nan", "Infinity", "0x10", "2.6x")
+ * gives dflt. Never NaN or a 32-bit wrap: 4294967297 is far past the last step, not step 1. */
+BS.urlNumber = (text, dflt, lo, hi) =>
+  (typeof text === "string" && /^[ \t\n\r]*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[ \t\n\r]*$/.test(text)
+    ? Math.min(Math.max(Number(text), lo), hi) : dflt);
+
 BS.Player = class {
   constructor(payload) {
     const P = this.P = new BS.Payload(payload);
     const q = new URLSearchParams(window.location.search);
-    const num = (name, dflt) => (q.has(name) && isFinite(parseFloat(q.get(name))) ? parseFloat(q.get(name)) : dflt);
     this.n = payload.num_steps;
     [this.lo, this.hi] = payload.span || [0, this.n - 1]; // the steps packed: the clock stays within them
     this.events = payload.events;
     this.present = payload.present || q.get("present") === "1";
-    this.state = { step: this.clamp(Math.round(num("step", payload.initial_step))), playing: false,
-      speed: Math.min(120, Math.max(1, num("speed", payload.speed))), base: 0, t0: 0, raf: 0, drawn: -1 };
+    const step = BS.urlNumber(q.get("step"), payload.initial_step, this.lo, this.hi);
+    const speed = BS.urlNumber(q.get("speed"), payload.speed, 1, 120);
+    this.state = { step: this.clamp(step), playing: false, speed: Math.min(120, Math.max(1, speed)) || 8,
+      base: 0, t0: 0, raf: 0, drawn: -1 };
     this.stats = { frames: 0, lastDrawMs: 0 };
     document.body.classList.toggle("present", this.present);
     document.body.classList.toggle("embedded", window.parent !== window); // in a page that has its own title
@@ -31,7 +39,12 @@ BS.Player = class {
     this.request();
   }
 
-  clamp(k) { return Math.min(Math.max(k | 0, this.lo), this.hi); }
+  /* The nearest step in [lo, hi] (half up, as url_step rounds; NaN: the first step); no bitwise truncation, which
+   * wraps at 2**31 (4294967297 was step 1). */
+  clamp(k) {
+    const r = Math.floor(k + 0.5);
+    return Number.isNaN(r) ? this.lo : Math.min(Math.max(r, this.lo), this.hi);
+  }
 
   buildCounters(counters) {
     const box = this.$("bs-counters");
@@ -105,6 +118,7 @@ BS.Player = class {
 
   setSpeed(v) {
     const S = this.state, now = performance.now();
+    if (Number.isNaN(v)) return;
     if (S.playing) Object.assign(S, { base: S.base + ((now - S.t0) * S.speed) / 1000, t0: now });
     S.speed = Math.min(120, Math.max(1, v));
     this.$("bs-speed-out").textContent = String(S.speed);
