@@ -22,7 +22,9 @@ def summary_frame(runs: dict[str, list[dict]]) -> pd.DataFrame:
 
     One row per figure with columns ``metric``, ``stat`` (mean/p50/p90/p99, or ``value``), ``unit``
     (``s``, ``steps``, ``tokens/s``, ``requests/s``, ``tokens/step``, ``requests/step``, ``fraction``, ``tokens``,
-    ``rows``, ``events``), then one column per run label.
+    ``rows``, ``events``), then one column per run label. The prefix-cache rows (``prefix_cache_queries``,
+    ``prefix_cache_hits``, ``prefix_cache_hit_rate``, ``preempted_prefix_cache_*``) are ``None`` for a trace that
+    records no hit counts.
     """
     units = {
         "duration_s": "s",
@@ -39,6 +41,13 @@ def summary_frame(runs: dict[str, list[dict]]) -> pd.DataFrame:
         "num_preemptions": "events",
         "num_dropped_tokens": "tokens",
         "num_recomputed_tokens": "tokens",
+        # vLLM's prefix-cache figures: tokens queried / hit at first admissions, then at re-admissions after a
+        # preemption; None ("n/a") for a trace that records no hit counts
+        "prefix_cache_queries": "tokens",
+        "prefix_cache_hits": "tokens",
+        "prefix_cache_hit_rate": "fraction",
+        "preempted_prefix_cache_queries": "tokens",
+        "preempted_prefix_cache_hits": "tokens",
     }
     sums = {label: summarize(recs) for label, recs in runs.items()}
     rows = []

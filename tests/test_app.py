@@ -196,3 +196,52 @@ def test_trace_page_plays_a_long_trace_a_span_at_a_time(tmp_path):
         p = player_payload(at)
         assert p["span"] == span and p["initial_step"] == int(step or 0) and p["num_steps"] == 1500
         assert p["views"][0]["blocks"]["grouped"]
+
+
+def test_compare_page_puts_run_a_on_the_left_whichever_batching_it_is():
+    at = page("page_lockstep", a="seed-abcd / continuous", b="seed-abcd / static")
+    p = player_payload(at)
+    assert [v["policy"] for v in p["views"]] == ["continuous", "static"]  # A left, B right, as picked
+    counters = {c["label"]: p["T"][c["values"][0]] for c in p["counters"]}  # still named by batching mode
+    assert (counters["static steps"], counters["continuous steps"]) == ("22", "14")
+    assert "Run A plays on the left, run B on the right" in " ".join(m.value for m in at.markdown)
+    default = player_payload(page("page_lockstep", scenario="seed-abcd"))
+    assert [v["policy"] for v in default["views"]] == ["static", "continuous"]
+
+
+def test_upload_limit_is_one_figure_for_the_widget_the_label_and_the_server():
+    """The widget's "Limit N MB per file" (its max_upload_size), the label's "at most N MB" and the server's
+    server.maxUploadSize in .streamlit/config.toml all say steplog.trace.MAX_TRACE_BYTES."""
+    import tomllib
+
+    from bench.app_server import ROOT
+
+    mb = trace.MAX_TRACE_BYTES // 2**20
+    assert mb * 2**20 == trace.MAX_TRACE_BYTES  # Streamlit counts MB as 2**20 bytes
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["maxUploadSize"] == mb
+    at = page("page_trace")
+    at.selectbox(key="trace:choice").set_value("upload a file…").run()
+    (uploader,) = at.get("file_uploader")
+    assert uploader.proto.max_upload_size_mb == mb and f"at most {mb} MB" in uploader.proto.label
+
+
+def test_metrics_intro_names_the_runs_of_an_a_vs_b_pair():
+    """Two continuous runs of one workload (the Playground's A vs B) are not "static and continuous": the intro
+    names run A and run B and what differs."""
+    import copy
+
+    a = trace.read(TRACE_DIR / "seed-abcd-continuous.jsonl")
+    b = copy.deepcopy(a)
+    b[0]["config"]["max_num_seqs"] = 2
+    at = AppTest.from_string("from ui import page_metrics\npage_metrics.page()", default_timeout=120)
+    at.session_state["playground:live-runs"] = {"run A": a, "run B": b}
+    at.query_params["scenario"] = "last playground run"
+    at.run()
+    assert not at.exception, at.exception
+    intro = at.markdown[0].value
+    assert "static and continuous" not in intro and "both" not in intro
+    assert "the same requests in run A and run B of the Playground (what differs: max_num_seqs: 3 → 2)" in intro
+    assert [h.value for h in at.subheader][:2] == ["Run A", "Run B"]
+    recorded = page("page_metrics", scenario="seed-abcd").markdown[0].value
+    assert "the same requests under static and continuous batching" in recorded

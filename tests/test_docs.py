@@ -93,3 +93,23 @@ def test_trace_format_examples_validate_against_the_schema():
         errors = [e.message for e in validators[schema].iter_errors(by_type[kind])]
         assert not errors, (kind, errors)
     assert parse_workload_text(json.dumps(by_type["workload"]))[0]["request_id"] == "A"
+
+
+def test_the_shared_prefix_words_name_the_requests_that_have_its_system_prompt():
+    """The README's `shared-prefix` bullet and the scenario's own description name exactly the requests that start
+    with the system prompt (A1, A2, A3 and B; C, the long request that fills the pool, has none), and neither says
+    that every request has it."""
+    scenario = json.loads((ROOT / "engine" / "scenarios" / "shared-prefix.json").read_text())
+    system = {
+        r["request_id"] for r in scenario["requests"] if any(m["role"] == "system" for m in r.get("messages", []))
+    }
+    others = {r["request_id"] for r in scenario["requests"]} - system
+    assert system and others == {"C"}  # the scenario itself (its requests are not for this test to change)
+    readme = (ROOT / "README.md").read_text()
+    bullet = re.search(r"^- `shared-prefix`:(.*?)(?=^- |^$)", readme, re.DOTALL | re.MULTILINE).group(1)
+    for name, text in (("README.md", " ".join(bullet.split())), ("shared-prefix.json", scenario["description"])):
+        assert not re.search(r"\bevery request\b", text, re.IGNORECASE), name
+        named = re.search(r"((?:\w+, )*\w+ and \w+) start with the same system prompt", text)
+        assert named and set(re.split(r", | and ", named.group(1))) == system, name
+        for rid in others:
+            assert re.search(rf"\b{rid}\b, with no system prompt", text), name

@@ -99,3 +99,23 @@ def test_playground_a_vs_b_runs_both_settings_and_opens_on_the_compare_page():
     assert not cmp.exception and not cmp.error
     assert len(player_payload(cmp)["views"]) == 2
     assert "4 → 2" in " ".join(m.value for m in cmp.markdown)
+
+
+@pytest.mark.app
+@pytest.mark.real_model
+def test_run_b_says_it_no_longer_follows_a_and_copies_a_again_on_request():
+    at = page("page_playground")
+    at.selectbox(key="pg:runs").set_value(RUN_MODES[3]).run()
+    assert at.slider(key="pg:b:seqs").value == 4  # a copy of A when A vs B is chosen
+    at.slider(key="pg:seqs").set_value(6).run()
+    at.toggle(key="pg:chunked").set_value(False).run()
+    at.selectbox(key="pg:batching").set_value("static").run()
+    assert at.slider(key="pg:b:seqs").value == 4 and at.toggle(key="pg:b:chunked").value  # B did not follow A
+    text = " ".join(m.value for m in at.markdown)
+    assert "a later change to run A does not change B" in text  # and the page says so, next to B's knobs
+    assert "B differs from A in:** batching: static → continuous; enable_chunked_prefill: off → on" in text
+    click(at, "pg:b:copy")
+    b = (at.selectbox(key="pg:b:batching").value, at.slider(key="pg:b:seqs").value, at.toggle(key="pg:b:chunked").value)
+    assert b == ("static", 6, False)
+    assert "B differs from A in:** nothing yet" in " ".join(m.value for m in at.markdown)
+    assert at.button(key="pg:run").disabled  # the same settings twice: nothing to compare

@@ -18,17 +18,18 @@ from visuals.lockstep import lockstep_counters
 
 
 def compare(views: dict[str, TraceView], key: str, initial: int | None = None) -> None:
-    """Static and continuous side by side, driven by one step; same colour per request on both sides. ``initial``: the
-    first step (default: the URL's ``?step=``)."""
+    """Static and continuous side by side, driven by one step; same colour per request on both sides. The sides
+    keep the order of ``views`` (run A, the first, on the left: static is not always left). ``initial``: the first
+    step (default: the URL's ``?step=``)."""
     for v in views.values():
         badge(v)
-    pair = [views["static"], views["continuous"]]
+    pair = list(views.values())
     scenario = pair[0].header.get("scenario") or "trace"
     web_player(
         pair,
-        f"{scenario}: static vs continuous batching",
+        f"{scenario}: {pair[0].policy} vs {pair[1].policy} batching",
         key=key.replace(":", "-"),
-        counters=lockstep_counters(*pair),
+        counters=lockstep_counters(views["static"], views["continuous"]),
         window=8,
         initial=initial,
     )

@@ -14,12 +14,12 @@ from ui.state import live_runs
 from visuals.compare_runs import config_diff, same_workload
 
 INTRO = """
-The same requests, the same model, the same limits: on the left a **static** batch is formed only when the
-previous one has completely finished, so a finished request's row idles as **padding** (grey, ✕) until the
-slowest member ends. On the right, **continuous** batching hands a finished request's slot and KV blocks to the
-next waiting request at the very next step. Both sides share one step clock. Pick any other two runs of one workload
-below (a Playground run, or an uploaded trace such as your vLLM server's, against a recorded one) to see what a
-setting changes.
+The same requests, the same model, the same limits: a **static** batch is formed only when the previous one has
+completely finished, so a finished request's row idles as **padding** (grey, ✕) until the slowest member ends;
+**continuous** batching hands a finished request's slot and KV blocks to the next waiting request at the very next
+step. Run A plays on the left, run B on the right, on one step clock (by default A is static, B continuous). Pick
+any other two runs of one workload below (a Playground run, or an uploaded trace such as your vLLM server's,
+against a recorded one) to see what a setting changes.
 """
 
 

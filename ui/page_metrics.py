@@ -1,9 +1,10 @@
-"""Metrics: latency and throughput of static and continuous batching (vLLM's definitions), and the output-length
-variance sweep."""
+"""Metrics: latency and throughput of static and continuous batching, or of the Playground's last pair of runs
+(vLLM's definitions, the prefix-cache hit rate among them), and the output-length variance sweep."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
@@ -14,6 +15,7 @@ from steplog.metrics import LATENCY_METRICS, summarize
 from steplog.view import TraceView
 from ui.common import POLICIES, md, recorded_records
 from ui.state import live_runs
+from visuals.compare_runs import config_diff
 from visuals.metrics import REQUEST_METRICS, kv_utilisation, latency_cdf, request_latency, sweep_ratio, sweep_throughput
 
 SWEEP = Path(__file__).resolve().parent.parent / "assets" / "sweep.json"
@@ -30,45 +32,97 @@ def _fmt(value) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
+def _fig(key: str | tuple[str, str], unit: str = "") -> Callable[[dict], str]:
+    """A figure of ``summarize`` (``key``, or ``(metric, stat)`` of a distribution) with its unit; "n/a" if none."""
+
+    def get(s: dict) -> str:
+        value = s[key[0]][key[1]] if isinstance(key, tuple) else s[key]
+        return f"{_fmt(value)} {unit}".strip() if value is not None else "n/a"
+
+    return get
+
+
+def _hits(prefix: str) -> Callable[[dict], str]:
+    """Prefix-cache hit tokens of queried tokens, "136 / 310 tok"; "n/a" for a trace that records no hit counts."""
+
+    def get(s: dict) -> str:
+        hits, queries = s[f"{prefix}prefix_cache_hits"], s[f"{prefix}prefix_cache_queries"]
+        return "n/a" if hits is None or queries is None else f"{hits} / {queries} tok"
+
+    return get
+
+
+def _rate(s: dict) -> str:
+    rate = s["prefix_cache_hit_rate"]
+    return "n/a" if rate is None else f"{rate:.1%}"
+
+
+# short labels (they must not be cut off at 1280 px in a third of half the page); the unit goes in the value
+HEADLINE: list[tuple[str, Callable[[dict], str], str]] = [
+    ("throughput", _fig("output_throughput_tok_s", "tok/s"), "output tokens per second (wall clock)"),
+    ("throughput/step", _fig("output_throughput_tok_step", "tok/step"), "output tokens per engine step"),
+    ("mean TTFT", _fig(("ttft_s", "mean"), "s"), "time to first token: first token - arrival"),
+    ("mean TPOT", _fig(("tpot_s", "mean"), "s"), TPOT_HELP),
+    ("p90 E2E", _fig(("e2e_s", "p90"), "s"), "90th percentile of last token - arrival (wall clock)"),
+    ("p90 E2E steps", _fig(("e2e_steps", "p90"), "steps"), "the same on the step clock (reproducible)"),
+    ("slot use", _fig("slot_utilisation"), "useful rows / max_num_seqs, averaged over steps (0-1)"),
+    ("padding", _fig("padding_slot_steps", "slot-steps"), "rows that ran for an already finished static member"),
+    ("preemptions", _fig("num_preemptions"), "requests preempted (their K/V dropped)"),
+    ("K/V dropped", _fig("num_dropped_tokens", "tok"), "tokens of K/V the preemptions dropped"),
+    (
+        "recomputed",
+        _fig("num_recomputed_tokens", "tok"),
+        "dropped tokens computed again (the rest were found in the prefix cache)",
+    ),
+    (
+        "prefix hit rate",
+        _rate,
+        "vLLM's prefix-cache hit rate: prompt tokens found in the cache / tokens looked up, at first admissions "
+        "(n/a: the trace records no hit counts)",
+    ),
+    ("prefix hits", _hits(""), "tokens found in the prefix cache / tokens looked up, at first admissions"),
+    (
+        "hits on resume",
+        _hits("preempted_"),
+        "the same at re-admissions after a preemption (counted apart, as vLLM does: a resumed request mostly finds "
+        "its own blocks again)",
+    ),
+]
+
+
 def headline(runs: dict[str, list[dict]]) -> None:
     sums = {p: summarize(r) for p, r in runs.items()}
-    # short labels (they must not be cut off at 1280 px in a third of half the page); the unit goes in the value
-    rows = [
-        ("throughput", "output_throughput_tok_s", "tok/s", "output tokens per second (wall clock)"),
-        ("throughput/step", "output_throughput_tok_step", "tok/step", "output tokens per engine step"),
-        ("mean TTFT", ("ttft_s", "mean"), "s", "time to first token: first token - arrival"),
-        ("mean TPOT", ("tpot_s", "mean"), "s", TPOT_HELP),
-        ("p90 E2E", ("e2e_s", "p90"), "s", "90th percentile of last token - arrival (wall clock)"),
-        ("p90 E2E steps", ("e2e_steps", "p90"), "steps", "the same on the step clock (reproducible)"),
-        ("slot use", "slot_utilisation", "", "useful rows / max_num_seqs, averaged over steps (0-1)"),
-        ("padding", "padding_slot_steps", "slot-steps", "rows that ran for an already finished static member"),
-        ("preemptions", "num_preemptions", "", "requests preempted (their K/V dropped)"),
-        ("K/V dropped", "num_dropped_tokens", "tok", "tokens of K/V the preemptions dropped"),
-        (
-            "recomputed",
-            "num_recomputed_tokens",
-            "tok",
-            "dropped tokens computed again (the rest were found in the prefix cache)",
-        ),
-    ]
     for run, col in zip(runs, st.columns(len(runs))):
         with col:
             st.subheader(run[:1].upper() + run[1:])
             cells = st.columns(3)
-            for i, (label, key, unit, help_text) in enumerate(rows):
-                value = sums[run][key[0]][key[1]] if isinstance(key, tuple) else sums[run][key]
-                cells[i % 3].metric(label, f"{_fmt(value)} {unit}".strip(), help=help_text)
+            for i, (label, get, help_text) in enumerate(HEADLINE):
+                cells[i % 3].metric(label, get(sums[run]), help=help_text)
     st.caption(TPOT_HELP)
+
+
+def intro(runs: dict[str, list[dict]]) -> str:
+    """What the page compares: static and continuous batching, or the two runs picked (an A-vs-B pair of the
+    Playground, which may well be two continuous runs) and what differs between them."""
+    if set(runs) == set(POLICIES):
+        what = "the same requests under static and continuous batching"
+    else:
+        a, b = (TraceView(r) for r in runs.values())
+        diff = config_diff(a, b)
+        what = f"the same requests in {' and '.join(md(label) for label in runs)} of the Playground" + (
+            f" (what differs: {md('; '.join(diff))})" if diff else ""
+        )
+    return (
+        f"Latency and throughput of {what}, computed from the traces with vLLM's definitions: **TTFT** = first "
+        "token − arrival, **TPOT** = (E2E − TTFT) / (tokens − 1), **ITL** = every gap between tokens, **E2E** = "
+        "last token − arrival, and the **prefix-cache hit rate** = tokens found in the cache / tokens looked up. "
+        "Figures in **s** are wall clock on the recording machine; figures in **steps** count engine steps and are "
+        "reproducible."
+    )
 
 
 def page() -> None:
     st.title("Metrics")
-    st.markdown(
-        "Latency and throughput of the same requests under static and continuous batching, computed from the "
-        "traces with vLLM's definitions: **TTFT** = first token − arrival, **TPOT** = (E2E − TTFT) / (tokens − 1), "
-        "**ITL** = every gap between tokens, **E2E** = last token − arrival. Figures in **s** are wall clock "
-        "on the recording machine; figures in **steps** count engine steps and are reproducible."
-    )
     names = list(list_scenarios())
     live = live_runs()
     options = names + (["last playground run"] if len(live) == 2 else [])
@@ -81,6 +135,7 @@ def page() -> None:
         runs = {p: recorded_records(choice, p) for p in POLICIES}
     else:
         runs = live
+    st.markdown(intro(runs))
     st.caption(
         " | ".join(
             f"{p}: {md(TraceView(r).provenance())}" + (" (partial: stopped early)" if TraceView(r).partial else "")

@@ -24,6 +24,8 @@ from ui.web_player import web_player
 
 Slots = dict[str, "st.delta_generator.DeltaGenerator"]
 BATCHING_MODES = tuple(SCHEDULERS)  # continuous first: the default
+KNOBS_PREFIX = "pg:"  # every knob's widget key starts with it
+BUTTONS = ("pg:run", "pg:cancel", "pg:b:copy")  # widgets with that prefix that are not knobs (no value to keep)
 
 
 def workload_knobs(s: dict, slots: Slots) -> None:
@@ -106,6 +108,7 @@ def scheduler_knobs(prefix: str, like: dict | None = None, places: list | None =
 
 def knobs() -> tuple[dict, Slots, Slots]:
     """Draw the knobs; returns the settings and the places for run A's and run B's messages, per field."""
+    state.restore_knobs(KNOBS_PREFIX)  # their values after a visit to another page (Streamlit dropped them)
     s: dict = {}
     slots: Slots = {}
     c = st.columns(3)
@@ -125,22 +128,44 @@ def knobs() -> tuple[dict, Slots, Slots]:
         s["top_p"] = st.slider("top_p", 0.0, 1.0, 1.0, key="pg:topp")
         s["top_k"] = st.number_input("top_k (0 = off)", 0, 1000, 0, key="pg:topk")
         s["seed"] = st.number_input("seed", 0, 2**31 - 1, 0, key="pg:seed")
-    slots_b: Slots = {}
-    if ab:
-        with st.container(border=True):
-            st.markdown(
-                "**Run B**: the same requests under other settings (it starts as a copy of run A; change what "
-                "you want to compare)."
-            )
-            cb = st.columns(4)
-            with cb[0]:
-                b = {"batching": st.selectbox("Batching (run B)", BATCHING_MODES, key="pg:b:batching")}
-            knobs_b, slots_b = scheduler_knobs("pg:b", like=s, places=list(cb))
-            b.update(knobs_b)
-            s["b"] = b
-            diff = b_differs(s)
-            st.markdown("**B differs from A in:** " + (md("; ".join(diff)) if diff else "nothing yet"))
+    slots_b = run_b_knobs(s) if ab else {}
+    state.save_knobs(KNOBS_PREFIX, exclude=BUTTONS)
     return s, slots, slots_b
+
+
+def copy_a_to_b() -> None:
+    """Run B's knobs take run A's current values (every ``pg:b:NAME`` from ``pg:NAME``): the button's callback, run
+    before the page is drawn, so the widgets show the copied values."""
+    for key in [k for k in st.session_state if isinstance(k, str) and k.startswith("pg:b:") and k not in BUTTONS]:
+        if (a_key := "pg:" + key.removeprefix("pg:b:")) in st.session_state:
+            st.session_state[key] = st.session_state[a_key]
+
+
+def run_b_knobs(s: dict) -> Slots:
+    """Run B's box: its knobs (a copy of run A's when A vs B is first chosen; after that B keeps its own values, and
+    the box says so and offers to copy A again), and what differs. Sets ``s["b"]``; returns the places for B's
+    messages."""
+    with st.container(border=True):
+        st.markdown(
+            "**Run B**: the same requests under other settings. It starts as a copy of run A; after that it keeps "
+            "its own values, so **a later change to run A does not change B** (copy A again to start over)."
+        )
+        st.button(
+            "Copy run A's settings to B",
+            key="pg:b:copy",
+            on_click=copy_a_to_b,
+            icon=":material/content_copy:",
+            help="set every knob of run B to run A's current value",
+        )
+        cb = st.columns(4)
+        with cb[0]:
+            b = {"batching": st.selectbox("Batching (run B)", BATCHING_MODES, key="pg:b:batching")}
+        knobs_b, slots_b = scheduler_knobs("pg:b", like=s, places=list(cb))
+        b.update(knobs_b)
+        s["b"] = b
+        diff = b_differs(s)
+        st.markdown("**B differs from A in:** " + (md("; ".join(diff)) if diff else "nothing yet"))
+    return slots_b
 
 
 def show_messages(msgs: dict[str, list[str]], slots: Slots, run: str = "") -> list[str]:
@@ -157,8 +182,8 @@ def page() -> None:
     st.markdown(
         f"Pick a workload and the scheduler's limits, then run it live on **{loaded.name}** on this "
         "machine: static vs continuous, one batching mode, or **A vs B** (the same requests under two settings). Knobs "
-        "keep their values; a setting that cannot run is explained next to its knob before anything runs. Runs "
-        "are cached by their settings."
+        "keep their values, also when you visit another page and come back; a setting that cannot run is explained "
+        "next to its knob before anything runs. Runs are cached by their settings."
     )
     s, slots, slots_b = knobs()
     from engine.llm import model_limits

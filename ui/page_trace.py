@@ -13,6 +13,9 @@ from ui.state import live_runs
 from ui.web_player import web_player
 from visuals.packing import span_size, spans
 
+# the upload cap, in MB (MiB, as Streamlit counts): one fact, steplog.trace.MAX_TRACE_BYTES; .streamlit/config.toml's
+# server.maxUploadSize (what the server accepts) must say the same, and a test checks that it does
+UPLOAD_MB = trace.MAX_TRACE_BYTES // 2**20
 MAX_LISTED = 6  # per cell of the steps table; a server's step schedules dozens of requests
 
 
@@ -91,15 +94,15 @@ def upload_trace(prefix: str) -> tuple[list[dict], str] | None:
     """A file uploader for a trace (keyed by ``prefix``): ``(records, file name)`` once a valid file is given, None
     before. A file too large or not a valid trace is refused with the reason and the page stops there."""
     up = st.file_uploader(
-        f"Batchscope or vLLM-tracer trace (.jsonl or .jsonl.gz, at most {trace.MAX_TRACE_BYTES // 2**20} MB of "
-        "uncompressed text)",
+        f"Batchscope or vLLM-tracer trace (.jsonl or .jsonl.gz, at most {UPLOAD_MB} MB of uncompressed text)",
         type=["jsonl", "json", "gz"],
         key=f"{prefix}:upload",
+        max_upload_size=UPLOAD_MB,  # the widget's own "Limit ... per file" says the same figure as the label
     )
     if up is None:
         return None
     if up.size > trace.MAX_TRACE_BYTES:
-        st.error(f"{md(up.name)} is {up.size / 2**20:.1f} MB; the limit is {trace.MAX_TRACE_BYTES // 2**20} MB.")
+        st.error(f"{md(up.name)} is {up.size / 2**20:.1f} MB; the limit is {UPLOAD_MB} MB.")
         st.stop()
     cached = st.session_state.get(f"{prefix}:parsed")
     if cached and cached[0] == up.file_id:  # parsed once per upload, not at every rerun

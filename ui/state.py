@@ -2,6 +2,9 @@
 
 Pages read it through ``live_runs()`` and only the Playground writes it (``set_live_runs``), so no page depends on
 another page's key names. (A page's own widget state stays with its widgets' keys; the player keeps the step.)
+Streamlit forgets a widget's value after a run that did not draw it (any visit to another page): the Playground
+keeps its knobs' values here (``save_knobs``) and gives them back to its widgets when it is drawn again
+(``restore_knobs``).
 The run in progress (``live_job``) is a ``ui.live.LiveRun``: a background thread the Playground polls, with Cancel.
 """
 
@@ -14,6 +17,7 @@ from ui.live import LiveRun
 RUNS_KEY = "playground:live-runs"  # run label -> trace records of the last live run
 SETTINGS_KEY = "playground:live-settings"  # the knobs (JSON) that run was made with
 JOB_KEY = "playground:live-job"  # the LiveRun in progress (or ended and not yet collected)
+KNOBS_KEY = "playground:knobs"  # widget key -> value: the Playground's knobs as last drawn
 
 
 def live_runs() -> dict[str, list[dict]]:
@@ -43,3 +47,21 @@ def set_live_job(job: LiveRun | None) -> None:
         st.session_state.pop(JOB_KEY, None)
     else:
         st.session_state[JOB_KEY] = job
+
+
+def save_knobs(prefix: str, exclude: tuple[str, ...] = ()) -> None:
+    """Keep the value of every widget whose key starts with ``prefix`` (but ``exclude``: buttons have none to keep),
+    as drawn in this run, beside the values kept before (a knob not drawn now, such as run B's outside A vs B,
+    keeps its last value)."""
+    kept = st.session_state.setdefault(KNOBS_KEY, {})
+    for key in list(st.session_state):
+        if isinstance(key, str) and key.startswith(prefix) and key not in exclude:
+            kept[key] = st.session_state[key]
+
+
+def restore_knobs(prefix: str) -> None:
+    """Give each kept knob (``save_knobs``) whose widget state Streamlit dropped its value back, before the widgets
+    are drawn; a knob still in the session keeps the value it has."""
+    for key, value in st.session_state.get(KNOBS_KEY, {}).items():
+        if key.startswith(prefix) and key not in st.session_state:
+            st.session_state[key] = value

@@ -1,0 +1,78 @@
+"""The Playground's knobs keep their values, as its intro says, also across a visit to another page: Streamlit
+drops the state of every widget a run does not draw, and a visit to the Metrics page is such a run."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui.playground_spec import RUN_MODES
+
+pytestmark = [pytest.mark.app, pytest.mark.real_model]
+
+# the app's navigation in miniature: one page drawn per run, as st.navigation does (AppTest cannot switch to the
+# app's callable pages), so the Playground's widgets are not drawn while the Metrics page is shown
+NAV = """
+import streamlit as st
+from ui import page_metrics, page_playground
+(page_playground if st.session_state.get("nav", "playground") == "playground" else page_metrics).page()
+"""
+
+# widget key -> (kind, a value other than the default)
+CHANGED = {
+    "pg:prompts": ("selectbox", "short completions"),
+    "pg:n": ("slider", 9),
+    "pg:lengths": ("selectbox", "forced, equal"),
+    "pg:maxtok": ("slider", 40),
+    "pg:arrivals": ("selectbox", "Poisson, in steps (reproducible)"),
+    "pg:rate": ("slider", 1.5),
+    "pg:runs": ("selectbox", RUN_MODES[3]),
+    "pg:batching": ("selectbox", "static"),
+    "pg:seqs": ("slider", 6),
+    "pg:budget": ("number_input", 128),
+    "pg:chunked": ("toggle", False),
+    "pg:blocks": ("number_input", 40),
+    "pg:prefix": ("toggle", False),
+    "pg:temp": ("slider", 0.7),
+    "pg:topk": ("number_input", 20),
+    "pg:seed": ("number_input", 7),
+    "pg:b:seqs": ("slider", 2),
+    "pg:b:fullprompt": ("toggle", False),
+}
+
+
+def widget(at: AppTest, key: str):
+    return getattr(at, CHANGED[key][0])(key=key)
+
+
+def visit(at: AppTest, name: str) -> AppTest:
+    at.session_state["nav"] = name
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_knobs_keep_their_values_after_a_visit_to_another_page():
+    at = AppTest.from_string(NAV, default_timeout=120)
+    at.run()
+    for key, (_, value) in CHANGED.items():
+        widget(at, key).set_value(value).run()
+        assert not at.exception, at.exception
+    assert {key: widget(at, key).value for key in CHANGED} == {key: v for key, (_, v) in CHANGED.items()}
+    visit(at, "metrics")
+    assert at.title[0].value == "Metrics" and not at.slider  # the Playground's widgets are gone from this run
+    visit(at, "playground")
+    assert {key: widget(at, key).value for key in CHANGED} == {key: v for key, (_, v) in CHANGED.items()}
+    assert "B differs from A in:** batching: static → continuous" in " ".join(m.value for m in at.markdown)
+
+
+def test_run_bs_knobs_keep_their_values_while_another_mode_is_shown():
+    at = AppTest.from_string(NAV, default_timeout=120)
+    at.run()
+    at.selectbox(key="pg:runs").set_value(RUN_MODES[3]).run()
+    at.slider(key="pg:b:seqs").set_value(2).run()
+    at.selectbox(key="pg:runs").set_value(RUN_MODES[1]).run()  # run B's knobs are not drawn now
+    assert not at.slider(key="pg:seqs").disabled and "pg:b:seqs" not in [s.key for s in at.slider]
+    at.selectbox(key="pg:runs").set_value(RUN_MODES[3]).run()
+    assert not at.exception, at.exception
+    assert at.slider(key="pg:b:seqs").value == 2
