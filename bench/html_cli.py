@@ -45,6 +45,9 @@ def _html(args) -> int:
         raise ValueError(f"--speed={args.speed} is out of range: a number in [1, 120] steps per second")
     out = check_out_path(args.out, "--out", inputs=tuple(args.traces), force=args.force)
     views = [TraceView(trace.read(p), source="imported", filename=Path(p).name) for p in args.traces]
+    for v in views:
+        if v.cut_short:
+            print(f"{v.filename}: {v.cut_short}", file=sys.stderr)
     counters = None
     if len(views) == 2:
         ok, why = same_workload(*views)

@@ -202,8 +202,9 @@ def _metrics(args) -> int:
         label = os.path.basename(path) if os.path.basename(path) not in runs else f"{os.path.basename(path)} (2)"
         runs[label] = records
         # a version 2 trace declares its requests in the steps where they arrive: count them as the pages do
-        n_steps, n_req = len(records) - 2, len(TraceView(records).request_ids)
-        state = "PARTIAL (stopped early)" if records[-1].get("partial") else "complete"
+        view = TraceView(records)
+        n_steps, n_req = len(records) - 2, len(view.request_ids)
+        state = view.cut_short or ("PARTIAL (stopped early)" if view.partial else "complete")
         print(f"{path}: valid trace, {records[0]['policy']}, {n_steps} step records, {n_req} requests, {state}")
         timing = check_timing(records)
         if timing.contended:

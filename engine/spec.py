@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from engine.request import INT_RANGES, FieldError, SamplingParams, int_in_range, range_text
-from steplog.checks import request_id_problem
+from steplog.checks import WORKLOAD_ID_CHARS, request_id_problem
 
 
 def _ints(name: str, what: str = "an integer", note: str = "") -> str:
@@ -22,7 +22,7 @@ def _ints(name: str, what: str = "an integer", note: str = "") -> str:
 # field -> (JSON type, what it must be). Every integer field (and each id of prompt_token_ids) has its range in
 # ``engine.request.INT_RANGES``, checked by ``_check_contents`` and ``_check_ranges``.
 FIELDS: dict[str, tuple[str, str]] = {
-    "request_id": ("string", "a string of 1-64 printable characters"),
+    "request_id": ("string", f"a string of 1-{WORKLOAD_ID_CHARS} printable characters"),
     "prompt": ("string", "a non-empty string"),
     "messages": ("list", "a non-empty list of {'role': string, 'content': string} objects"),
     "prompt_token_ids": ("list", _ints("prompt_token_ids", "a non-empty list of integer token ids")),
@@ -91,7 +91,7 @@ def parse_spec(obj: object, where: str) -> dict:
 
 def _check_contents(spec: dict, where: str) -> None:
     """Request id, prompt text, chat messages and token ids."""
-    if "request_id" in spec and (problem := request_id_problem(spec["request_id"])):
+    if "request_id" in spec and (problem := request_id_problem(spec["request_id"], WORKLOAD_ID_CHARS)):
         raise WorkloadError(f"{where}, field 'request_id': {problem}")
     if spec.get("prompt") == "":
         raise WorkloadError(f"{where}, field 'prompt': must be {FIELDS['prompt'][1]}, got ''")

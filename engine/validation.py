@@ -10,7 +10,7 @@ import warnings
 from engine.block_manager import blocks_needed
 from engine.config import EngineConfig
 from engine.request import INT_RANGES, FieldError, Request, is_int, range_text
-from steplog.checks import MAX_ID_CHARS, request_id_problem
+from steplog.checks import WORKLOAD_ID_CHARS, request_id_problem
 
 
 class RequestError(ValueError):
@@ -50,10 +50,10 @@ def validate_request(
             allowed range.
     """
     rid = req.request_id
-    problem = request_id_problem(rid)
+    problem = request_id_problem(rid, WORKLOAD_ID_CHARS)
     if problem:
         raise RequestError(
-            f"request_id {str(rid)[:80]!r} {problem}", str(rid), "request_id", rid, f"1-{MAX_ID_CHARS} printable"
+            f"request_id {str(rid)[:80]!r} {problem}", str(rid), "request_id", rid, f"1-{WORKLOAD_ID_CHARS} printable"
         )
     where = f"request {rid!r}"
     if req.num_prompt_tokens == 0:

@@ -19,7 +19,11 @@ import itertools
 
 from steplog.strict_json import non_finite_path
 
-MAX_ID_CHARS = 64
+# A trace's request ids are opaque, as long as servers make them: vLLM's are "chatcmpl-" + the X-Request-Id header +
+# "-" + 8 characters ("{i}_" before that for an n > 1 child), xLLM caps them at 256 bytes. Workload files (our own
+# engine's input) keep to WORKLOAD_ID_CHARS.
+MAX_ID_CHARS = 256
+WORKLOAD_ID_CHARS = 64
 # The limits of Batchscope's engine, which writes version 1: defined here, where its traces are checked, and imported
 # by the engine as ``engine.config.LIMITS`` (steplog imports nothing of ours). The schema allows larger values for
 # servers' traces (version 2).
@@ -35,12 +39,13 @@ class CheckError(ValueError):
     """One inconsistency; the message names the line and the field."""
 
 
-def request_id_problem(value: object) -> str | None:
-    """Why ``value`` is not a valid request id (``None`` if it is): a string of 1-64 printable characters."""
+def request_id_problem(value: object, limit: int = MAX_ID_CHARS) -> str | None:
+    """Why ``value`` is not a valid request id (``None`` if it is): a string of 1-``limit`` printable characters
+    (``MAX_ID_CHARS`` in a trace, ``WORKLOAD_ID_CHARS`` in a workload)."""
     if not isinstance(value, str):
-        return f"must be a string of 1-{MAX_ID_CHARS} printable characters, got {type(value).__name__}"
-    if not 1 <= len(value) <= MAX_ID_CHARS:
-        return f"must be 1-{MAX_ID_CHARS} printable characters, got {len(value)} characters"
+        return f"must be a string of 1-{limit} printable characters, got {type(value).__name__}"
+    if not 1 <= len(value) <= limit:
+        return f"must be 1-{limit} printable characters, got {len(value)} characters"
     if not value.isprintable():
         bad = next(c for c in value if not c.isprintable())
         return f"must be printable characters only; {value[:20]!r} holds {bad!r}"
@@ -192,7 +197,7 @@ def _check_summary(summary: dict, steps: list[dict], ids: set[str], line: int, s
             raise CheckError(f"{where}/output_token_ids: not the tokens the steps sampled for {rid!r}")
         if r["finish_reason"] != finished.get(rid) and not (cut and rid not in finished):
             raise CheckError(f"{where}/finish_reason: {r['finish_reason']!r}, but the steps say {finished.get(rid)!r}")
-        if strict and r["finish_reason"] is None and not summary.get("partial"):
+        if strict and r["finish_reason"] is None and not (summary.get("partial") or summary.get("cut_short")):
             raise CheckError(f"{where}/finish_reason: {rid!r} never finished, and the summary is not marked partial")
         _check_times(r, where, None if cut else last_end, strict)
     if seen != ids:

@@ -41,6 +41,7 @@ import pandas as pd
 
 from steplog.decisions import dropped_and_recomputed
 from steplog.prefix_cache import prefix_cache_stats
+from steplog.view import declared_requests
 
 PERCENTILES = (50, 90, 99)
 
@@ -78,7 +79,7 @@ def _token_steps(steps: list[dict]) -> dict[str, list[int]]:
     return out
 
 
-def _arrival_steps(header: dict, steps: list[dict]) -> dict[str, int]:
+def _arrival_steps(requests: list[dict], steps: list[dict]) -> dict[str, int]:
     """request_id -> the first step it was visible to the scheduler (in that step's batch or waiting queue).
 
     The engine adds an arrived request right before a step, so that step is its arrival on the step clock; for a
@@ -88,7 +89,7 @@ def _arrival_steps(header: dict, steps: list[dict]) -> dict[str, int]:
     for st in steps:
         for rid in [s["request_id"] for s in st["scheduled"]] + st["waiting"] + st["preempted"]:
             out.setdefault(rid, st["step"])
-    for r in header["requests"]:
+    for r in requests:
         if r["request_id"] not in out and r.get("arrival_step") is not None:
             out[r["request_id"]] = r["arrival_step"]
     return out
@@ -116,7 +117,9 @@ def request_metrics(records: list[dict]) -> list[dict]:
     ``first_scheduled_time_s``, ``first_token_time_s``, ``finish_time_s`` and the step-clock equivalents
     ``arrival_step``, ``first_scheduled_step``, ``first_token_step``, ``finish_step`` (step indices), the token times
     ``token_times_s`` / ``token_steps``, and every metric of ``LATENCY_METRICS`` (``itl_*``: lists of gaps;
-    ``tpot_*``: ``None`` below 2 output tokens). A request that never ran has ``None`` latencies.
+    ``tpot_*``: ``None`` below 2 output tokens). A request that never ran has ``None`` latencies; one still running
+    at the end (cancelled, cut short) has no ``finish_step``, E2E or TPOT. Steps that stop early
+    (``truncated_at_step``: a size cap) are measured alone: their tokens, a finish only where they hold it.
 
     Raises:
         MetricsError: the steps sampled a different number of tokens for a request than its summary holds.
@@ -124,18 +127,22 @@ def request_metrics(records: list[dict]) -> list[dict]:
     header, steps, summary = _split(records)
     by_step = {st["step"]: st for st in steps}
     token_steps = _token_steps(steps)
-    arrival_steps = _arrival_steps(header, steps)
+    requests = declared_requests(header, steps)  # a server's trace declares its requests in the steps (arrived)
+    arrival_steps = _arrival_steps(requests, steps)
     first_sched_step: dict[str, int] = {}
     for st in steps:
         for s in st["scheduled"]:
             first_sched_step.setdefault(s["request_id"], st["step"])
-    prompts = {r["request_id"]: r["num_prompt_tokens"] for r in header["requests"]}
+    prompts = {r["request_id"]: r["num_prompt_tokens"] for r in requests}
     cost = dropped_and_recomputed(records)
+    capped = "truncated_at_step" in summary  # the steps stop early (a size cap, a trace cut short): measure those
+    done = {f["request_id"] for st in steps for f in st["finished"]}
     result = []
     for r in summary["requests"]:
         rid = r["request_id"]
-        n = len(r["output_token_ids"])
         tsteps = token_steps.get(rid, [])
+        n = len(tsteps) if capped else len(r["output_token_ids"])
+        ended = r.get("finish_reason") is not None and (rid in done or not capped)  # within the steps
         if len(tsteps) != n:
             raise MetricsError(f"request {rid!r}: the steps sampled {len(tsteps)} tokens but the summary holds {n}")
         ttimes = [by_step[k]["t_end"] for k in tsteps]
@@ -149,12 +156,12 @@ def request_metrics(records: list[dict]) -> list[dict]:
             **cost.get(rid, {"num_dropped_tokens": 0, "num_recomputed_tokens": 0}),
             "arrival_time_s": arrival,
             "first_scheduled_time_s": r.get("first_scheduled_time"),
-            "first_token_time_s": r.get("first_token_time"),
-            "finish_time_s": r.get("finish_time"),
+            "first_token_time_s": (ttimes[:1] or [None])[0] if capped else r.get("first_token_time"),
+            "finish_time_s": r.get("finish_time") if ended else None,
             "arrival_step": arrival_steps.get(rid),
             "first_scheduled_step": first_sched_step.get(rid),
             "first_token_step": tsteps[0] if tsteps else None,
-            "finish_step": tsteps[-1] if tsteps else None,
+            "finish_step": tsteps[-1] if tsteps and ended else None,  # still running: none
             "token_times_s": ttimes,
             "token_steps": tsteps,
         }
@@ -172,7 +179,7 @@ def _add_latencies(m: dict, n: int, tsteps: list[int], ttimes: list[float], arri
             m["arrival_step"],
             m["first_scheduled_step"],
             None if not tsteps else tsteps[0] + 1,
-            None if not tsteps else tsteps[-1] + 1,
+            None if m["finish_step"] is None else m["finish_step"] + 1,
             [k + 1 for k in tsteps],
         ),
     ):
@@ -227,24 +234,10 @@ def steps_frame(records: list[dict]) -> pd.DataFrame:
                 "kv_utilisation": st["kv"]["num_used_blocks"] / st["kv"]["num_blocks"],
             }
         )
-    columns = [
-        "step",
-        "t_start_s",
-        "t_end_s",
-        "duration_s",
-        "num_batched_tokens",
-        "num_scheduled",
-        "num_prefill",
-        "num_decode",
-        "num_padding",
-        "num_sampled",
-        "num_running",
-        "num_waiting",
-        "num_preempted",
-        "slot_utilisation",
-        "kv_used_blocks",
-        "kv_utilisation",
-    ]
+    columns = (  # noqa: SIM905 (a list literal would take a line per name)
+        "step t_start_s t_end_s duration_s num_batched_tokens num_scheduled num_prefill num_decode num_padding "
+        "num_sampled num_running num_waiting num_preempted slot_utilisation kv_used_blocks kv_utilisation"
+    ).split()
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -238,6 +238,8 @@ class RequestResultRecord(_RequestResultOptional):
 
 class _SummaryOptional(TypedDict, total=False):
     partial: bool  # stopped early: unfinished requests have finish_reason null
+    truncated_at_step: int  # the step records stop before this step (a size cap, or a trace cut short)
+    cut_short: Literal["no_summary"]  # no summary line in the file: the reader made this one (steplog.cutshort)
 
 
 class SummaryRecord(_SummaryOptional):

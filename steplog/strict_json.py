@@ -72,6 +72,15 @@ def nesting_depth(line: str) -> int:
     return int(np.cumsum(delta).max(initial=0))
 
 
+def is_cut(line: str) -> bool:
+    """Whether ``line`` ends inside a JSON value it opened (a bracket left open, or a string), as a record cut by a
+    writer that stopped mid-line ends; a whole line that is bad (``NaN``, a stray comma) closes its brackets."""
+    text = _STRING.sub("0", line)
+    if '"' in text:  # a string that never ends: the line was cut inside it
+        return True
+    return text.count("{") + text.count("[") > text.count("}") + text.count("]")
+
+
 def _field_of(line: str, token: str) -> str | None:
     """The key whose value is ``token`` in ``line``, directly (``"key": token``) or as an item of a flat list
     (``"key": [1, token]``); ``None`` if neither is found."""

@@ -9,7 +9,9 @@ text. Traces are plain data: never pickle, never eval.
 
 Reading is strict and bounded (``steplog.strict_json``: no ``NaN`` or ``Infinity``, no 1000-digit integers, no deep
 nesting, no endless line) and then checks what the schema cannot (``steplog.checks``: finite numbers, time that never
-runs backwards, ids, slots and blocks that exist), so that every trace read here can be measured and drawn. Writing
+runs backwards, ids, slots and blocks that exist), so that every trace read here can be measured and drawn. A trace
+cut short (a server killed before its summary line, a ``.gz`` without its trailer) opens with its complete steps and
+the summary ``steplog.cutshort`` makes for it, marked ``cut_short``; a bad line anywhere else is refused. Writing
 never emits a non-finite number and replaces the file atomically (a temporary file in the same folder, then a
 rename).
 """
@@ -17,7 +19,6 @@ rename).
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
 import secrets
@@ -27,8 +28,10 @@ from importlib import resources
 from pathlib import Path
 
 from steplog.checks import CheckError, check_records
+from steplog.cutshort import cut_short_summary
 from steplog.schemacheck import compile_schema, explain
-from steplog.strict_json import JSONLineError, parse_line
+from steplog.strict_json import JSONLineError, is_cut, parse_line
+from steplog.view import declared_requests
 
 SCHEMA_VERSION = 1  # what Batchscope's own engine writes
 SCHEMA_VERSIONS = (1, 2)  # what this reader accepts
@@ -75,11 +78,18 @@ def _problem(kind: str, rec: dict) -> str | None:
         return None if found is None else f"field {found}"
     if error is None:
         return None  # the compiled check is stricter only on integer-valued floats; jsonschema decides
-    return f"field {'/'.join(map(str, error.absolute_path)) or '(record)'}: {error.message[:300]}"
+    message = error.message[:300]
+    if error.validator in ("minLength", "maxLength") and isinstance(error.instance, str):  # say the range
+        lo, hi = error.schema.get("minLength", 0), error.schema.get("maxLength")
+        message = f"{len(error.instance)} characters; must be " + (f"{lo}-{hi}" if hi is not None else f">= {lo}")
+    return f"field {'/'.join(map(str, error.absolute_path)) or '(record)'}: {message}"
 
 
-def validate_records(records: list[dict]) -> None:
+def validate_records(records: list[dict], cut_short: bool = False) -> None:
     """Check order (header, steps, summary) and each record against the schema.
+
+    ``cut_short``: a trace whose last record is a step (its writer stopped before the summary line) is given the
+    summary it would have had (``steplog.cutshort``, appended to ``records``) instead of being refused.
 
     Raises:
         TraceError: naming the line (1-based) and the first problem found.
@@ -91,11 +101,13 @@ def validate_records(records: list[dict]) -> None:
     version = records[0].get("schema_version")
     if version not in SCHEMA_VERSIONS:
         raise TraceError(f"line 1: schema_version={version!r}; this Batchscope reads versions 1 and 2")
-    if records[-1].get("type") != "summary":
+    complete = records[-1].get("type") == "summary"
+    if not complete and not (cut_short and (len(records) == 1 or records[-1].get("type") == "step")):
         raise TraceError(f"line {len(records)}: the last record must have type 'summary' (truncated trace?)")
+    last = len(records) if complete else 0
     for i, rec in enumerate(records, start=1):
         kind = rec.get("type")
-        expected = "header" if i == 1 else "summary" if i == len(records) else "step"
+        expected = "header" if i == 1 else "summary" if i == last else "step"
         if kind != expected:
             raise TraceError(f"line {i}: type={kind!r}, expected {expected!r}")
         problem = _problem(f"step_v{version}" if kind == "step" else kind, rec)
@@ -103,7 +115,11 @@ def validate_records(records: list[dict]) -> None:
             raise TraceError(f"line {i} ({kind}), {problem}")
         if kind == "step" and "block_tables" in rec["kv"]:
             _check_kv(rec["kv"], i)
-
+    if not complete:
+        if len(records) == 1:
+            raise TraceError("line 2: the trace was cut short before its first complete step: nothing to draw")
+        header, steps = records[0], records[1:]
+        records.append(cut_short_summary(header, steps, declared_requests(header, steps)))
     try:
         check_records(records)
     except CheckError as exc:
@@ -191,43 +207,78 @@ def _mb(n: int) -> str:
 
 
 def decompress(data: bytes, limit: int | None = None) -> bytes:
-    """The uncompressed bytes of gzip ``data``, refusing (``TraceError``) beyond ``limit`` bytes of uncompressed
-    text without inflating more than that (a small file can expand enormously). Default: ``MAX_TRACE_BYTES``."""
+    """The uncompressed bytes of gzip ``data``; of a file that ends before the gzip end-of-stream trailer (as a
+    killed writer leaves it), what was decoded before that (the reader keeps its complete lines). Refuses
+    (``TraceError``) corrupt data (a wrong CRC-32 included), and data beyond ``limit`` bytes of uncompressed text
+    without inflating more than that (a small file can expand enormously). Default: ``MAX_TRACE_BYTES``."""
     limit = MAX_TRACE_BYTES if limit is None else limit
+    out, rest = bytearray(), data
     try:
-        with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
-            out = f.read(limit + 1)
-    except (OSError, EOFError, zlib.error) as exc:
+        while rest:  # one gzip member after another (a concatenated .gz holds several)
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out += inflater.decompress(rest, limit + 1 - len(out))
+            if len(out) > limit:
+                raise TraceError(
+                    f"trace is over {_mb(limit)} uncompressed; the limit is {_mb(limit)} of uncompressed text"
+                )
+            if not inflater.eof:  # cut short: no trailer
+                break
+            rest = inflater.unused_data
+    except zlib.error as exc:
         raise TraceError(f"trace is not valid gzip data ({exc})") from None
-    if len(out) > limit:
-        raise TraceError(f"trace is over {_mb(limit)} uncompressed; the limit is {_mb(limit)} of uncompressed text")
-    return out
+    return bytes(out)
 
 
-def loads(text: str | bytes) -> list[dict]:
-    """Parse and validate JSON Lines text (bytes may be gzip data). Raises ``TraceError`` with the line number of
-    any problem, or the size limit (of the uncompressed text) when it is exceeded."""
-    if isinstance(text, bytes) and text[:2] == GZIP_MAGIC:
-        text = decompress(text)
-    if len(text) > MAX_TRACE_BYTES:
-        raise TraceError(f"trace is {_mb(len(text))}; the limit is {_mb(MAX_TRACE_BYTES)} of uncompressed text")
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise TraceError(f"trace is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    records = []
-    for i, line in enumerate(text.splitlines(), start=1):
+def _lines(text: str) -> tuple[list[dict], bool]:
+    """The records of JSON Lines ``text`` and whether its last line was cut (dropped: it has no line end and is not
+    a whole record, as a writer stopped mid-line leaves it). Any other bad line is refused, naming it."""
+    records: list[dict] = []
+    lines = text.splitlines()
+    open_end = bool(lines) and not text.endswith(("\n", "\r"))  # the last line may be cut mid-record
+    for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             rec = parse_line(line, f"line {i}")
         except JSONLineError as exc:
+            if open_end and i == len(lines) and is_cut(line) and not (records and records[-1].get("type") == "summary"):
+                return records, True
             raise TraceError(str(exc)) from None
         if not isinstance(rec, dict):
             raise TraceError(f"line {i}: expected a JSON object, got {type(rec).__name__}")
         records.append(rec)
-    validate_records(records)
+    return records, False
+
+
+def _decode(data: bytes) -> tuple[str, bool]:
+    """UTF-8 text, and whether a last line without its line end was dropped for a character cut in it (a writer
+    stopped mid-line); any other byte that is not UTF-8 is refused."""
+    try:
+        return data.decode("utf-8"), False
+    except UnicodeDecodeError as exc:
+        end = data.rfind(b"\n") + 1
+        if exc.start < end or data.endswith(b"\n"):
+            raise TraceError(f"trace is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        return data[:end].decode("utf-8"), True
+
+
+def loads(text: str | bytes) -> list[dict]:
+    """Parse and validate JSON Lines text (bytes may be gzip data). Raises ``TraceError`` with the line number of
+    any problem, or the size limit (of the uncompressed text) when it is exceeded.
+
+    A trace cut short (no summary line; a gzip stream without its trailer; a last line cut mid-record, which is
+    dropped) opens with its complete steps and the summary ``steplog.cutshort`` gives it, marked ``cut_short``."""
+    if isinstance(text, bytes) and text[:2] == GZIP_MAGIC:
+        text = decompress(text)
+    if len(text) > MAX_TRACE_BYTES:
+        raise TraceError(f"trace is {_mb(len(text))}; the limit is {_mb(MAX_TRACE_BYTES)} of uncompressed text")
+    text, dropped = _decode(text) if isinstance(text, bytes) else (text, False)
+    records, cut = _lines(text)
+    if (dropped or cut) and not records:
+        raise TraceError("line 1: the trace was cut short inside its header line: nothing to read")
+    if dropped and records[-1].get("type") == "summary":
+        raise TraceError(f"line {len(records) + 1}: not UTF-8 text after the summary line")
+    validate_records(records, cut_short=True)
     return records
 
 

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, cast
 
 from steplog.blocks import BlockTables, Tables
+from steplog.cutshort import cut_short_note
 from steplog.records import HeaderRecord, RequestSpecRecord, StepRecord, SummaryRecord
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with the common colour-vision deficiencies.
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
 EXTRA = ["#8C564B", "#7F7F7F", "#BCBD22", "#17BECF", "#9467BD", "#AEC7E8", "#FFBB78", "#98DF8A"]
+CHILD_PREFIX = re.compile(r"\d+_(?=.{9})")  # vLLM's n > 1 children: "{i}_" + the parent's id
 FREE_COLOR = "#E8E8E8"
 PADDING_COLOR = "#9E9E9E"
 
@@ -64,10 +67,9 @@ class TraceView:
         self.header = cast(HeaderRecord, self.records[0])
         self.steps = cast(list[StepRecord], self.records[1:-1])
         self.summary = cast(SummaryRecord, self.records[-1])
-        known = {r["request_id"] for r in self.header["requests"]}  # a view of a view's header lists them already
-        arrived = [r for st in self.steps for r in st.get("arrived", ()) if r["request_id"] not in known]
-        if arrived:
-            self.header = {**self.header, "requests": [*self.header["requests"], *arrived]}
+        requests = declared_requests(self.header, self.steps)
+        if requests is not self.header["requests"]:
+            self.header = {**self.header, "requests": requests}
 
     @property
     def engine(self) -> str:
@@ -89,16 +91,19 @@ class TraceView:
     @cached_property
     def labels(self) -> dict[str, str]:
         """A short display name per request: the id itself if short, else the part after the prefix every id shares
-        (``chatcmpl-``), cut to 8 characters (longer where two would collide)."""
+        (``chatcmpl-``), cut to 8 characters (longer where two would collide). An ``n > 1`` child of a vLLM request
+        (``0_chatcmpl-…``) keeps its index in front (``0_…3a9e2b7d``)."""
         ids = self.request_ids
         if all(len(r) <= 10 for r in ids):
             return {r: r for r in ids}
-        prefix = _common_prefix(ids) if len(ids) > 1 else ""
-        rest = {r: r[len(prefix) :] or r for r in ids}
+        child = {r: m.group(0) if (m := CHILD_PREFIX.match(r)) else "" for r in ids}
+        bare = [r[len(child[r]) :] for r in ids]
+        prefix = _common_prefix(bare) if len(ids) > 1 else ""
+        rest = {r: b[len(prefix) :] or b for r, b in zip(ids, bare, strict=True)}
         for width in (8, 12, 16):
             for short in (
-                {r: s[:width] + ("…" if len(s) > width else "") for r, s in rest.items()},
-                {r: ("…" if len(s) > width else "") + s[-width:] for r, s in rest.items()},
+                {r: child[r] + s[:width] + ("…" if len(s) > width else "") for r, s in rest.items()},
+                {r: child[r] + ("…" if len(s) > width else "") + s[-width:] for r, s in rest.items()},
             ):
                 if len(set(short.values())) == len(ids):
                     return short
@@ -177,6 +182,12 @@ class TraceView:
         """The run was stopped early (cancelled): unfinished requests have no finish."""
         return bool(self.summary.get("partial"))
 
+    @property
+    def cut_short(self) -> str | None:
+        """What to say of a trace whose steps stop early (cut short: no summary line, the server did not shut down;
+        or truncated by the tracer's size cap), ``None`` if complete (``steplog.cutshort.cut_short_note``)."""
+        return cut_short_note(self.summary)
+
     def step_ticks(self, lo: int, hi: int, max_ticks: int = 12) -> dict:
         """x-axis ticks for positions ``lo..hi`` labelled with step numbers (``{}`` without idle gaps)."""
         if not self.has_idle_gaps:
@@ -248,6 +259,15 @@ class TraceView:
         if self.engine == "vllm":
             return f"vLLM {h.get('vllm_version', '?')} server, {h['model']}, {h['device']} · {h['dtype']} · {created}"
         return f"{h['model']} · {h['device']} · {h['dtype']} · {created}"
+
+
+def declared_requests(header: Any, steps: list[Any]) -> list[Any]:
+    """Every request of a trace: the header's, then those a version 2 trace declares in its steps (``arrived``), in
+    arrival order. The one list every reader of requests uses (``TraceView.header["requests"]``, the metrics): a
+    server's header lists none. The header's own list (the same object) when the steps declare none."""
+    known = {r["request_id"] for r in header["requests"]}  # a view of a view's header lists them already
+    arrived = [r for st in steps for r in st.get("arrived", ()) if r["request_id"] not in known]
+    return [*header["requests"], *arrived] if arrived else header["requests"]
 
 
 def _common_prefix(ids: list[str]) -> str:

@@ -191,7 +191,8 @@ def test_export_then_import_gives_back_the_same_trace_and_a_bad_file_is_refused(
     page.locator(".st-key-trace-choice").click()
     page.get_by_role("option", name="upload a file").click()
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("\n".join(exported.read_text().splitlines()[:-1]))  # truncated: no summary line
+    lines = exported.read_text().splitlines()
+    bad.write_text("\n".join(lines[:3] + lines[4:]) + "\n")  # a step missing in the middle: not a cut-short trace
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(bad))
     page.get_by_text("bad.jsonl is not a valid Batchscope trace").wait_for()
     assert page.locator('[data-testid="stException"]').count() == 0

@@ -38,7 +38,8 @@ def good_text():
     "mutate,needle",
     [
         (lambda t: "", "empty"),
-        (lambda t: "\n".join(t.splitlines()[:-1]), "summary"),  # truncated
+        # cut short (no summary: it opens) but a step is missing in the middle: refused
+        (lambda t: "\n".join(t.splitlines()[:2] + t.splitlines()[3:-1]), "line 3 .step 2., field step"),
         (lambda t: t.replace('"schema_version":1', '"schema_version":99', 1), "schema_version"),
         (lambda t: t.replace('{"type":"step"', '{"type":"step"', 1).replace("\n", "\nnot json\n", 1), "line 2"),
         (lambda t: t.replace('"kind":"prefill"', '"kind":"warmup"', 1), "kind"),

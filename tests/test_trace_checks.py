@@ -118,7 +118,7 @@ def _unfinish_last(recs) -> None:
     "fn,needles",
     [
         (lambda r: r[0]["requests"][0].update(request_id=""), ("line 1", "request_id")),
-        (lambda r: r[0]["requests"][0].update(request_id="x" * 65), ("line 1", "request_id")),
+        (lambda r: r[0]["requests"][0].update(request_id="x" * 257), ("line 1", "request_id", "1-256")),
         (lambda r: r[0]["requests"][0].update(request_id="a\u0007b"), ("line 1", "request_id")),
         (lambda r: r[0]["requests"][0].update(request_id="a\u200bb"), ("line 1", "printable")),
         (lambda r: r[0]["requests"][1].update(request_id=r[0]["requests"][0]["request_id"]), ("twice",)),

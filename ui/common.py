@@ -73,6 +73,8 @@ def badge(view: TraceView, prefix: str = "") -> None:
     label = {"recorded": "Recorded trace", "live": "Live run", "imported": "Imported file"}.get(source, source)
     name = md(getattr(view, "filename", ""))
     partial = " · :orange-badge[partial: stopped early]" if view.partial else ""
+    if view.cut_short:  # "cut short at step 6" or "truncated at step 6"
+        partial = f" · :orange-badge[{view.cut_short.split(':')[0]}]"
     c = view.header["config"]
     origin = f"**{label}**{' ' + name if name else ''} · {md(view.policy)} · {md(view.provenance())}"
     if view.engine == "vllm":
@@ -87,6 +89,11 @@ def badge(view: TraceView, prefix: str = "") -> None:
         f"(max_num_batched_tokens), KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens, "
         f"chunked prefill {'on' if c['enable_chunked_prefill'] else 'off'}"
     )
+    if view.cut_short:  # a crashed server's trace opens, and says so on every page: never as a complete one
+        st.warning(
+            f"{f'{md(prefix)}: ' if prefix else ''}{name or 'This trace'}: {md(view.cut_short)}",
+            icon=":material/warning:",
+        )
 
 
 MAX_CHIPS = 40  # a server's queues hold hundreds of requests: show the first ones and count the rest

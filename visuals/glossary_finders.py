@@ -189,8 +189,8 @@ def goodput(view: TraceView) -> Found:
 
 def example_request(view: TraceView) -> dict | None:
     """The request the latency terms are worked on: the one that waited longest for its first token (ties: the
-    earliest in the header), among those with at least two output tokens."""
-    ms = [m for m in request_metrics(view.records) if m["num_output_tokens"] >= 2 and m["ttft_steps"] is not None]
+    earliest in the header), among those that finished with at least two output tokens."""
+    ms = [m for m in request_metrics(view.records) if m["num_output_tokens"] >= 2 and m["e2e_steps"] is not None]
     return max(ms, key=lambda m: (m["ttft_steps"], -view.request_ids.index(m["request_id"])), default=None)
 
 
