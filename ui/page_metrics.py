@@ -90,8 +90,17 @@ HEADLINE: list[tuple[str, Callable[[dict], str], str]] = [
 ]
 
 
+# Streamlit cuts a metric's value that is wider than its column ("1.44 t…" at 1280 px, two runs of three cards):
+# the headline cards' values wrap at their spaces and hyphens ("3123 slot-" / "steps") in slightly smaller type.
+METRIC_CSS = """<style>
+[data-testid='stMetricValue'], [data-testid='stMetricValue'] * {white-space: normal !important;
+  overflow: visible !important; text-overflow: clip !important; font-size: 1.75rem; line-height: 1.2}
+</style>"""
+
+
 def headline(runs: dict[str, list[dict]]) -> None:
     sums = {p: summarize(r) for p, r in runs.items()}
+    st.html(METRIC_CSS)
     for run, col in zip(runs, st.columns(len(runs))):
         with col:
             st.subheader(run[:1].upper() + run[1:])

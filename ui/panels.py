@@ -78,7 +78,8 @@ def step_panel(view: TraceView, step: int, key: str, window: int | None = 12, co
     st.plotly_chart(block_map(view, shown), key=f"{key}:blocks", width="stretch")
     st.caption(
         "KV blocks: outlined = allocated this step; ✕ = released at the end of this step (owner "
-        "finished); ⟲ = freed by a preemption in this step; grey = free."
+        "finished); ⟲ = freed by a preemption in this step; ★ (blue outline) = found in the prefix cache in this "
+        "step; grey = free."
     )
     queue_panel(view, shown)
     if not compact:

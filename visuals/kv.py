@@ -13,6 +13,8 @@ from visuals.safe import esc
 CACHED_COLOR = "#CDE7F5"  # a free block that still holds a cached prefix (light blue, distinct from plain free)
 RESERVED_COLOR = "#F6E3B8"  # free, but within a static batch's worst-case reservation (light sand)
 ID_STYLE = "font-size:7px;color:#444"  # the block id, small, on the first line of its cell
+HIT_MARK = "★"  # a held block found in the prefix cache in this step (DejaVu Sans has it: no emoji font needed)
+HIT_LINE = "#0072B2"  # its outline: blue, where a block allocated in this step has vermillion
 
 
 def cell_text(block: int, body: str) -> str:
@@ -87,11 +89,15 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
         out["color"].append(view.colors[owner] if owner else FREE_COLOR)
         mark = " ✕" if c["releasing"] else ""
         shared = f"×{c['refs']}" if owner and c["refs"] > 1 else ""  # in N block tables (prefix cache)
+        hit = f" {HIT_MARK}" if owner and c["hit"] else ""
         if owner:
-            out["text"].append(cell_text(c["block"], f"{esc(view.label(owner))}{shared}{mark}<br>{c['fill']}/{bs}"))
+            out["text"].append(
+                cell_text(c["block"], f"{esc(view.label(owner))}{shared}{hit}{mark}<br>{c['fill']}/{bs}")
+            )
             out["hover"].append(
                 f"block {c['block']}: {esc(owner)}, {c['fill']}/{bs} slots"
                 + (f", shared by {c['refs']} requests (reference count {c['refs']})" if shared else "")
+                + (f"; {esc(c['hit'])} found it in the prefix cache in this step" if hit else "")
                 + (" (released at the end of this step)" if mark else "")
             )
         elif c["preempted_from"]:
@@ -116,8 +122,8 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
             # every free cell would make each redraw of the map a third slower in the browser)
             out["text"].append(cell_text(c["block"], "") if c["block"] % columns == 0 else "")
             out["hover"].append(f"block {c['block']}: free")
-        out["width"].append(3 if c["new"] else 0.5)
-        out["line"].append("#D55E00" if c["new"] else "#888")
+        out["width"].append(3 if c["new"] or hit else 0.5)
+        out["line"].append("#D55E00" if c["new"] else HIT_LINE if hit else "#888")
     return out
 
 

@@ -42,26 +42,32 @@ from visuals.timeline import timeline
 
 PAYLOAD_VERSION = 2
 MARK_KEYS = ("color", "text", "hover", "width", "line")
+PRESENT_WINDOW = 4  # presenter mode's slot grid: 2 * 4 + 1 = 9 steps, cells large enough for 20 px names
 
 
 def slot_section(view: TraceView, intern: Interner, window: int, ks: range) -> dict:
     """The slot grid's cells over every window the steps ``ks`` show (its traces hold those cells, in step order;
     the client keeps the cells of the current window), each step's window ``{lo, hi, xaxis}`` and title, and the
     highlight of the current column (the figure's one shape, drawn by the client over the plot so that moving it
-    needs no redraw)."""
-    span = (grid_range(view, ks[0], window)[0], grid_range(view, ks[-1], window)[1])
+    needs no redraw). ``present_windows``: the same with ``PRESENT_WINDOW`` (presenter mode: fewer, larger cells)."""
+    wins = (window, min(window, PRESENT_WINDOW))
+    span = (
+        min(grid_range(view, ks[0], w)[0] for w in wins),
+        max(grid_range(view, ks[-1], w)[1] for w in wins),
+    )
     fig = figure_json(slot_grid(view, 0, None, span=span))
     highlight = fig["layout"].pop("shapes")[0]
 
-    def win(k: int) -> int:
-        lo, hi = grid_range(view, k, window)
+    def win(k: int, w: int) -> int:
+        lo, hi = grid_range(view, k, w)
         return intern({"lo": lo, "hi": hi, "xaxis": {**grid_xaxis(lo, hi), **view.step_ticks(lo, hi)}})
 
     return {
         "data": fig["data"],
         "layout": fig["layout"],
         "highlight": highlight,
-        "windows": fill(view, ks, win),
+        "windows": fill(view, ks, lambda k: win(k, wins[0])),
+        "present_windows": fill(view, ks, lambda k: win(k, wins[1])),
         "titles": fill(view, ks, lambda k: intern(grid_title(view, k))),
     }
 

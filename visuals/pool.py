@@ -18,15 +18,32 @@ from visuals.stepinfo import freed_blocks
 
 def one_step_flags(view: TraceView, step: int) -> dict[str, Any]:
     """Blocks with a mark that lasts one step: ``new`` (allocated in it, not a prefix-cache hit: a version 2 trace
-    lists its hits among the allocated blocks, and names them), ``releasing`` (the owner finished) and
-    ``preempted`` (block -> the request a preemption took it from)."""
+    lists its hits among the allocated blocks, and names them), ``hits`` (block -> the request that found it in the
+    prefix cache in this step), ``releasing`` (the owner finished) and ``preempted`` (block -> the request a
+    preemption took it from)."""
     kv = view.steps[step]["kv"]
     hits = kv.get("cache_hits", {})
     freed = freed_blocks(view, step)
     return {
         "new": {b for rid, blocks in kv.get("allocated", {}).items() for b in blocks if b not in hits.get(rid, ())},
+        "hits": cache_hit_blocks(view, step),
         "releasing": {b for blocks in freed["finished"].values() for b in blocks},
         "preempted": {b: rid for rid, blocks in freed["preempted"].items() for b in blocks},
+    }
+
+
+def cache_hit_blocks(view: TraceView, step: int) -> dict[int, str]:
+    """Blocks found in the prefix cache in ``step`` -> the request that found them: a version 2 trace names them
+    (``kv.cache_hits``); else a hit of N tokens (``num_prefix_hit_tokens``) covers the first N // block_size blocks
+    of the request's table (a hit is whole blocks)."""
+    st = view.steps[step]
+    kv = st["kv"]
+    if "cache_hits" in kv:
+        return {b: rid for rid, blocks in kv["cache_hits"].items() for b in blocks}
+    bs = kv.get("block_size") or view.header["config"]["block_size"]
+    tables = view.block_tables(step)
+    return {
+        b: rid for rid, n in st.get("num_prefix_hit_tokens", {}).items() if n for b in tables.get(rid, [])[: n // bs]
     }
 
 
@@ -40,7 +57,7 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
     }
     flags = one_step_flags(view, step)
     cells: list[dict] = [
-        {"block": b, "owner": None, "fill": 0, "new": False, "releasing": False, "preempted_from": None}
+        {"block": b, "owner": None, "fill": 0, "new": False, "releasing": False, "preempted_from": None, "hit": None}
         for b in range(kv["num_blocks"])
     ]
     for rid, table in view.block_tables(step).items():
@@ -60,6 +77,7 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
         cells[b]["cached"] = b in cached_free  # free, but keeps a cached prefix until it is reused (evictable)
         cells[b]["reserved"] = b in reserved
         cells[b]["releasing"] = b in flags["releasing"]
+        cells[b]["hit"] = flags["hits"].get(b)  # the request that found it in the prefix cache in this step
         if cells[b]["owner"] is None and b in flags["preempted"]:
             cells[b]["preempted_from"] = flags["preempted"][b]
     return cells

@@ -12,6 +12,13 @@ BS.urlNumber = (text, dflt, lo, hi) =>
   (typeof text === "string" && /^[ \t\n\r]*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[ \t\n\r]*$/.test(text)
     ? Math.min(Math.max(Number(text), lo), hi) : dflt);
 
+/* The query of the page around the player's frame (the app's URL), or an empty one (no frame, or cross-origin). */
+BS.parentQuery = () => {
+  try { return new URLSearchParams(window.parent === window ? "" : window.parent.location.search); } catch (err) {
+    return new URLSearchParams("");
+  }
+};
+
 BS.Player = class {
   constructor(payload) {
     const P = this.P = new BS.Payload(payload);
@@ -20,6 +27,7 @@ BS.Player = class {
     [this.lo, this.hi] = payload.span || [0, this.n - 1]; // the steps packed: the clock stays within them
     this.events = payload.events;
     this.present = payload.present || q.get("present") === "1";
+    this.hideFuture = [q, BS.parentQuery()].some((x) => x.get("future") === "hide");
     const step = BS.urlNumber(q.get("step"), payload.initial_step, this.lo, this.hi);
     const speed = BS.urlNumber(q.get("speed"), payload.speed, 1, 120);
     this.state = { step: this.clamp(step), playing: false, speed: Math.min(120, Math.max(1, speed)) || 8,
@@ -32,7 +40,8 @@ BS.Player = class {
     this.buildCounters(payload.counters);
     const root = this.$("bs-views");
     root.classList.add(`n${P.views.length}`);
-    const opts = { present: this.present, compact: P.views.length > 1, beats: P.views.length === 1 };
+    const opts = { present: this.present, compact: P.views.length > 1, beats: P.views.length === 1 || this.present,
+      hideFuture: () => this.hideFuture, contrast: this.present && q.get("palette") !== "standard" };
     this.sides = P.views.map((v) => new BS.Side(P, v, root, opts));
     this.bindControls();
     this.frame = this.frame.bind(this);
@@ -66,6 +75,8 @@ BS.Player = class {
     on("bs-fwd", () => this.seek(this.state.step + 1));
     on("bs-prev-event", () => this.seekEvent(-1));
     on("bs-next-event", () => this.seekEvent(1));
+    on("bs-future", () => this.toggleFuture());
+    this.$("bs-future").setAttribute("aria-pressed", String(this.hideFuture));
     const scrub = this.$("bs-scrub");
     scrub.min = String(this.lo);
     scrub.max = String(this.hi);
@@ -75,15 +86,43 @@ BS.Player = class {
     speed.addEventListener("input", () => this.setSpeed(parseFloat(speed.value)));
     document.addEventListener("keydown", (e) => this.key(e));
     document.addEventListener("keyup", (e) => { if (e.key === " ") e.preventDefault(); });
+    this.listenOnParent();
+    window.addEventListener("resize", () => { this.state.drawn = -1; this.request(); });
   }
 
+  /* In the app the player is a frame: keys pressed on the page around it (a presentation clicker's PageDown, the
+   * arrows) step it without a click into the frame first, when the page is of the same origin (Streamlit's
+   * srcdoc frame is). Keys typed into the page's own fields stay theirs; a frame the page has dropped lets go. */
+  listenOnParent() {
+    if (window.parent === window) return;
+    let doc;
+    try { doc = window.parent.document; } catch (err) { return; } // cross-origin: the frame's own keys only
+    const onKey = (e) => {
+      const frame = window.frameElement;
+      if (!frame || !frame.isConnected) { doc.removeEventListener("keydown", onKey); return; }
+      const t = e.target, typing = "input, textarea, select, [contenteditable], [role='combobox'], [role='slider']";
+      if (t && t.closest && t.closest(typing)) return;
+      this.key(e);
+    };
+    doc.addEventListener("keydown", onKey);
+  }
+
+  /* Space plays or pauses; the arrows and PageDown / PageUp (what a presentation clicker sends) step; Home / End. */
   key(e) {
-    const act = { " ": () => this.toggle(), ArrowRight: () => this.seek(this.state.step + 1),
-      ArrowLeft: () => this.seek(this.state.step - 1), Home: () => this.seek(this.lo),
-      End: () => this.seek(this.hi) }[e.key];
+    const fwd = () => this.seek(this.state.step + 1), back = () => this.seek(this.state.step - 1);
+    const act = { " ": () => this.toggle(), ArrowRight: fwd, ArrowLeft: back, PageDown: fwd, PageUp: back,
+      Home: () => this.seek(this.lo), End: () => this.seek(this.hi) }[e.key];
     if (!act || e.altKey || e.ctrlKey || e.metaKey) return;
     e.preventDefault();
     act();
+  }
+
+  /* "Hide the future": the slot grid draws no cell after the current step (asking "what happens next?"). */
+  toggleFuture() {
+    this.hideFuture = !this.hideFuture;
+    this.$("bs-future").setAttribute("aria-pressed", String(this.hideFuture));
+    for (const side of this.sides) side.redrawSlots();
+    this.writeUrl();
   }
 
   toggle() { if (this.state.playing) this.pause(); else this.play(); }
@@ -167,16 +206,20 @@ BS.Player = class {
   }
 
   /* Paused: put the step in the address of the top page (the app around the player's frame, or this file), so
-   * the view can be shared. The frame may not be allowed to reach its parent: then nothing is written. */
+   * the view can be shared. A frame that may not reach its parent (the exported file in another site's slide)
+   * writes its own address; a srcdoc frame has none to write. */
   writeUrl() {
     clearTimeout(this.urlTimer);
     this.urlTimer = setTimeout(() => {
-      for (const w of window.parent !== window ? [window.parent] : [window]) {
+      for (const w of window.parent !== window ? [window.parent, window] : [window]) {
         try {
           const u = new URL(w.location.href);
+          if (u.protocol === "about:") continue;
           u.searchParams.set("step", String(this.state.step));
+          if (this.hideFuture) u.searchParams.set("future", "hide"); else u.searchParams.delete("future");
           w.history.replaceState(w.history.state, "", u.toString());
-        } catch (err) { /* cross-origin parent, or a file:// page that may not rewrite its address */ }
+          return;
+        } catch (err) { /* cross-origin parent, or a page that may not rewrite its address: the next one */ }
       }
     }, 150);
   }

@@ -4,11 +4,7 @@
 "use strict";
 
 const PLOT_CONFIG = { displayModeBar: false, responsive: true, logging: 0 };
-const PRESENT_HEIGHTS = { slots: 150, budget: 84, blocks: 224 };
 const TOP_MARGIN = 6; // a figure's title is an HTML line above its plot: it wraps, and a new title costs no redraw
-const ID_LINE = /^<span[^>]*>\d+<\/span>(<br>)?/; // a block cell's id line (visuals/kv.py cell_text)
-const MIN_ID_CELL = 30; // px: smaller cells with an owner drop the id line (it stays on hover)
-const MIN_ID_ALONE = 16; // px: an empty cell shows its id down to this size
 const MAX_CHIPS = 40; // a server's queues hold hundreds of requests: the first ones, then a count (ui/common.py)
 const MAX_TEXT_ROWS = 200; // more requests than this: the text table lists those in play (ui/panels.py)
 
@@ -29,9 +25,12 @@ function el(tag, cls, parent, text) {
 }
 
 BS.Side = class {
-  /* P: BS.Payload; v: one view of it; opts: {present, compact (text table closed), beats (show teaching beats)}. */
+  /* P: BS.Payload; v: one view of it; opts: {present, compact (text table closed), beats (show teaching beats),
+   * hideFuture (a function: whether the slot grid hides the steps after the current one), contrast (presenter
+   * mode's palette)}. */
   constructor(P, v, root, opts) {
     this.P = P; this.v = v; this.opts = opts; this.drawn = -1; this.plotted = -1; this.last = {};
+    this.paint = opts.contrast ? BS.contrastPaint(v) : (c) => c; // presenter mode's palette (present.js)
     this.template = { layout: P.p.template };
     const s = this.dom = { titles: {} };
     this.titles = {};
@@ -42,7 +41,6 @@ BS.Side = class {
     s.note = el("div", "bs-note", s.root, v.finished_note);
     s.note.hidden = true;
     s.narration = el("p", "bs-narration", s.root);
-    s.narration.addEventListener("scroll", () => this.fadeNarration());
     s.beats = el("div", "bs-beats", s.root);
     s.grid = el("div", "bs-grid", s.root);
     s.slots = this.figure("slots", s.grid);
@@ -53,7 +51,8 @@ BS.Side = class {
     s.blocks = this.figure("blocks", s.grid);
     s.legend = el("div", "bs-legend", s.grid, "KV blocks: outlined = allocated this step; ✕ = released at the end " +
       "of this step (owner finished); ⟲ = freed by a preemption in this step; ×N = shared by N requests (prefix " +
-      "cache); light blue = free but cached (evictable); sand \"res\" = reserved by a static batch; grey = free.");
+      "cache); ★ (blue outline) = found in the prefix cache in this step; light blue = free but cached " +
+      "(evictable); sand \"res\" = reserved by a static batch; grey = free.");
     s.queues = el("div", "bs-queues", s.grid);
     s.checklist = el("div", "bs-checklist", s.grid);
     s.details = el("details", "bs-texts", s.root);
@@ -114,14 +113,15 @@ BS.Side = class {
     return el("div", `bs-plot bs-${kind}`, box);
   }
 
-  /* The Python figure's layout with its title moved out of the plot (same text, above it) and the plot area kept. */
+  /* The Python figure's layout with its title moved out of the plot (same text, above it) and the plot area kept;
+   * in presenter mode, sized and lettered for a projector (present.js). */
   layout(base, kind) {
     const top = base.margin.t - TOP_MARGIN;
-    return Object.assign({}, base, {
-      template: this.template, title: { text: "" },
-      height: (this.opts.present ? PRESENT_HEIGHTS[kind] : base.height) - top,
+    const out = Object.assign({}, base, {
+      template: this.template, title: { text: "" }, height: base.height - top,
       margin: Object.assign({}, base.margin, { t: TOP_MARGIN }),
     });
+    return this.opts.present ? BS.presentLayout(kind, out) : out;
   }
 
   /* A figure's title at this step: kept here, written in the text phase (after every plot is drawn). */
@@ -145,7 +145,8 @@ BS.Side = class {
     if (s === this.drawn) return;
     for (const [kind, label] of Object.entries(this.titles)) {
       const box = this.dom.titles[kind];
-      if (box.dataset.label !== label) { box.dataset.label = label; box.textContent = plain(label); }
+      const text = this.opts.present ? BS.presentTitle(plain(label)) : plain(label);
+      if (box.dataset.label !== label) { box.dataset.label = label; box.textContent = text; }
     }
     this.drawText(s);
     this.drawn = s;
@@ -154,17 +155,27 @@ BS.Side = class {
   }
 
   /* The slot grid: its cells are redrawn only when the window turns a page (slots.grid_range); within a page
-   * only the title changes and the highlighted column (an HTML box over the plot) moves. */
+   * only the title changes and the highlighted column (an HTML box over the plot) moves. Presenter mode: the
+   * narrower windows. "Hide the future" (opts.hideFuture): no cell after step s, so the grid is redrawn each step. */
   drawSlots(s) {
-    const v = this.v, L = v.slots.layout, win = this.P.t(v.slots.windows[s]);
+    const v = this.v, L = v.slots.layout, windows = this.opts.present ? v.slots.present_windows : v.slots.windows;
+    const win = this.P.t(windows[s]), hide = this.opts.hideFuture(), key = `${windows[s]}:${hide ? s : ""}`;
     this.title("slots", this.P.t(v.slots.titles[s]));
-    if (this.slotWindow === v.slots.windows[s]) return;
-    const data = v.slots.data.map((tr) => BS.sliceTrace(tr, win.lo, win.hi)).filter((tr) => tr);
+    if (this.slotWindow === key) return;
+    let data = v.slots.data.map((tr) => BS.sliceTrace(tr, win.lo, hide ? Math.min(win.hi, s) : win.hi));
+    data = data.filter((tr) => tr);
     const layout = this.layout(L, "slots");
-    layout.xaxis = Object.assign({}, L.xaxis, win.xaxis, { title: Object.assign({}, L.xaxis.title) });
+    layout.xaxis = Object.assign({}, layout.xaxis, win.xaxis, { title: Object.assign({}, layout.xaxis.title) });
+    if (this.opts.present) data = BS.presentSlots(data, L.yaxis.categoryarray.length);
     Plotly.react(this.dom.slots, data, layout, PLOT_CONFIG);
     if (this.slotWindow === undefined) this.dom.slots.on("plotly_afterplot", () => this.moveHighlight(this.drawn));
-    this.slotWindow = v.slots.windows[s];
+    this.slotWindow = key;
+  }
+
+  /* Redraw the slot grid at the step shown (after "hide the future" is switched). */
+  redrawSlots() {
+    this.slotWindow = null;
+    if (this.plotted >= 0) this.drawSlots(this.plotted);
   }
 
   /* Put an HTML box (a line for the timeline) over data x0..x1 of a plot's x axis, spanning the plot area. */
@@ -180,7 +191,9 @@ BS.Side = class {
     const b = this.v.budget;
     this.title("budget", this.P.t(b.titles[s]));
     if (this.plotted >= 0 && b.bars[s] === b.bars[this.plotted]) return;
-    Plotly.react(this.dom.budget, this.P.budgetTraces(this.v, s), this.layout(b.layout, "budget"), PLOT_CONFIG);
+    const bars = this.P.budgetTraces(this.v, s)
+      .map((t) => Object.assign(t, { marker: Object.assign({}, t.marker, { color: this.paint(t.marker.color) }) }));
+    Plotly.react(this.dom.budget, bars, this.layout(b.layout, "budget"), PLOT_CONFIG);
   }
 
   drawBlocks(s) {
@@ -188,49 +201,29 @@ BS.Side = class {
     this.title("blocks", this.P.t(b.titles[s]));
     if (this.plotted >= 0 && this.P.sameLooks(this.v, s, this.plotted)) return;
     const looks = this.P.blockLooks(this.v, s);
+    looks.color = looks.color.map(this.paint);
     const trace = Object.assign({}, b.trace, {
       x: b.x, y: b.y, text: looks.text, hovertext: looks.hover,
       marker: Object.assign({}, b.trace.marker,
         { color: looks.color, line: { width: looks.width, color: looks.line } }),
     });
     const layout = this.layout(b.layout, "blocks");
-    this.fitBlocks(trace, layout);
+    if (this.opts.present) BS.presentBlocks(trace, layout, this.plotWidth(), this.P.views.length, b.grouped);
+    else BS.fitBlocks(trace, layout, this.plotWidth());
     // plotly.js drops the text node of an empty label and, on the next react, pairs the remaining nodes with the
     // wrong blocks (a block's label then vanishes mid-playback): a blank label keeps one node per block
     trace.text = trace.text.map((label) => label || " ");
     Plotly.react(this.dom.blocks, [trace], layout, PLOT_CONFIG);
   }
 
-  /* Blocks and their labels shrink to the grid cell the plot has room for (half a page on the Compare page, the
-   * short map of presenter mode); the grid's shape (16 columns) stays the one of every page. A map narrower than
-   * it is tall loses its empty row gaps; cells too small for the block id and their label drop the id (it stays on
-   * hover; the ids run row by row, 16 to a row, so an empty neighbour's id places them). */
-  fitBlocks(trace, layout) {
-    const m = layout.margin, cols = layout.xaxis.range[1] - layout.xaxis.range[0];
-    const rows = layout.yaxis.range[0] - layout.yaxis.range[1];
-    // the plot's width, measured once (and again after a resize): reading it between redraws would force a layout
+  /* The block map's width, measured once (and again after a resize): reading it between redraws would force a
+   * layout. */
+  plotWidth() {
     if (!this.blocksWidth) {
       this.blocksWidth = this.dom.blocks.clientWidth || 640;
-      window.addEventListener("resize", () => { this.blocksWidth = 0; }, { once: true });
+      window.addEventListener("resize", () => { this.blocksWidth = 0; this.plotted = -1; }, { once: true });
     }
-    const cellW = (this.blocksWidth - m.l - m.r) / cols;
-    const cellH = (layout.height - m.t - m.b) / rows;
-    const size = Math.max(8, Math.min(trace.marker.size, Math.floor(Math.min(cellW, cellH) * 0.92)));
-    if (size < trace.marker.size) {
-      trace.marker.size = size;
-      trace.textfont = Object.assign({}, trace.textfont, { size: Math.max(5, Math.min(9, Math.round(size * 0.3))) });
-    }
-    if (cellW < cellH) layout.height = m.t + m.b + Math.ceil(rows * cellW);
-    // an empty cell keeps its id down to MIN_ID_ALONE px; a cell with an owner (or a mark) needs MIN_ID_CELL px
-    if (size < MIN_ID_CELL) {
-      trace.text = trace.text.map((label) => (size >= MIN_ID_ALONE && !label.includes("<br>") ? label : label.replace(ID_LINE, "")));
-    }
-  }
-
-  /* A sentence longer than its fixed box fades out at the bottom until it is scrolled to its end. */
-  fadeNarration() {
-    const box = this.dom.narration;
-    box.classList.toggle("bs-overflow", box.scrollTop + box.clientHeight < box.scrollHeight - 1);
+    return this.blocksWidth;
   }
 
   /* Narration, teaching beats, queues and the text table: DOM updates only where the step changed them. */
@@ -239,22 +232,26 @@ BS.Side = class {
     if (this.last.narration !== cols.narration[s]) {
       const box = this.dom.narration;
       box.textContent = T[cols.narration[s]];
-      box.title = box.textContent; // the whole sentence on hover
-      box.scrollTop = 0;
-      this.fadeNarration();
     }
     if (cols.checklist && this.last.checklist !== cols.checklist[s]) {
       this.dom.checklist.textContent = T[cols.checklist[s]];
       this.last.checklist = cols.checklist[s];
     }
     if (this.opts.beats && this.last.beats !== cols.beats[s]) {
-      this.dom.beats.replaceChildren(...T[cols.beats[s]].map((i) => el("div", "bs-beat", null, "💡 " + T[i])));
+      this.dom.beats.replaceChildren(...T[cols.beats[s]].map((i) => this.beat(T[i])));
     }
     const key = ["waiting", "running", "preempted"].map((q) => cols[q][s]).join(",") + "," +
       BS.lowerBound(v._finishSteps, s + 1);
     if (this.last.queues !== key) this.drawQueues(s);
     this.last = Object.assign(this.last, { narration: cols.narration[s], beats: cols.beats[s], queues: key });
     this.drawTexts(s);
+  }
+
+  /* A teaching callout: the bulb (an SVG, present.js: no emoji font needed) and its sentence. */
+  beat(text) {
+    const div = el("div", "bs-beat");
+    div.append(BS.bulb(), " " + text);
+    return div;
   }
 
   drawQueues(s) {
