@@ -27,7 +27,7 @@ ALLOWED = {
 
 # Import cycles inside a package that are known and owned by someone, by name: the group of modules that import each
 # other, exactly. Each entry goes with its fix: test_known_import_cycles_still_exist fails while a stale one stays.
-CYCLE_PACKAGES = (*PACKAGES, "batchscope_vllm")
+CYCLE_PACKAGES = (*PACKAGES, "batchscope_vllm", "batchscope_sglang")
 
 
 def _sources(package: str, root: Path = ROOT) -> list[Path]:
@@ -169,3 +169,23 @@ def test_batchscope_vllm_imports_only_the_standard_library_and_vllm():
         assert not bad, (
             f"{path.relative_to(ROOT)} imports {sorted(bad)}; batchscope_vllm may import the standard library and vllm"
         )
+
+
+def test_batchscope_sglang_imports_only_the_standard_library_and_sglang():
+    """It runs in SGLang's own venv (``make test-sglang``): nothing of Batchscope's, torch or anything else."""
+    allowed = set(sys.stdlib_module_names) | {"__future__", "sglang", "batchscope_sglang"}
+    for path in _sources("batchscope_sglang"):
+        bad = _imports(path) - allowed
+        assert not bad, (
+            f"{path.relative_to(ROOT)} imports {sorted(bad)}; batchscope_sglang may import the standard library and "
+            "sglang"
+        )
+
+
+def test_batchscope_sglang_files_and_functions_stay_small():
+    for path in _sources("batchscope_sglang") + _sources("tests_sglang"):
+        text = path.read_text()
+        assert text.count("\n") <= MAX_FILE_LINES, f"{path.relative_to(ROOT)}: too long"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert node.end_lineno - node.lineno + 1 <= MAX_FUNCTION_LINES, f"{path.relative_to(ROOT)}:{node.name}"

@@ -1,0 +1,167 @@
+"""Run SGLang 0.5.23's real scheduler on a workload, without a model, and log every step.
+
+The loop is the one of ``Scheduler.event_loop_normal`` (sglang/srt/managers/scheduler.py) with overlap off, minus
+the model:
+
+    add arrived requests (Scheduler._add_request_to_queue)
+      --> Scheduler.get_next_batch_to_run(running_batch, last_batch)
+      --> batch?  yes: stand-in result processor (append the workload's next token, update_finish_state,
+                       release_kv_cache / checkpoint_kv_cache), as process_batch_result_prefill / _decode do
+                  no:  the ratio reset of Scheduler.on_idle (NewTokenRatioTracker.reset)
+      --> step record
+
+The scheduler is made with ``object.__new__`` (its constructor loads a model and spawns processes) and given CPU
+pools: a ``ReqToTokenPool``, a ``TokenToKVPoolAllocator`` over a K/V pool that stores nothing, a ``RadixCache``
+(``disable=True`` when the prefix cache is off), a ``SchedulePolicy`` and a ``NewTokenRatioTracker``. SGLang's own
+test helpers stub the kernel library and publish the server arguments (``sglang.test.test_utils``); torchvision,
+which SGLang imports at module level for multimodal configs only, is stubbed the same way (no CPU build of it
+matches torch 2.13.0 here). Nothing of SGLang's code is patched.
+
+Units: tokens (page_size 1, so a token is a KV slot); a "step" is one ``get_next_batch_to_run`` call.
+
+Usage: ``python -m batchscope_sglang.driver workload.json`` prints one JSON object per step. Only the standard
+library and SGLang (with what it imports) are used.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from array import array
+from typing import Any
+
+from batchscope_sglang.stubs import stub_modules
+
+SGLANG_VERSION = "0.5.23"
+stub_modules(("torchvision",))
+
+import sglang  # noqa: E402
+
+if sglang.__version__ != SGLANG_VERSION:
+    raise ImportError(
+        f"batchscope_sglang drives sglang=={SGLANG_VERSION} exactly (it sets the attributes that version's "
+        f"Scheduler.__init__ would set); found sglang {sglang.__version__}: pip install sglang=={SGLANG_VERSION}"
+    )
+
+from sglang.test.test_utils import maybe_stub_sgl_kernel, published_topology  # noqa: E402
+
+maybe_stub_sgl_kernel()
+
+from sglang.srt.managers.schedule_batch import Req  # noqa: E402
+from sglang.srt.managers.scheduler import Scheduler  # noqa: E402
+from sglang.srt.mem_cache.common import checkpoint_kv_cache, release_kv_cache  # noqa: E402
+from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
+
+from batchscope_sglang.shell import VOCAB_SIZE, build_scheduler  # noqa: E402
+
+DEFAULT_CONFIG: dict[str, Any] = {
+    "max_running_requests": 4,
+    "chunked_prefill_size": 64,
+    "pool_tokens": 256,
+    "schedule_policy": "fcfs",
+    "enable_prefix_cache": True,
+}
+
+
+def _make_req(r: dict[str, Any], eos: list[int]) -> Req:
+    """SGLang's ``Req`` for one workload request (greedy; ``max_new_tokens`` as given)."""
+    sp = SamplingParams(max_new_tokens=r["max_new_tokens"], temperature=0.0, ignore_eos=bool(r.get("ignore_eos")))
+    sp.normalize(None)
+    prompt = array("q", r["prompt_token_ids"])
+    return Req(r["request_id"], "", prompt, sp, eos_token_ids=set(eos), vocab_size=VOCAB_SIZE)
+
+
+def _process(s: Scheduler, batch: Any, outputs: dict[str, list[int]]) -> list[str]:
+    """The stand-in result processor: what ``process_batch_result_prefill`` / ``_decode`` do for a plain greedy
+    request (sglang/srt/managers/scheduler_components/batch_result_processor.py), with the workload's token."""
+    finished = []
+    extend = batch.forward_mode.is_extend()
+    for req in batch.reqs:
+        if req.finished() or req.is_retracted:
+            continue
+        if extend and req.inflight_middle_chunks > 0:  # a chunk that stops mid-prompt samples nothing
+            req.inflight_middle_chunks -= 1
+            continue
+        req.output_ids.append(outputs[req.rid][len(req.output_ids)])
+        req.update_finish_state()
+        if req.finished():
+            release_kv_cache(req, s.tree_cache, checkpoint=True)
+            finished.append(req.rid)
+        elif extend:
+            checkpoint_kv_cache(req, s.tree_cache)
+    return finished
+
+
+def _record(step: int, s: Scheduler, batch: Any, waiting_before: set[str], running_before: set[str]) -> dict:
+    """One step: the batch kind, who runs with how many tokens, admissions with their prefix hits, retractions."""
+    waiting_after = {r.rid for r in s.waiting_queue}
+    rec: dict[str, Any] = {"step": step, "kind": "idle", "run": [], "admitted": [], "prefix_hits": {}}
+    if batch is not None and batch.forward_mode.is_extend():
+        rec["kind"] = "extend"
+        rec["run"] = [[r.rid, int(n)] for r, n in zip(batch.reqs, batch.extend_lens)]
+        rec["admitted"] = [r.rid for r in batch.reqs if r.rid in waiting_before]
+        hits = zip(batch.reqs, batch.prefix_lens)
+        rec["prefix_hits"] = {r.rid: int(n) for r, n in hits if r.rid in waiting_before}
+    elif batch is not None:
+        rec["kind"] = "decode"
+        rec["run"] = [[r.rid, 1] for r in batch.reqs]
+    rec["retracted"] = sorted(running_before & waiting_after)
+    rec["chunked"] = s.chunked_req.rid if s.chunked_req is not None else None
+    rec["new_token_ratio"] = s.new_token_ratio_tracker.current
+    return rec
+
+
+def run_sglang(workload: dict[str, Any], max_steps: int = 10_000) -> list[dict]:
+    """SGLang's step records for ``workload``: ``config`` (keys of ``DEFAULT_CONFIG``) and ``requests``
+    (request_id, prompt_token_ids, max_new_tokens, arrival_step, output_token_ids, optional ignore_eos), plus
+    ``eos_token_ids``. Each request samples its ``output_token_ids`` in order; it finishes on an EOS id (unless
+    ``ignore_eos``) or at ``max_new_tokens``, as SGLang decides (``Req.update_finish_state``)."""
+    cfg = {**DEFAULT_CONFIG, **workload.get("config", {})}
+    eos = list(workload.get("eos_token_ids", []))
+    pending = sorted(workload["requests"], key=lambda r: r.get("arrival_step", 0))
+    outputs = {r["request_id"]: list(r["output_token_ids"]) for r in pending}
+    records: list[dict] = []
+    with published_topology(
+        role="test",
+        page_size=1,
+        chunked_prefill_size=cfg["chunked_prefill_size"],
+        max_running_requests=cfg["max_running_requests"],
+        schedule_policy=cfg["schedule_policy"],
+        disable_radix_cache=not cfg["enable_prefix_cache"],
+        disable_overlap_schedule=True,
+    ):
+        s = build_scheduler(cfg)
+        unfinished = {r["request_id"] for r in pending}
+        step = 0
+        while unfinished and step < max_steps:
+            while pending and pending[0].get("arrival_step", 0) <= step:
+                s._add_request_to_queue(_make_req(pending.pop(0), eos))
+            waiting_before = {r.rid for r in s.waiting_queue}
+            running_before = {r.rid for r in s.running_batch.reqs}
+            if s.last_batch is not None and s.last_batch.forward_mode.is_extend():
+                running_before |= {r.rid for r in s.last_batch.reqs if not r.finished()}
+            plan = s.get_next_batch_to_run(running_batch=s.running_batch, last_batch=s.last_batch)
+            s.running_batch, batch = plan.running_batch, plan.batch_to_run
+            rec = _record(step, s, batch, waiting_before, running_before)
+            if batch is not None:
+                rec["finished"] = _process(s, batch, outputs)
+                unfinished -= set(rec["finished"])
+            else:
+                s.new_token_ratio_tracker.reset()  # Scheduler.on_idle
+                rec["finished"] = []
+            s.last_batch = batch
+            records.append(rec)
+            step += 1
+    return records
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[0]) as f:
+        workload = json.load(f)
+    for rec in run_sglang(workload):
+        print(json.dumps(rec))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,194 @@
+"""SGLang-style scheduling: prefill first, admission by estimated future output, retraction, a radix prefix cache.
+
+The rules of SGLang 0.5.23's ``Scheduler.get_next_batch_to_run`` (sglang/srt/managers/scheduler.py), overlap and
+mixed chunks off, ``page_size`` 1; memory is a pool of ``pool_tokens`` K/V slots. Units: tokens; a step is one
+``schedule()``.
+
+1. **Prefill first** (``get_next_batch_to_run``): if an EXTEND batch can be formed it runs alone and the running
+   requests wait; otherwise one DECODE batch of every running request runs; if neither, the step is idle.
+2. **An EXTEND batch** (``_get_new_batch_prefill_raw``): the one chunked request continues first, then waiting
+   requests in queue order (``engine.sglang_policy``: FCFS or LPM) join while ``engine.prefill_adder`` allows and a
+   row is free (``max_running_requests``). Once admission stops for memory, the running batch is marked *full* and
+   no prefill is tried again until a running request leaves it (finishes or is retracted).
+3. **A DECODE batch** (``update_running_batch``): one token each. If the pool cannot hold them (after evicting the
+   unlocked cache), requests are *retracted* (``ScheduleBatch.retract_decode``): at least one, then more until the
+   rest fit, fewest output tokens then longest prompt first; the batch keeps the others in that order. A retracted
+   request frees the K/V it holds outside the cache and goes to the back of the queue; its prompt stays cached.
+4. **new_token_ratio** (``NewTokenRatioTracker``): starts at 0.7 x ``schedule_conservativeness`` (1.0), loses
+   (0.7 - 0.7 x 0.14) / 600 per decode step down to 0.7 x 0.14; after a retraction it becomes
+   ``(generated + 20 x n) / (max_new_tokens + 1)`` over the n requests kept (capped at 1); an idle step resets it.
+5. **K/V and the cache**: after each EXTEND (and a chunk) a request's computed tokens enter the radix cache and it
+   locks them; decode tokens are its own until it finishes; then all but its last sampled token enter the cache.
+
+``engine.sglang_state`` holds the per-request state and the memory bookkeeping this module drives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+
+from engine.prefill_adder import CONTINUE, NO_TOKEN, OTHER, PrefillAdder
+from engine.sglang_policy import sort_waiting
+from engine.sglang_state import Memory, SglRequest
+
+INIT_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO x schedule_conservativeness 1.0
+MIN_RATIO = INIT_RATIO * 0.14  # x SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+RATIO_DECAY = (INIT_RATIO - MIN_RATIO) / 600  # over SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
+RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS
+MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens
+
+
+@dataclass
+class SglStep:
+    """One step's decision: the batch kind, who runs with how many tokens (batch order), admissions with their
+    prefix hits (tokens), retracted request ids."""
+
+    kind: str  # "extend", "decode" or "idle"
+    run: list[tuple[SglRequest, int]] = field(default_factory=list)
+    admitted: list[str] = field(default_factory=list)
+    prefix_hits: dict[str, int] = field(default_factory=dict)
+    retracted: list[str] = field(default_factory=list)
+
+
+class SGLangScheduler:
+    """Holds the waiting queue, the running batch, the chunked request, the ratio and the memory."""
+
+    def __init__(self, max_running: int, chunk_tokens: int, pool_tokens: int, policy: str, prefix_cache: bool):
+        self.max_running, self.chunk_tokens, self.policy = max_running, chunk_tokens, policy
+        self.memory = Memory(pool_tokens, prefix_cache)
+        self.waiting: list[SglRequest] = []
+        self.running: list[SglRequest] = []  # the running (decoding) batch, in batch order
+        self.chunked: SglRequest | None = None
+        self.batch_is_full = False
+        self.ratio = INIT_RATIO
+        self._last: SglStep | None = None
+
+    def add_request(self, req: SglRequest) -> None:
+        self.waiting.append(req)
+
+    def schedule(self) -> SglStep:
+        """This step's batch (rules 1-3 of the module docstring)."""
+        self._merge_last()
+        step = self._extend_batch()
+        if step is None:
+            step = self._decode_batch() if self.running else SglStep("idle")
+        self._last = step
+        return step
+
+    def _merge_last(self) -> None:
+        """The last EXTEND batch joins the running batch, less the chunked request and finished ones; a request
+        leaving the running batch clears *full*."""
+        if self._last is not None and self._last.kind == "extend":
+            new = [r for r, _ in self._last.run if r is not self.chunked and not r.finished]
+            # an empty running batch is replaced by the new one, whose *full* flag is clear
+            if len(new) < len(self._last.run) or (new and not self.running):
+                self.batch_is_full = False
+            self.running += new
+        kept = [r for r in self.running if not r.finished]
+        if len(kept) < len(self.running):
+            self.batch_is_full = False
+        self.running = kept
+
+    def _rows_left(self, held: int = 0) -> int:
+        taken = len(self.running) + (self.chunked is not None)
+        return min(self.max_running - len(self.running), self.max_running - taken + held)
+
+    def _extend_batch(self) -> SglStep | None:
+        if not self.running:
+            self.batch_is_full = False
+        if (self.batch_is_full or not self.waiting) and self.chunked is None:
+            return None
+        if self._rows_left() <= 0 and self.chunked is None:
+            self.batch_is_full = True
+            return None
+        sort_waiting(self.waiting, self.policy, self.memory)
+        adder = PrefillAdder(self.memory.capacity, self.running, self.ratio, self.chunk_tokens, MAX_PREFILL_TOKENS)
+        step, was_chunked = SglStep("extend"), self.chunked
+        if self.chunked is not None:
+            self.chunked.prefix_len = self.chunked.kv_len  # it continues after its earlier chunks
+            n, truncated = adder.add_chunked(self.chunked)
+            step.run.append((self.chunked, n))
+            self.chunked = self.chunked if truncated else None
+        self._admit(adder, step, held=int(was_chunked is not None))
+        if not step.run:
+            return None
+        ids = set(step.admitted)
+        self.waiting = [r for r in self.waiting if r.request_id not in ids]
+        if adder.new_chunked is not None:  # the request cut short this step becomes the chunked one
+            self.chunked = next(r for r, _ in step.run if r is adder.new_chunked)
+        for req, n in step.run:
+            self.memory.extend(req, n)
+        return step
+
+    def _admit(self, adder: PrefillAdder, step: SglStep, held: int) -> None:
+        """Waiting requests in order while the adder and the rows allow (``_get_new_batch_prefill_raw``'s loop)."""
+        for req in self.waiting:
+            if adder.budget_state() == OTHER:
+                break
+            if len(adder.can_run) >= self._rows_left(held):
+                self.batch_is_full = True
+                break
+            self.memory.match(req)
+            result, n = adder.add_one(req, partial(self.memory.lock, req), partial(self.memory.unlock, req))
+            if n:
+                step.run.append((req, n))
+                step.admitted.append(req.request_id)
+                step.prefix_hits[req.request_id] = req.prefix_len
+            if result != CONTINUE:
+                if result == NO_TOKEN:
+                    self.batch_is_full = bool(adder.can_run) or bool(self.running)
+                break
+
+    def _decode_batch(self) -> SglStep:
+        step = SglStep("decode")
+        if not self.memory.decode_fits(len(self.running)):
+            step.retracted = self._retract()
+            self.batch_is_full = False
+        else:
+            self.ratio = max(self.ratio - RATIO_DECAY, MIN_RATIO)
+        for req in self.running:
+            self.memory.extend(req, 1)
+        step.run = [(r, 1) for r in self.running]
+        return step
+
+    def _retract(self) -> list[str]:
+        """``ScheduleBatch.retract_decode``: keep-first order, retract from its end (at least one, never the last)
+        until the rest fit; then the ratio estimate of the requests kept."""
+        order = _keep_order(self.running)
+        out: list[str] = []
+        while (not out or not self.memory.decode_fits(len(order))) and len(order) > 1:
+            req = order.pop()
+            self.memory.retract(req, len(order) * RETRACT_DECODE_STEPS)
+            self.waiting.append(req)
+            out.append(req.request_id)
+        self.running = order
+        decoded = sum(len(r.output_token_ids) for r in order)
+        budget = sum(r.max_new_tokens for r in order)
+        self.ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(order)) / (budget + 1))
+        return sorted(out)
+
+    def update(self, step: SglStep, sampled: dict[str, int]) -> list[str]:
+        """Apply the step's sampled tokens (``sampled``: request id -> token, for requests that sample); returns
+        who finished. An idle step resets the ratio (``Scheduler.on_idle``)."""
+        if step.kind == "idle":
+            self.ratio = INIT_RATIO
+            return []
+        finished = []
+        for req, _ in step.run:
+            if req is self.chunked:
+                self.memory.checkpoint(req)  # a chunk that stops mid-prompt samples nothing
+                continue
+            req.output_token_ids.append(sampled[req.request_id])
+            if req.check_finished():
+                self.memory.release(req)
+                finished.append(req.request_id)
+            elif step.kind == "extend":
+                self.memory.checkpoint(req)
+        return finished
+
+
+def _keep_order(running: list[SglRequest]) -> list[SglRequest]:
+    """Most-preferred to keep first: most output tokens, then shortest prompt (``_get_decode_retraction_order``);
+    retraction takes from the end."""
+    return sorted(running, key=lambda r: (len(r.output_token_ids), -r.num_prompt_tokens), reverse=True)

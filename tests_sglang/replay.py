@@ -1,0 +1,67 @@
+"""Run one workload through Batchscope's SGLang-style scheduler (``engine.sglang_scheduler``), logging every step in
+the record format of ``batchscope_sglang.driver`` so the two compare field by field.
+
+The workload: ``config`` (max_running_requests, chunked_prefill_size, pool_tokens, schedule_policy,
+enable_prefix_cache), ``requests`` (request_id, prompt_token_ids, max_new_tokens, arrival_step, output_token_ids)
+and ``eos_token_ids``. Each request samples its ``output_token_ids`` in order, as the driver's stand-in model does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchscope_sglang.driver import DEFAULT_CONFIG
+from engine.sglang_scheduler import SGLangScheduler
+from engine.sglang_state import SglRequest
+
+
+def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[dict]:
+    """Batchscope's step records for ``workload`` (the driver's fields, see ``batchscope_sglang.driver._record``)."""
+    cfg = {**DEFAULT_CONFIG, **workload.get("config", {})}
+    eos = frozenset(workload.get("eos_token_ids", []))
+    pending = sorted(workload["requests"], key=lambda r: r.get("arrival_step", 0))
+    outputs = {r["request_id"]: list(r["output_token_ids"]) for r in pending}
+    s = SGLangScheduler(
+        cfg["max_running_requests"],
+        cfg["chunked_prefill_size"],
+        cfg["pool_tokens"],
+        cfg["schedule_policy"],
+        cfg["enable_prefix_cache"],
+    )
+    unfinished = {r["request_id"] for r in pending}
+    records: list[dict] = []
+    step = 0
+    while unfinished and step < max_steps:
+        while pending and pending[0].get("arrival_step", 0) <= step:
+            r = pending.pop(0)
+            s.add_request(SglRequest(r["request_id"], list(r["prompt_token_ids"]), r["max_new_tokens"], eos))
+        out = s.schedule()
+        rec: dict[str, Any] = {
+            "step": step,
+            "kind": out.kind,
+            "run": [[r.request_id, n] for r, n in out.run],
+            "admitted": out.admitted,
+            "prefix_hits": out.prefix_hits,
+            "retracted": out.retracted,
+            "chunked": s.chunked.request_id if s.chunked is not None else None,
+            "new_token_ratio": s.ratio,
+        }
+        sampled = {r.request_id: outputs[r.request_id][len(r.output_token_ids)] for r, _ in out.run}
+        rec["finished"] = s.update(out, sampled)
+        unfinished -= set(rec["finished"])
+        records.append(rec)
+        step += 1
+    return records
+
+
+def first_difference(ours: list[dict], theirs: list[dict]) -> str:
+    """``"agrees on all N steps"`` or the first step and field that differ (the ratio to 1e-9)."""
+    for a, b in zip(ours, theirs):
+        for key in b:
+            x, y = a.get(key), b[key]
+            same = abs(x - y) < 1e-9 if key == "new_token_ratio" else x == y
+            if not same:
+                return f"step {b['step']}: {key} differs: batchscope {x!r}, sglang {y!r}"
+    if len(ours) != len(theirs):
+        return f"step count differs: batchscope {len(ours)}, sglang {len(theirs)}"
+    return f"agrees on all {len(theirs)} steps"
