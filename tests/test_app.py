@@ -68,8 +68,19 @@ def test_lockstep_url_carries_scenario_step_and_speed():
 
 def test_trace_page_shows_header_steps_and_export():
     at = page("page_trace")
-    assert at.selectbox(key="trace:choice").value.startswith("recorded")
-    assert len(at.dataframe) >= 1
+    assert at.selectbox(key="trace:choice").value == "recorded: seed-abcd / continuous"
+    (table,) = [d.value for d in at.dataframe]
+    # the seed's story (README): a 32-token budget; B (5 prompt tokens) and C (3) prefill whole at step 0, A gets the
+    # 24 tokens left as its first chunk and D waits; at step 1 B and C decode and A's next chunk is 30 tokens
+    assert len(table) == 14 and list(table["step"]) == list(range(14))
+    first, second = table.iloc[0], table.iloc[1]
+    assert (first["scheduled"], first["admitted"], first["waiting"], first["batched tokens"]) == (
+        "B:p5, C:p3, A:p24",
+        "B, C, A",
+        1,
+        32,
+    )
+    assert (second["scheduled"], second["admitted"], second["batched tokens"]) == ("B:d1, C:d1, A:p30", "", 32)
     assert not at.exception
 
 

@@ -1,0 +1,126 @@
+"""How long the Playground's live run takes in the app, against the same runs from the command line.
+
+    .venv/bin/python scripts/measure_live_run.py                 # the default model, the Playground's default knobs
+    .venv/bin/python scripts/measure_live_run.py --model DIR --users 2 --post-script-gc
+
+First the Playground's default settings (its knobs as first drawn, read with Streamlit's AppTest) are run in this
+process with ``engine.llm.generate_trace``, each run of the settings in turn, as the Playground's background
+thread runs them: the **CLI** figure (wall seconds, and the engine's own mean step time from the trace). Then
+``streamlit run app.py`` starts on a free loopback port (``bench/app_server.py``) and ``--users`` browser sessions
+(Debian's Chromium, headless) each press "Run live" at once, every session after the first with another ``seed``
+so that no run is served from the run cache: the **app** figure is, per session, the seconds from its click until
+its result's player is on the page. Live runs are serialised by one lock, so with two users the second figure
+includes the first user's run. A measurement, not a test: the figures depend on the machine and its load (compare
+the ratios of one run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.app_server import launch_chromium, streamlit_app
+
+
+def default_settings() -> dict:
+    """The Playground's knobs as first drawn (``ui.page_playground.knobs``), read through AppTest."""
+    from streamlit.testing.v1 import AppTest
+
+    def grab() -> None:
+        import streamlit as st
+
+        from ui.page_playground import knobs
+
+        st.session_state["bench:settings"] = knobs()[0]
+
+    at = AppTest.from_function(grab, default_timeout=60)
+    at.run()
+    return at.session_state["bench:settings"]
+
+
+def cli_figures(model: str) -> tuple[float, float, int]:
+    """(wall s, mean engine step s, steps) of the default settings' runs, in this process."""
+    from engine.llm import generate_trace, model_limits
+    from engine.models import load_model
+    from engine.threads import use_threads
+    from ui.playground_spec import run_configs
+    from ui.playground_spec import validate as validate_settings
+
+    use_threads()  # as the app does (ui/common.model_and_lock)
+    loaded = load_model(model)
+    s = default_settings()
+    msgs, _, specs = validate_settings(s, loaded.tokenizer, *model_limits(loaded))
+    assert not msgs, msgs
+    t0, steps = time.perf_counter(), []
+    for config in run_configs(s).values():
+        records = generate_trace(loaded, specs, config, scenario="playground")
+        steps += [r["t_end"] - r["t_start"] for r in records[1:-1]]
+    return time.perf_counter() - t0, statistics.fmean(steps), len(steps)
+
+
+def app_figures(model: str, users: int, timeout_s: float, extra: tuple[str, ...] = ()) -> list[float]:
+    """Seconds from each session's click on "Run live" to its result's player on the page. ``extra``: more
+    ``streamlit run`` options."""
+    from playwright.sync_api import sync_playwright
+
+    with streamlit_app(env={"BATCHSCOPE_MODEL": model}, extra=extra) as url, sync_playwright() as p:
+        browser = launch_chromium(p)
+        pages = []
+        for i in range(users):
+            page = browser.new_context(viewport={"width": 1600, "height": 1800}).new_page()
+            page.set_default_timeout(timeout_s * 1000)
+            page.goto(url + "/playground")
+            page.locator(".st-key-pg-run button").wait_for()
+            if i:  # another seed: a fresh run, not the first session's from the run cache
+                seed = page.locator(".st-key-pg-seed input")
+                seed.fill(str(i))
+                seed.press("Enter")
+                page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')")
+            pages.append(page)
+        clicks = []
+        for page in pages:
+            page.locator(".st-key-pg-run button").click()
+            clicks.append(time.perf_counter())
+        out = []
+        for page, t0 in zip(pages, clicks):
+            page.wait_for_selector("iframe")
+            out.append(time.perf_counter() - t0)
+        browser.close()
+    return out
+
+
+def main() -> None:
+    from engine.models import DEFAULT_MODEL
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=os.environ.get("BATCHSCOPE_MODEL", DEFAULT_MODEL))
+    ap.add_argument("--users", type=int, default=2, help="browser sessions that press Run live at once (1-4)")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds to wait for each result")
+    ap.add_argument(
+        "--post-script-gc",
+        action="store_true",
+        help="Streamlit's default gc.collect after every script run (off in .streamlit/config.toml): the old figure",
+    )
+    args = ap.parse_args()
+    if not 1 <= args.users <= 4:
+        raise SystemExit(f"--users must be in [1, 4], got {args.users}")
+    wall, step, n = cli_figures(args.model)
+    print(f"CLI: {wall:.1f} s for {n} steps (engine step {step * 1000:.1f} ms mean)")
+    for users in sorted({1, args.users}):
+        got = app_figures(
+            args.model, users, args.timeout, ("--runner.postScriptGC", "true") if args.post_script_gc else ()
+        )
+        print(
+            f"app, {users} user(s): " + ", ".join(f"{g:.1f} s" for g in got) + f" from click to player; first user "
+            f"{got[0] / wall:.2f}x the CLI, last {got[-1] / (wall * users):.2f}x {users} CLI runs"
+        )
+
+
+if __name__ == "__main__":
+    main()
