@@ -21,6 +21,17 @@ def case_workload(name: str) -> list[dict]:
     return [json.loads(line) for line in (CASES / f"{name}.jsonl").read_text().splitlines() if line.strip()]
 
 
+RECORDED = Path(__file__).resolve().parents[1] / "assets" / "traces"  # the shipped traces, recorded on SmolLM2
+
+
+def recorded_pair(scenario: str) -> list:
+    """The shipped static and continuous traces of ``scenario``, as ``TraceView``s (static first)."""
+    from steplog import trace
+    from steplog.view import TraceView
+
+    return [TraceView(trace.read(RECORDED / f"{scenario}-{p}.jsonl")) for p in ("static", "continuous")]
+
+
 @pytest.fixture(scope="session")
 def tiny_model():
     """A 2-layer random Llama (GQA 4/2 heads) in float64, so our kernel and HF's cannot flip a near-tie."""

@@ -15,9 +15,8 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import recorded_pair
 
-from steplog import trace
-from steplog.view import TraceView
 from visuals.budget import budget_bar
 from visuals.export import player_html
 from visuals.kv import block_map
@@ -28,7 +27,6 @@ from visuals.stepinfo import event_steps
 
 pytestmark = pytest.mark.app
 
-TRACES = Path(__file__).resolve().parents[1] / "assets" / "traces"
 WINDOW = 8
 READY = "window.bsPlayer && bsPlayer.state.drawn >= 0"
 RECORD = """() => { window.__steps = []; const el = document.getElementById('bs-step');
@@ -36,16 +34,12 @@ RECORD = """() => { window.__steps = []; const el = document.getElementById('bs-
   requestAnimationFrame(f); }"""
 
 
-def pair(scenario: str) -> list[TraceView]:
-    return [TraceView(trace.read(TRACES / f"{scenario}-{p}.jsonl")) for p in ("static", "continuous")]
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("player")
     out = {}
     for scenario in ("sixteen", "seed-abcd"):
-        views = pair(scenario)
+        views = recorded_pair(scenario)
         out[scenario] = folder / f"{scenario}.html"
         out[scenario].write_text(
             player_html(views, scenario, window=WINDOW, counters=lockstep_counters(*views)), encoding="utf-8"
@@ -114,7 +108,7 @@ def blank_labels(data: list[dict], name: str) -> list[dict]:
 def test_step_param_lands_there_and_both_sides_draw_the_python_figures(browser, files):
     page = open_file(browser, files["sixteen"], "?step=37")
     assert step_of(page) == 37
-    views = pair("sixteen")
+    views = recorded_pair("sixteen")
     for i, view in enumerate(views):
         got = page.evaluate(
             """(i) => { const s = bsPlayer.sides[i].dom, pick = (gd, kind) => ({
@@ -166,7 +160,7 @@ def test_keyboard_steps_and_event_buttons_jump_to_events(browser, files):
     wait_step(page, "k === 1221")
     page.keyboard.press("Home")
     wait_step(page, "k === 0")
-    events = sorted(set(event_steps(pair("sixteen")[0])) | set(event_steps(pair("sixteen")[1])))
+    events = sorted(set(event_steps(recorded_pair("sixteen")[0])) | set(event_steps(recorded_pair("sixteen")[1])))
     page.click("#bs-next-event")
     wait_step(page, f"k === {next(e for e in events if e > 0)}")
     page.keyboard.press(" ")
@@ -281,7 +275,7 @@ def test_whitespace_tokens_are_visible_in_the_text_so_far(browser, files):
     page = open_file(browser, files["seed-abcd"], "?step=0")
     got = page.evaluate("(cases) => cases.map((s) => BS.visibleWhitespace(s))", list(WHITESPACE_CASES))
     assert got == list(WHITESPACE_CASES.values())
-    view = pair("seed-abcd")[1]
+    view = recorded_pair("seed-abcd")[1]
     assert text_so_far(view, 0)["C"] == " "  # the fact the check below relies on, from the trace
     side = 1  # continuous
     page.evaluate("(i) => { const d = bsPlayer.sides[i].dom.details; d.open = true; }", side)
@@ -313,7 +307,7 @@ def test_block_labels_survive_stepping_through_a_trace(browser, files):
     """Stepping one step at a time (each step a plotly react of the map), every block keeps its label: at the last
     step of seed-abcd block 12 reads A's, as the Python map does (plotly.js used to drop it after empty labels)."""
     page = open_file(browser, files["seed-abcd"], "?step=0", width=1600, height=900)
-    view = pair("seed-abcd")[1]
+    view = recorded_pair("seed-abcd")[1]
     for k in range(1, view.num_steps):
         page.click("#bs-fwd")
         wait_step(page, f"k === {k} && bsPlayer.state.drawn === {k}")

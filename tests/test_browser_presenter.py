@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import recorded_pair
 
 from steplog import trace
 from steplog.view import TraceView
@@ -66,22 +67,18 @@ TOFU = """(pairs) => {
   return pairs.filter(([ch, font]) => draw(ch, font) === draw('\\u0378', font)); }"""
 
 
-def pair(scenario: str) -> list[TraceView]:
-    return [TraceView(trace.read(TRACES / f"{scenario}-{p}.jsonl")) for p in ("static", "continuous")]
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
     """The exported files, as ``python -m engine html`` writes them (a static/continuous pair gets its counters)."""
     folder = tmp_path_factory.mktemp("presenter")
     out = {}
     for scenario in ("preemption", "sixteen"):
-        views = pair(scenario)
+        views = recorded_pair(scenario)
         out[scenario] = folder / f"{scenario}.html"
         html = player_html(views, scenario, counters=lockstep_counters(*views))
         out[scenario].write_text(html, encoding="utf-8")
     out["seed-abcd"] = folder / "seed-abcd.html"
-    out["seed-abcd"].write_text(player_html(pair("seed-abcd")[1:], "seed-abcd"), encoding="utf-8")
+    out["seed-abcd"].write_text(player_html(recorded_pair("seed-abcd")[1:], "seed-abcd"), encoding="utf-8")
     return out
 
 
@@ -120,7 +117,7 @@ def shot(page, name: str) -> None:
 
 def preemption_steps() -> list[int]:
     """Step 0, the first preemption of the continuous run, the step it is recomputed in, and the last step."""
-    view = pair("preemption")[1]
+    view = recorded_pair("preemption")[1]
     first = next(k for k, s in enumerate(view.steps) if s["preempted"])
     again = next(k for k, s in enumerate(view.steps) if any(x.get("recompute") for x in s["scheduled"]))
     return [0, first, again, view.num_steps - 1]
