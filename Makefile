@@ -33,6 +33,8 @@ SGLANG_PKGS  := sglang==0.5.23 torch==2.13.0 triton==3.9.0 pytest==9.2.0 hypothe
 	setproctitle==1.3.8 openai==3.57.0 partial-json-parser==0.2.1.1.post7 einops==0.8.2 uvicorn==0.54.0 \
 	click==8.5.1 fastapi==0.165.0 annotated-doc==0.0.7 opentelemetry-api==1.45.2
 export HF_HUB_OFFLINE := 1
+# pip's download cache would hold a second copy of every wheel (several GB for vLLM's CUDA torch); a CI disk is small
+export PIP_NO_CACHE_DIR := 1
 export TRANSFORMERS_OFFLINE := 1
 
 .PHONY: app test lint test-vllm test-sglang sysdeps traces case-tokens
