@@ -1,6 +1,7 @@
 """``python -m engine html TRACE [TRACE2] --out FILE.html``: one self-contained HTML file that plays a trace (or two
 of one workload on one step clock) with the browser player: plotly.js and the data inlined, no network request
-when opened from ``file://``; it takes ``?step=``, ``?speed=`` and ``?present=1``. For slides and course pages.
+when opened from ``file://``; it takes ``?step=``, ``?speed=``, ``?present=1`` and ``?tour=``; ``--tour FILE`` puts a
+teacher's own key moments in it (``visuals.moments.read_tour``). For slides and course pages.
 A busy server's long trace is written one span of steps at a time (``packing.span_of``): the one holding ``--step``."""
 
 from __future__ import annotations
@@ -27,16 +28,24 @@ def add_html(sub) -> None:
         help="the step it opens at (a busy server's long trace: the span of steps around it)",
     )
     h.add_argument("--speed", type=float, default=8.0, help="steps per second, in [1, 120]")
+    h.add_argument(
+        "--tour",
+        metavar="FILE",
+        help='your own key moments, a JSON list of {"step": K, "note": "..."} (default: the scenario\'s tour, '
+        "or the moments found in the traces); PageDown / PageUp jump between them",
+    )
     h.set_defaults(handler=_html)
 
 
 def _html(args) -> int:
     from engine.cli_util import check_out_path
+    from engine.workload import scenario_tour
     from steplog import trace
     from steplog.view import TraceView
     from visuals.compare_runs import same_workload
     from visuals.export import player_html
     from visuals.lockstep import lockstep_counters
+    from visuals.moments import read_tour, tour_for
     from visuals.packing import span_of
 
     if len(args.traces) > 2:
@@ -59,9 +68,13 @@ def _html(args) -> int:
     num_steps = max(v.num_steps for v in views)
     if not 0 <= args.step < num_steps:
         raise ValueError(f"--step={args.step} is out of range: an integer in [0, {num_steps - 1}]")
+    if args.tour:
+        tour = read_tour(args.tour, num_steps)
+    else:
+        tour = tour_for(views, scenario_tour(views[0].header.get("scenario")))
     title = " vs ".join(f"{v.header.get('scenario') or v.filename} ({v.policy})" for v in views)
     span = span_of(views, args.step)  # a busy server's long trace: the span holding --step
-    html = player_html(views, title, initial_step=args.step, speed=args.speed, counters=counters, span=span)
+    html = player_html(views, title, initial_step=args.step, speed=args.speed, counters=counters, span=span, tour=tour)
     trace.write_text_atomic(html, out)
     part = f" (steps {span[0]}-{span[1]}: pick others with --step)" if span != (0, num_steps - 1) else ""
     print(f"wrote {out}: {len(html) / 1e6:.1f} MB, {num_steps} steps{part}", file=sys.stderr)

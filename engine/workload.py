@@ -115,6 +115,13 @@ def load_scenario(name: str) -> dict:
     return data
 
 
+def scenario_tour(name: str | None) -> list[dict] | None:
+    """The tour of shipped scenario ``name`` (its ``tour``: moments by kind, ``visuals.moments``), or None when
+    ``name`` is not a shipped scenario or it has none."""
+    text = _scenario_files().get(name or "")
+    return json.loads(text).get("tour") if text else None
+
+
 def render_prompt(spec: dict, tokenizer) -> tuple[str, list[int]]:
     """(display text, token ids) of a spec's prompt; chat messages go through the model's chat template."""
     if "prompt_token_ids" in spec:

@@ -5,9 +5,10 @@ At several steps (the preemption of preemption-continuous and its recompute amon
 font size is 24 px or more and every other text on the page 18 px or more, SVG text of the plotly charts (cell
 names, block ids and owners, ticks) included; no text box overflows (a sentence cut by its box); no glyph is tofu
 (drawn as the empty box of a font that lacks it, as the 💡 of the callouts was on a machine without an emoji font).
-It still fits at 960x540 and 1920x1080; PageDown / PageUp step without a click into the player, also from the page
-around the player's frame; "hide the future" draws no slot-grid cell after the step; a pause writes the step into
-the file's URL. Screenshots at 1280x720 go to artifacts/screenshots/presenter-*.png.
+It still fits at 960x540 and 1920x1080; PageDown / PageUp (a clicker) go to the tour's moments and the arrows step,
+without a click into the player, also from the page around the player's frame; "hide the future" draws no slot-grid
+cell after the step; a pause writes the step into the file's URL. Screenshots at 1280x720 go to
+artifacts/screenshots/presenter-*.png.
 """
 
 from __future__ import annotations
@@ -153,20 +154,39 @@ def test_presenter_mode_resizes(browser, files, size):
     page.close()
 
 
-def test_clicker_keys_step_the_exported_file_and_a_pause_writes_the_url(browser, files):
-    page = open_file(browser, files["preemption"], "?present=1&step=10")
+def test_clicker_keys_jump_between_moments_and_a_pause_writes_the_url(browser, files):
+    """A teacher's tour in the URL: PageDown / PageUp (a clicker) go to its moments and show their notes; past the
+    last one PageDown steps; the arrows step; a pause writes the step into the file's URL."""
+    page = open_file(browser, files["preemption"], "?present=1&step=10&tour=30:second note;20:first note")
+    bar = "document.getElementById('bs-moment').textContent"
+    assert page.evaluate(bar) == "Next moment at step 20 (PageDown)"
     page.keyboard.press("PageDown")
-    page.wait_for_function("bsPlayer.state.drawn === 11")
+    page.wait_for_function(f"bsPlayer.state.drawn === 20 && {bar} === '★ Moment 1 of 2: first note'")
     page.keyboard.press("PageDown")
+    page.wait_for_function(f"bsPlayer.state.drawn === 30 && {bar} === '★ Moment 2 of 2: second note'")
+    page.keyboard.press("PageDown")  # no moment after 30: one step
+    page.wait_for_function("bsPlayer.state.drawn === 31")
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("bsPlayer.state.drawn === 13")
+    page.wait_for_function("bsPlayer.state.drawn === 32")
     page.keyboard.press("PageUp")
-    page.wait_for_function("bsPlayer.state.drawn === 12")
-    page.wait_for_function("new URLSearchParams(location.search).get('step') === '12'")
+    page.wait_for_function("bsPlayer.state.drawn === 30")
+    page.wait_for_function("new URLSearchParams(location.search).get('step') === '30'")
     page.keyboard.press(" ")  # play, then pause: the step it paused at is in the URL
-    page.wait_for_function("bsPlayer.state.step > 12")
+    page.wait_for_function("bsPlayer.state.step > 30")
     page.keyboard.press(" ")
     page.wait_for_function("+new URLSearchParams(location.search).get('step') === bsPlayer.state.step")
+    page.close()
+
+
+@pytest.mark.parametrize("tour,after_10", [("off", 11), ("", "preemption"), ("abc;x:y;:z", "preemption")])
+def test_a_tour_can_be_switched_off_and_a_malformed_one_falls_back(browser, files, tour, after_10):
+    """?tour=off: PageDown steps one by one; an empty or malformed ?tour= (no entry is a step and a note) keeps the
+    moments found in the trace: from step 10 PageDown goes to the first preemption (read from the raw records)."""
+    expected = preemption_steps()[1] if after_10 == "preemption" else after_10
+    page = open_file(browser, files["preemption"], f"?step=10&tour={tour}")
+    page.keyboard.press("PageDown")
+    page.wait_for_function(f"bsPlayer.state.drawn === {expected}")
+    assert page.is_visible("#bs-moment") == (tour != "off")
     page.close()
 
 
@@ -196,7 +216,7 @@ def test_hide_the_future_draws_no_cell_after_the_step(browser, files):
     assert page.evaluate(last) > 2.5  # the whole window, future included
     page.click("#bs-future")
     page.wait_for_function(f"{last} === 1.5")  # cells start at step - 0.5: the last one drawn is step 2's
-    page.keyboard.press("PageDown")
+    page.keyboard.press("ArrowRight")
     page.wait_for_function(f"bsPlayer.state.drawn === 3 && {last} === 2.5")
     page.wait_for_function("new URLSearchParams(location.search).get('future') === 'hide'")
     shot(page, "seed-abcd-3-hide-future")

@@ -3,7 +3,8 @@ in a frame and offers it as a download.
 
 Playback runs in the browser (no server rerun per step): the server builds the payload once per trace (cached)
 and the frame animates it. The page URL's ``?step=`` and ``?speed=`` set where it starts and how fast it plays;
-``?present=1`` is presenter mode. When paused, the player writes its step back into the page URL.
+``?present=1`` is presenter mode; ``?tour=3:note;7:note`` a teacher's own key moments (``?tour=off``: none; else
+the scenario's tour, ``visuals.moments``). When paused, the player writes its step back into the page URL.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import json
 
 import streamlit as st
 
+from engine.workload import scenario_tour
 from steplog.view import TraceView
 from ui.common import query_int
 from visuals.export import render, url_number
+from visuals.moments import tour_for
 from visuals.playback import player_payload
 
 # Presenter mode (?present=1): the page is the player alone, edge to edge in a 1280x720 projector: no sidebar,
@@ -47,9 +50,11 @@ def cached_payload(
     labels: tuple | None,
     span: tuple[int, int] | None,
 ) -> dict:
-    """The payload of ``_views``, built once per ``key`` (``content_key`` plus the options)."""
+    """The payload of ``_views``, built once per ``key`` (``content_key`` plus the options), with the tour of the
+    traces' scenario (``visuals.moments.tour_for``: its moments found in these traces)."""
+    tour = tour_for(_views, scenario_tour(_views[0].header.get("scenario")))
     return player_payload(
-        _views, title, window=window, counters=_counters, labels=list(labels) if labels else None, span=span
+        _views, title, window=window, counters=_counters, labels=list(labels) if labels else None, span=span, tour=tour
     )
 
 

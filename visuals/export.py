@@ -20,7 +20,7 @@ from steplog.view import TraceView
 from visuals.playback import player_payload
 
 WEB = Path(__file__).resolve().parent / "web"
-JS_FILES = ("payload.js", "present.js", "views.js", "player.js")  # in dependency order
+JS_FILES = ("payload.js", "present.js", "views.js", "tour.js", "player.js")  # in dependency order
 
 
 @lru_cache(maxsize=1)

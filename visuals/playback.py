@@ -21,7 +21,7 @@ the pages (``slots.slot_grid``, ``budget.budget_traces``, ``kv.block_marks``, ``
   stays in the span.
 
 Payload layout (JSON): ``{version, title, num_steps, span, initial_step, speed, present, window, events, T,
-template, counters, views: [view...]}``; see ``view_payload`` for one view.
+template, counters, tour, views: [view...]}``; see ``view_payload`` for one view.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from visuals.blockgroups import AGGREGATE_ABOVE, grouped_marks_all, grouped_titl
 from visuals.budget import budget_bar, budget_title, budget_traces
 from visuals.checklist import checklist_text
 from visuals.kv import block_map, block_map_title, block_marks
+from visuals.moments import default_tour
 from visuals.narration import narrate
 from visuals.packing import Interner, delta_rows, figure_json, fill, loaded, utf16_len
 from visuals.slots import grid_range, grid_title, grid_xaxis, slot_grid
@@ -218,6 +219,7 @@ def player_payload(
     counters: list[dict] | None = None,
     labels: list[str] | None = None,
     span: tuple[int, int] | None = None,
+    tour: list[dict] | None = None,
 ) -> dict:
     """The whole payload for one or two traces on one step clock (see the module docstring).
 
@@ -228,6 +230,8 @@ def player_payload(
     ``counters``: optional cards above the views, ``{"label", "values": [one string per step], "help"}``.
     ``labels``: the heading of each side; default the policies, or "A · policy" / "B · policy" when two runs
     share a policy (so the sides can be told apart).
+    ``tour``: the key moments, ``[{"step", "note"}]`` (``visuals.moments``: a scenario's ``tour_of``, a teacher's
+    ``read_tour``); default the moments found in the traces (``default_tour``). Moments outside ``span`` are left out.
     """
     if not 1 <= len(views) <= 2 or any(v.num_steps == 0 for v in views):
         raise ValueError("the player shows one or two traces, each with at least one step")
@@ -257,6 +261,7 @@ def player_payload(
         "events": sorted({e for p in packed for e in p["events"] if lo <= e <= hi}),
         "template": pio.templates["plotly_white"].to_plotly_json()["layout"],
         "counters": cards,
+        "tour": [m for m in (default_tour(views) if tour is None else tour) if lo <= m["step"] <= hi],
         "views": packed,
         "T": intern.table,
     }

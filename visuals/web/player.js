@@ -43,6 +43,8 @@ BS.Player = class {
     const opts = { present: this.present, compact: P.views.length > 1, beats: P.views.length === 1 || this.present,
       hideFuture: () => this.hideFuture, contrast: this.present && q.get("palette") !== "standard" };
     this.sides = P.views.map((v) => new BS.Side(P, v, root, opts));
+    const tour = BS.readTour([q, BS.parentQuery()], payload.tour, this.lo, this.hi);
+    this.tour = new BS.Tour(tour, root, (k) => this.seek(k));
     this.bindControls();
     this.frame = this.frame.bind(this);
     this.request();
@@ -107,10 +109,13 @@ BS.Player = class {
     doc.addEventListener("keydown", onKey);
   }
 
-  /* Space plays or pauses; the arrows and PageDown / PageUp (what a presentation clicker sends) step; Home / End. */
+  /* Space plays or pauses; the arrows step; PageDown / PageUp (what a presentation clicker sends) and n / p go to the
+   * next / previous moment of the tour (PageDown / PageUp step where the tour has none that way); Home / End. */
   key(e) {
     const fwd = () => this.seek(this.state.step + 1), back = () => this.seek(this.state.step - 1);
-    const act = { " ": () => this.toggle(), ArrowRight: fwd, ArrowLeft: back, PageDown: fwd, PageUp: back,
+    const moment = (dir) => () => this.tour.jump(this.state.step, dir);
+    const act = { " ": () => this.toggle(), ArrowRight: fwd, ArrowLeft: back, n: moment(1), p: moment(-1),
+      PageDown: () => moment(1)() || fwd(), PageUp: () => moment(-1)() || back(),
       Home: () => this.seek(this.lo), End: () => this.seek(this.hi) }[e.key];
     if (!act || e.altKey || e.ctrlKey || e.metaKey) return;
     e.preventDefault();
@@ -183,6 +188,7 @@ BS.Player = class {
     for (const side of this.sides) side.plotPhase(k);
     for (const side of this.sides) side.textPhase(k);
     for (const c of this.counters) c.el.textContent = this.P.t(c.values[k]);
+    this.tour.draw(k);
     this.state.drawn = k;
     const stepEl = this.$("bs-step");
     const part = this.lo > 0 || this.hi < this.n - 1 ? ` (steps ${this.lo}–${this.hi} loaded)` : "";
