@@ -37,8 +37,11 @@ def add_html(sub) -> None:
     h.set_defaults(handler=_html)
 
 
-def _html(args) -> int:
-    from engine.cli_util import check_out_path
+def player_page(paths: list[str], step: int = 0, speed: float = 8.0, tour_file: str | None = None):
+    """The exported player of the traces at ``paths`` (one, or two of one workload on one step clock) as
+    ``(html, num_steps, span)``: counters for a static/continuous pair, the tour (``tour_file``'s, else the
+    scenario's, ``visuals.moments``), the span of a long trace holding ``step``. Raises ``ValueError`` naming the
+    bad argument (a trace, --step, --speed, --tour)."""
     from engine.workload import scenario_tour
     from steplog import trace
     from steplog.view import TraceView
@@ -48,12 +51,11 @@ def _html(args) -> int:
     from visuals.moments import read_tour, tour_for
     from visuals.packing import span_of
 
-    if len(args.traces) > 2:
-        raise ValueError(f"html takes one or two traces, got {len(args.traces)}")
-    if not 1 <= args.speed <= 120:
-        raise ValueError(f"--speed={args.speed} is out of range: a number in [1, 120] steps per second")
-    out = check_out_path(args.out, "--out", inputs=tuple(args.traces), force=args.force)
-    views = [TraceView(trace.read(p), source="imported", filename=Path(p).name) for p in args.traces]
+    if not 1 <= len(paths) <= 2:
+        raise ValueError(f"give one or two traces, got {len(paths)}")
+    if not 1 <= speed <= 120:
+        raise ValueError(f"--speed={speed} is out of range: a number in [1, 120] steps per second")
+    views = [TraceView(trace.read(p), source="imported", filename=Path(p).name) for p in paths]
     for v in views:
         if v.cut_short:
             print(f"{v.filename}: {v.cut_short}", file=sys.stderr)
@@ -66,15 +68,27 @@ def _html(args) -> int:
         if set(by_policy) == {"static", "continuous"}:
             counters = lockstep_counters(by_policy["static"], by_policy["continuous"])
     num_steps = max(v.num_steps for v in views)
-    if not 0 <= args.step < num_steps:
-        raise ValueError(f"--step={args.step} is out of range: an integer in [0, {num_steps - 1}]")
-    if args.tour:
-        tour = read_tour(args.tour, num_steps)
-    else:
-        tour = tour_for(views, scenario_tour(views[0].header.get("scenario")))
+    if not 0 <= step < num_steps:
+        raise ValueError(f"--step={step} is out of range: an integer in [0, {num_steps - 1}]")
+    tour = (
+        read_tour(tour_file, num_steps)
+        if tour_file
+        else tour_for(views, scenario_tour(views[0].header.get("scenario")))
+    )
     title = " vs ".join(f"{v.header.get('scenario') or v.filename} ({v.policy})" for v in views)
-    span = span_of(views, args.step)  # a busy server's long trace: the span holding --step
-    html = player_html(views, title, initial_step=args.step, speed=args.speed, counters=counters, span=span, tour=tour)
+    span = span_of(views, step)  # a busy server's long trace: the span holding --step
+    html = player_html(views, title, initial_step=step, speed=speed, counters=counters, span=span, tour=tour)
+    return html, num_steps, span
+
+
+def _html(args) -> int:
+    from engine.cli_util import check_out_path
+    from steplog import trace
+
+    if len(args.traces) > 2:
+        raise ValueError(f"html takes one or two traces, got {len(args.traces)}")
+    out = check_out_path(args.out, "--out", inputs=tuple(args.traces), force=args.force)
+    html, num_steps, span = player_page(args.traces, args.step, args.speed, args.tour)
     trace.write_text_atomic(html, out)
     part = f" (steps {span[0]}-{span[1]}: pick others with --step)" if span != (0, num_steps - 1) else ""
     print(f"wrote {out}: {len(html) / 1e6:.1f} MB, {num_steps} steps{part}", file=sys.stderr)
