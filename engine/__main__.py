@@ -1,9 +1,10 @@
-"""Command line: ``python -m engine run|scenarios|metrics`` here, and the tools' commands (``bench``, ``sweep``, ...).
+"""Command line: ``python -m engine run|scenarios|metrics|perfetto`` here, and the tools' commands (``bench``, ...).
 
     python -m engine scenarios
     python -m engine run --scenario seed-abcd --batching continuous --out t.jsonl
     python -m engine run --workload my.jsonl --max-num-seqs 2 --num-kv-blocks 32 --out t.jsonl
     python -m engine metrics t.jsonl [other.jsonl]
+    python -m engine perfetto t.jsonl --out t.perfetto.json     (Chrome trace-event JSON for ui.perfetto.dev)
     python -m engine bench [--num-requests 4 --max-tokens 32 --rounds 2 --max-num-seqs 4]   (package bench)
     python -m engine sweep [--num-requests 32 --mean-tokens 32 --sigmas 0 0.5 1 1.5 2]       (package bench)
 
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
         "assets/traces/seed-abcd-continuous.jsonl",
     )
     m.add_argument("traces", nargs="+", metavar="TRACE", help="one or two trace files (JSON Lines)")
+    _add_perfetto(sub)
     for ep in entry_points(group="batchscope.commands"):
         if ep.name not in sub.choices:  # an editable and a plain install of the same tools list them twice
             ep.load()(sub)
@@ -92,6 +94,21 @@ def _add_run(sub) -> None:
         action="store_true",
         help="refuse (exit 3, no trace written) when the step times show CPU contention, instead of warning",
     )
+
+
+def _add_perfetto(sub) -> None:
+    pf = sub.add_parser(
+        "perfetto",
+        help="write a trace as Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing)",
+        formatter_class=HelpFormatter,
+        epilog="example:\n  python -m engine perfetto assets/traces/seed-abcd-continuous.jsonl --out seed.json\n\n"
+        "A track per batch row with a slice per request per step (prefill / decode / recompute / padding),\n"
+        "counters per step (KV blocks used, waiting, running, tokens scheduled) and instants for admissions,\n"
+        "preemptions, finishes and aborts; on the trace's step times, or 1 ms per step where it has none.",
+    )
+    pf.add_argument("trace", metavar="TRACE", help="a trace file (.jsonl or .jsonl.gz)")
+    pf.add_argument("--out", required=True, help="the JSON file to write (refused if it exists, unless --force)")
+    pf.add_argument("--force", action="store_true", help="overwrite an existing --out file")
 
 
 def _specs(args) -> tuple[list[dict], dict]:
@@ -214,6 +231,34 @@ def _metrics(args) -> int:
     return 0
 
 
+def _perfetto(args) -> int:
+    from pathlib import Path
+
+    from engine.cli_util import CLIError
+    from steplog import perfetto, trace
+    from steplog.view import TraceView
+
+    out = check_out_path(args.out, "--out", inputs=(args.trace,), force=args.force)
+    if not Path(args.trace).exists():
+        raise CLIError(f"TRACE {args.trace!r} does not exist")
+    try:
+        records = trace.read(args.trace)
+    except trace.TraceError as exc:
+        raise CLIError(f"{args.trace}: {exc}") from None
+    view = TraceView(records, source="imported", filename=Path(args.trace).name)
+    doc = perfetto.trace_events(view)
+    trace.write_text_atomic(perfetto.dumps(doc), out)
+    count = {ph: sum(e["ph"] == ph for e in doc["traceEvents"]) for ph in ("X", "C", "i")}
+    rows = sum(e["name"] == "thread_name" and e["pid"] == perfetto.ROWS_PID for e in doc["traceEvents"])
+    state = f"; {view.cut_short}" if view.cut_short else ", PARTIAL (stopped early)" if view.partial else ""
+    print(
+        f"wrote {out}: {view.num_steps} steps, {len(view.request_ids)} requests, {rows} batch rows, {count['X']} "
+        f"slices, {count['C']} counter values, {count['i']} instants; time axis: "
+        f"{doc['otherData']['time_axis_note']}{state}"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
@@ -227,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "metrics":
             return _metrics(args)
+        if args.command == "perfetto":
+            return _perfetto(args)
         return args.handler(args)
     except BrokenPipeError:  # stdout closed early (`| head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
