@@ -1,0 +1,76 @@
+"""What a step costs (issue 20, part 6): each step's time against the tokens it computed, from the trace itself.
+Checked against the raw lines of the shipped traces (times, decode-only steps, medians worked out here), a synthetic
+run with known costs for the fit, and the Metrics page showing the chart with the measured sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from types import SimpleNamespace
+
+import pytest
+from appkit import page
+from conftest import RECORDED, recorded_pair
+
+from steplog.step_cost import decode_by_batch, fit, step_costs
+from visuals.step_cost import step_cost_figure, step_cost_sentence
+
+
+def raw_steps(name: str) -> list[dict]:
+    return [r for r in map(json.loads, (RECORDED / f"{name}.jsonl").read_text().splitlines()) if r["type"] == "step"]
+
+
+@pytest.mark.parametrize("name", ["sixteen-continuous", "sixteen-static", "seed-abcd-static"])
+def test_the_costs_are_the_raw_step_times_and_the_medians_per_batch(name):
+    raw = raw_steps(name)
+    view = recorded_pair(name.split("-")[0] if name.startswith("sixteen") else "seed-abcd")[
+        0 if name.endswith("static") else 1
+    ]
+    costs = step_costs(view)
+    assert [c["seconds"] for c in costs] == [s["t_end"] - s["t_start"] for s in raw if s["scheduled"]]
+    decodes: dict[int, list[float]] = {}
+    for s in raw:
+        if s["scheduled"] and all(x["kind"] == "decode" for x in s["scheduled"]):
+            decodes.setdefault(len(s["scheduled"]), []).append(s["t_end"] - s["t_start"])
+    got = decode_by_batch(costs)
+    assert sorted(got) == sorted(decodes)
+    for n, times in decodes.items():
+        assert got[n]["steps"] == len(times)
+        assert got[n]["median_s"] == statistics.median(times)
+        assert got[n]["per_token_s"] == pytest.approx(statistics.median(times) / n)
+
+
+def test_the_fit_recovers_a_known_fixed_cost_and_price_per_token():
+    steps = [
+        {"t_start": float(k), "t_end": k + 0.05 + 0.002 * n, "num_batched_tokens": n,
+         "scheduled": [{"kind": "decode"}] * n}
+        for k, n in enumerate([1, 2, 3, 4, 10, 30, 64])
+    ]  # fmt: skip
+    line = fit(step_costs(SimpleNamespace(steps=steps)))
+    assert line == pytest.approx({"fixed_s": 0.05, "per_token_s": 0.002})
+    assert fit(step_costs(SimpleNamespace(steps=steps[:1]))) is None
+
+
+def test_the_chart_draws_the_floor_only_for_the_model_it_was_measured_on():
+    static, cont = recorded_pair("seed-abcd")
+    fig = step_cost_figure({"static": static, "continuous": cont})
+    assert [s.y0 for s in fig.layout.shapes] == [18.0]  # 540 MB at 30 GB/s ... 24 GB/s: 18-22 ms
+    cont.header = {**cont.header, "model": "some-other-model"}
+    assert not step_cost_figure({"continuous": cont}).layout.shapes
+
+
+def test_the_sentence_gives_the_measured_medians():
+    view = recorded_pair("sixteen")[1]
+    raw = raw_steps("sixteen-continuous")
+    one = [s["t_end"] - s["t_start"] for s in raw if len(s["scheduled"]) == 1 and s["scheduled"][0]["kind"] == "decode"]
+    text = step_cost_sentence({"continuous": view})
+    assert f"a decode step of 1 request took {statistics.median(one) * 1e3:.0f} ms (median of {len(one)})" in text
+
+
+@pytest.mark.app
+def test_the_metrics_page_shows_what_a_step_costs():
+    at = page("page_metrics", scenario="seed-abcd")
+    assert not at.exception
+    assert any(h.value.startswith("What a step costs") for h in at.subheader)
+    assert any("a decode step of" in m.value for m in at.markdown)

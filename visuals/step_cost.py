@@ -1,0 +1,126 @@
+"""The Metrics page's step-cost chart: each step's time against the tokens it computed (decode-only steps apart from
+steps with a prompt chunk), the fitted fixed cost per step, and the cost per token as the decode batch grows.
+
+The weight-streaming floor is drawn where the trace's model and machine are the ones it was measured on
+(``FLOORS``): SmolLM2-135M-Instruct in float32 streams ~540 MB of weights per forward, and a 2-core machine of
+this project reads ~24-30 GB/s, so no step on its CPU can take less than ~18-22 ms (``../shared/README.md``,
+measured on such a machine).
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from steplog.step_cost import decode_by_batch, fit, step_costs
+from steplog.view import TraceView
+from visuals.metrics import run_color
+
+# (model, dtype, device) -> (low, high) seconds a forward needs just to read the weights, and where it comes from
+FLOORS = {
+    ("SmolLM2-135M-Instruct", "float32", "cpu"): (
+        0.018,
+        0.022,
+        "540 MB of float32 weights at 24-30 GB/s (measured on this project's 2-core machines)",
+    ),
+}
+
+
+def step_cost_figure(views: dict[str, TraceView]) -> go.Figure:
+    """Left: step time (ms) against tokens computed, per run, decode-only steps as dots and steps with a prompt
+    chunk as crosses, with each run's fitted line and the floor where known. Right: the median decode-only step's
+    time per token (ms) against the requests decoding in it."""
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.62, 0.38],
+        subplot_titles=("step time against tokens computed", "decode: time per token as the batch grows"),
+    )
+    for i, (label, view) in enumerate(views.items()):
+        color, costs = run_color(label, i), step_costs(view)
+        for decode, symbol, name in ((True, "circle", "decode only"), (False, "x", "with a prompt chunk")):
+            pts = [c for c in costs if c["decode_only"] == decode]
+            fig.add_trace(
+                go.Scatter(
+                    x=[c["tokens"] for c in pts],
+                    y=[c["seconds"] * 1e3 for c in pts],
+                    mode="markers",
+                    marker={"color": color, "symbol": symbol, "size": 6, "opacity": 0.6},
+                    name=f"{label}: {name}",
+                    hovertemplate="step %{customdata}: %{x} tokens, %{y:.1f} ms<extra></extra>",
+                    customdata=[view.step_number(c["step"]) for c in pts],
+                ),
+                row=1,
+                col=1,
+            )
+        line = fit(costs)
+        if line:
+            top = max(c["tokens"] for c in costs)
+            fig.add_trace(
+                go.Scatter(
+                    x=[0, top],
+                    y=[line["fixed_s"] * 1e3, (line["fixed_s"] + line["per_token_s"] * top) * 1e3],
+                    mode="lines",
+                    line={"color": color, "dash": "dot"},
+                    name=f"{label}: {line['fixed_s'] * 1e3:.0f} ms + {line['per_token_s'] * 1e3:.2f} ms/token",
+                ),
+                row=1,
+                col=1,
+            )
+        by_batch = decode_by_batch(costs)
+        fig.add_trace(
+            go.Bar(
+                x=[str(r) for r in by_batch],
+                y=[g["per_token_s"] * 1e3 for g in by_batch.values()],
+                marker_color=color,
+                name=f"{label}: ms per token",
+                hovertemplate="%{x} decoding: %{y:.1f} ms per token<extra></extra>",
+                showlegend=False,
+            ),
+            row=1,
+            col=2,
+        )
+    _floor(fig, next(iter(views.values())))
+    fig.update_layout(height=420, barmode="group", margin={"t": 40, "b": 40}, legend={"orientation": "h", "y": -0.2})
+    fig.update_xaxes(title_text="tokens computed in the step", row=1, col=1)
+    fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title_text="requests decoding (decode-only steps)", type="category", row=1, col=2)
+    fig.update_yaxes(title_text="ms per token (median step)", rangemode="tozero", row=1, col=2)
+    return fig
+
+
+def _floor(fig: go.Figure, view: TraceView) -> None:
+    h = view.header
+    floor = FLOORS.get((h.get("model"), h.get("dtype"), h.get("device")))
+    if floor is None:
+        return
+    lo, hi, source = floor
+    fig.add_hrect(
+        y0=lo * 1e3,
+        y1=hi * 1e3,
+        fillcolor="#999",
+        opacity=0.25,
+        line_width=0,
+        row=1,
+        col=1,
+        annotation_text=f"weight-streaming floor: {source}",
+        annotation_position="bottom left",
+        annotation_font_size=11,
+    )
+
+
+def step_cost_sentence(views: dict[str, TraceView]) -> str:
+    """One sentence per run from the measured figures: one decode row against the most rows, per token."""
+    parts = []
+    for label, view in views.items():
+        by_batch = decode_by_batch(step_costs(view))
+        if len(by_batch) < 2:
+            continue
+        few, many = min(by_batch), max(by_batch)
+        a, b = by_batch[few], by_batch[many]
+        parts.append(
+            f"{label}: a decode step of {few} request{'s' * (few > 1)} took {a['median_s'] * 1e3:.0f} ms (median of "
+            f"{a['steps']}), one of {many} {b['median_s'] * 1e3:.0f} ms: a token cost "
+            f"{a['per_token_s'] * 1e3:.0f} ms then and {b['per_token_s'] * 1e3:.0f} ms with {many} in the batch"
+        )
+    return "; ".join(parts) + "." if parts else ""
