@@ -60,6 +60,8 @@ def workload_from_trace(records: list[dict[str, Any]]) -> dict[str, Any]:
       they are **synthesized**: ``num_prompt_tokens`` ids, distinct within and across requests (consecutive
       integers from ``SYNTHETIC_TOKEN_BASE``). That is exact for scheduling without prefix caching, which never
       reads token values; with prefix caching it means "no two prompts share a prefix".
+    - ``abort_step``: a request the trace aborted before a step was scheduled (a ``finished`` entry with reason
+      ``abort`` and its ``aborted`` facts, not ``during_step``) is aborted before that step.
     - ``sampled``: each request's ``output_token_ids`` from the summary.
     """
     header, steps, summary = _split(records)
@@ -69,6 +71,12 @@ def workload_from_trace(records: list[dict[str, Any]]) -> dict[str, Any]:
         for rid in [s["request_id"] for s in st.get("scheduled", [])] + list(st.get("waiting", [])):
             first_seen.setdefault(rid, st["step"])
     outputs = {r["request_id"]: r for r in summary["requests"]}
+    abort_steps = {
+        f["request_id"]: st["step"]
+        for st in steps
+        for f in st.get("finished", [])
+        if f.get("reason") == "abort" and "aborted" in f and not f["aborted"].get("during_step")
+    }
 
     specs = []
     next_token = SYNTHETIC_TOKEN_BASE
@@ -90,6 +98,7 @@ def workload_from_trace(records: list[dict[str, Any]]) -> dict[str, Any]:
                     "ignore_eos": bool(r.get("ignore_eos", False)),
                     "arrival_step": arrival,
                     "priority": int(r.get("priority", 0)),
+                    **({"abort_step": abort_steps[rid]} if rid in abort_steps else {}),
                 },
             )
         )

@@ -195,6 +195,25 @@ def _sampled_tokens(
     return tokens, exhausted
 
 
+def _abort_due(
+    sched: Scheduler, specs: list[dict[str, Any]], requests: dict[str, Request], step: int
+) -> list[dict[str, Any]]:
+    """Before step ``step`` is scheduled, abort (``Scheduler.finish_requests(id, FINISHED_ABORTED)``, as vLLM's
+    engine core does for a client's abort between steps) each arrived, unfinished request whose ``abort_step`` is
+    due, one call per request in arrival order (``requests``' order; ties in workload order), as Batchscope's engine
+    aborts them (vLLM iterates a set of ids, whose order would decide the order the blocks go back); returns their
+    ``finished`` entries."""
+    due_at = {str(spec["request_id"]): spec.get("abort_step") for spec in specs}
+    out: list[dict[str, Any]] = []
+    for rid, req in requests.items():
+        due = due_at.get(rid)
+        if due is None or int(due) > step or req.is_finished():
+            continue
+        sched.finish_requests(rid, RequestStatus.FINISHED_ABORTED)
+        out.append({"request_id": rid, "reason": str(req.get_finished_reason())})
+    return out
+
+
 def _record_preemptions_and_evictions(sched: Scheduler) -> tuple[list[str], list[int]]:
     """Wrap the scheduler so that each step's preemptions (in order; vLLM reports a set) and evicted cached blocks
     (vLLM ids, in order) are appended to the two returned lists."""
@@ -259,13 +278,15 @@ def run_vllm(
     count, without vLLM's null block), enable_chunked_prefill, enable_prefix_caching, reserve_full_prompt (->
     ``SchedulerConfig.scheduler_reserve_full_isl``), scheduling_policy ("fcfs" | "priority"), max_model_len},
     "eos_token_ids": [...], "requests": [{request_id, prompt_token_ids, max_tokens, ignore_eos, arrival_step,
-    priority}], "sampled": {request_id: [output token ids, in order]}}``.
+    priority, optional abort_step}], "sampled": {request_id: [output token ids, in order]}}``.
 
     Requests are added (``Scheduler.add_request``) just before step k once ``arrival_step <= k``, in list order;
     ``arrival_time`` is the position in that list (the priority policy's tie-break). Steps run while anything is
     pending or unfinished; an empty step (nothing arrived yet) is still a step. A request that samples gets the
     next token of its ``sampled`` list; if that list is used up (vLLM wants more tokens than Batchscope made) the
-    request is aborted (``Scheduler.finish_requests``) and logged with reason ``"abort"``.
+    request is aborted (``Scheduler.finish_requests``) and logged with reason ``"abort"``. A request with an
+    ``abort_step`` is aborted before that step is scheduled (or once it has arrived, if later; ``_abort_due``) and
+    listed in that step's ``finished``, as Batchscope's engine lists it.
 
     Returns per step: ``step``; ``scheduled`` (vLLM's batch order: ``request_id``, ``num_tokens``,
     ``num_computed_tokens`` before the step); ``admitted`` (newly scheduled from waiting, resumed included);
@@ -313,6 +334,7 @@ def run_vllm(
             req = _make_request(spec, eos, float(len(requests)), hasher)
             requests[req.request_id] = req
             sched.add_request(req)
+        aborts = _abort_due(sched, workload["requests"], requests, step)
         was_waiting = {
             rid for rid, r in requests.items() if r.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
         }
@@ -339,7 +361,7 @@ def run_vllm(
             out,
             ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=tokens),
         )
-        finished = [
+        finished = aborts + [
             {"request_id": rid, "reason": str(requests[rid].get_finished_reason())}
             for rid in ids
             if requests[rid].is_finished()

@@ -45,6 +45,7 @@ class TraceBook:
         self.arrived: list[dict] = []  # since the last schedule()
         self.preempted: list[str] = []  # since the last schedule(), in order
         self.aborted: list[dict] = []  # finishes from outside (aborts), for the next completed step
+        self.abort_facts: dict[str, dict] = {}  # request_id -> its state, tokens and blocks, just before an abort
         self.done: set[str] = set()
         self.tables: set[str] = set()  # requests holding a block table
         self.slots: dict[str, int] = {}
@@ -369,11 +370,42 @@ class TraceBook:
             info["finish_reason"], info["finish_time"] = reason, when
         return {"request_id": rid, "reason": reason}
 
+    def aborting(self, request_ids: Any) -> None:
+        """Before vLLM's ``finish_requests`` (``request_ids``: one id, a list, or None for all): each request's
+        state, sampled tokens and block table, while vLLM still has them (it then sets the finished status and
+        frees the blocks). vLLM's statuses map to three states: ``RUNNING``, ``PREEMPTED`` (in the waiting queue
+        without K/V), any other unfinished one (``WAITING``, ``WAITING_FOR_*``) waiting."""
+        s = self.sched
+        ids = (
+            s.requests.keys() if request_ids is None else [request_ids] if isinstance(request_ids, str) else request_ids
+        )
+        self.abort_facts = {}
+        for rid in ids:
+            req = s.requests.get(rid)
+            if req is None or req.is_finished():
+                continue
+            status = str(getattr(req.status, "name", ""))
+            table = s.kv_cache_manager.get_block_ids(rid)
+            facts: dict[str, Any] = {
+                "state": {"RUNNING": "running", "PREEMPTED": "preempted"}.get(status, "waiting"),
+                "num_output_tokens": len(req.output_token_ids),
+                "num_freed_blocks": sum(1 for b in (table[0] if table else ()) if b > 0),  # not vLLM's null block
+            }
+            if self.in_flight:  # between schedule() and update_from_output(): that step's work is discarded
+                facts["during_step"] = True
+            self.abort_facts[rid] = facts
+
     def aborted_now(self, requests: list) -> None:
-        """Requests finished from outside the step loop (client aborts): listed in the next completed step."""
+        """Requests finished from outside the step loop (client aborts, stop strings, timeouts): listed in the
+        ``finished`` of the step in flight, or of the next step when none is (``aborted``: ``aborting``'s facts)."""
         for req in requests:
             if req.request_id not in self.done:
-                self.aborted.append(self._finish(req, self.now()))
+                entry = self._finish(req, self.now())
+                facts = self.abort_facts.get(req.request_id)
+                if facts is not None and entry["reason"] == "abort":
+                    entry["aborted"] = facts
+                self.aborted.append(entry)
+        self.abort_facts = {}
 
     def close(self) -> None:
         """Flush the steps still in flight (without their tokens), then the summary; stop the writer."""

@@ -5,10 +5,11 @@
 
 ``TracingScheduler`` is vLLM 0.33's own V1 ``Scheduler`` (subclassed, every decision unchanged): around the
 parent's ``schedule()`` and ``update_from_output()`` it records one step (requests scheduled with their token
-counts and positions, prefill / decode / recompute, admissions, preemptions, finishes and reasons, sampled token
-ids, prefix-cache hit tokens, the waiting and running queues, KV blocks used and each block table's changes,
-wall-clock start and end) in Batchscope's trace format, schema version 2, with a header (model, vLLM version,
-device, the scheduler's limits) and, at shutdown, a summary. The Batchscope app opens the file.
+counts and positions, prefill / decode / recompute, admissions, preemptions, finishes and reasons, aborts with the
+request's state, tokens and blocks, sampled token ids, prefix-cache hit tokens, the waiting and running queues,
+KV blocks used and each block table's changes, wall-clock start and end) in Batchscope's trace format, schema
+version 2, with a header (model, vLLM version, device, the scheduler's limits) and, at shutdown, a summary. The
+Batchscope app opens the file.
 
 Each step also says why it looks as it does (``decisions``, the same records Batchscope's scheduler writes, read
 from vLLM's state where vLLM decides; see ``batchscope_vllm.tracebook``): every admission with its prefix-cache hit,
@@ -227,6 +228,7 @@ class TracingMixin:
 
     def _stop_tracing(self) -> None:
         book, self._book = self._book, None
+        atexit.unregister(self._stop_tracing)  # the hook holds the scheduler: let a stopped one be collected
         if book is not None:
             try:
                 book.close()
@@ -268,6 +270,9 @@ class TracingMixin:
         return result
 
     def finish_requests(self, request_ids: Any, finished_status: Any) -> Any:
+        if request_ids is not None and not isinstance(request_ids, str):
+            request_ids = list(request_ids)  # read twice: by the tracer, then by vLLM
+        self._trace("aborting", request_ids)  # before vLLM sets the status and frees the blocks
         finished = super().finish_requests(request_ids, finished_status)  # type: ignore[misc]
         self._trace("aborted_now", finished or [])
         return finished

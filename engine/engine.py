@@ -10,7 +10,9 @@
 Idle time costs nothing: when nothing is running or waiting and the next arrival is on the step clock, the clock
 jumps to that step and the next step record says how many empty steps it skipped (``idle_steps_before``); with only
 wall-clock arrivals left, the loop sleeps until the next one. A run can be stopped between steps (``should_stop``):
-the trace then ends with a summary marked ``partial``.
+the trace then ends with a summary marked ``partial``. A request is aborted before a step is scheduled when its
+``abort_step`` is due or ``abort`` asked for it; that step runs even with nothing left to schedule (vLLM's engine
+core also runs one to report a finish), and its ``finished`` lists the abort.
 
 On CPU the header also records ``cpu_share``: the process's CPU time during the steps over their wall time times
 PyTorch's thread count (about 1 when the run had its cores to itself; ``steplog.timing`` judges it).
@@ -19,6 +21,7 @@ PyTorch's thread count (about 1 when the run had its cores to itself; ``steplog.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -32,7 +35,7 @@ from engine.scheduler import SchedulerOutput
 from engine.step_log import header_record, kv_record, step_record, summary_record
 from engine.threads import torch_threads
 from engine.validation import RequestError, validate_request, warn_if_priority_ignored
-from steplog.records import HeaderRecord, SampledRecord, StepRecord, SummaryRecord, TraceRecords
+from steplog.records import FinishedRecord, HeaderRecord, SampledRecord, StepRecord, SummaryRecord, TraceRecords
 
 
 class Runner(Protocol):
@@ -73,6 +76,19 @@ class LLMEngine:
         self.detok: dict[str, IncrementalDetokenizer] = {}
         self.meta = dict(meta or {})
         self._cpu_s = 0.0  # process CPU time spent inside steps, this run
+        self._abort_asked: list[str] = []  # ``abort`` calls not yet applied (taken before the next step)
+        self._abort_lock = threading.Lock()
+        self._arrived_ids: set[str] = set()  # requests handed to the scheduler, this run
+
+    def abort(self, request_id: str) -> None:
+        """Abort ``request_id`` before the step ``run`` builds next, whatever its state, as a server aborts a request
+        whose client went away (the Playground's Cancel of one request). The scheduler frees its blocks as vLLM's
+        ``Scheduler.finish_requests(..., FINISHED_ABORTED)`` does (``Scheduler.abort``); the step's ``finished``
+        lists it with reason ``abort``. Thread-safe. A request not yet arrived is aborted when it arrives; an id
+        that has finished by then, or is unknown, is ignored (as vLLM ignores it), and so is a call made while no
+        run is going (the next run starts afresh)."""
+        with self._abort_lock:
+            self._abort_asked.append(request_id)
 
     def run(
         self,
@@ -100,19 +116,21 @@ class LLMEngine:
                 req.sampling = replace(req.sampling, seed=rng.randrange(2**31))
         eos = self.scheduler.eos_token_ids
         self.detok = {r.request_id: IncrementalDetokenizer(self.decode, eos) for r in requests}
-        pending = sorted(requests, key=lambda r: (r.arrival_step if r.arrival_step is not None else -1, r.arrival_time))
+        pending = sorted(requests, key=_arrival_order)
         records: TraceRecords = [self._header(requests, seed)]
         t0 = time.perf_counter()
         self._cpu_s = 0.0
         step = idle = 0
         stopped = False
+        self._reset_aborts()
         while pending or self.scheduler.has_unfinished():
             if should_stop is not None and should_stop():
                 stopped = True
                 break
             now = time.perf_counter() - t0
             pending = self._admit_arrivals(pending, now, step)
-            if not self.scheduler.has_unfinished():  # idle: nothing to run until the next arrival
+            aborts = self._abort_due(requests, step, t0)
+            if not self.scheduler.has_unfinished() and not aborts:  # idle: nothing to run until the next arrival
                 due = [r.arrival_step for r in pending if r.arrival_step is not None]
                 if due:  # on the step clock: jump to it, and record the gap once
                     idle += min(due) - step
@@ -122,6 +140,7 @@ class LLMEngine:
                     time.sleep(min(0.1, wait) if should_stop else wait)
                 continue
             record = self._step(step, t0)
+            record["finished"][:0] = aborts  # they ended before this step was scheduled
             if idle:
                 record["idle_steps_before"], idle = idle, 0
             records.append(record)
@@ -158,7 +177,34 @@ class LLMEngine:
             if req.arrival_step is not None:  # step-clock arrivals: record when it really arrived
                 req.arrival_time = now
             self.scheduler.add_request(req)
+            self._arrived_ids.add(req.request_id)
         return [r for r in pending if not any(r is a for a in arrived)] if arrived else pending
+
+    def _reset_aborts(self) -> None:
+        """A new run: nothing has arrived, and a Cancel that came after the last run must not abort a request of
+        this one."""
+        self._arrived_ids = set()
+        with self._abort_lock:
+            self._abort_asked = []
+
+    def _abort_due(self, requests: list[Request], step: int, t0: float) -> list[FinishedRecord]:
+        """Abort, in arrival order (ties in workload order), the arrived requests whose ``abort_step`` is due
+        (``abort`` calls set it to this step); returns their ``finished`` entries (``steplog.records.AbortRecord``
+        under ``aborted``). The order decides the order their blocks go back to the free queue."""
+        with self._abort_lock:
+            asked, self._abort_asked = set(self._abort_asked), []
+        out: list[FinishedRecord] = []
+        for req in sorted(requests, key=_arrival_order):
+            if req.request_id in asked and (req.abort_step is None or req.abort_step > step):
+                req.abort_step = step
+            if req.abort_step is None or req.abort_step > step or req.request_id not in self._arrived_ids:
+                continue
+            facts = self.scheduler.abort(req)
+            if facts is not None:
+                req.finish_time = time.perf_counter() - t0
+                self.runner.release(req.request_id)
+                out.append({"request_id": req.request_id, "reason": "abort", "aborted": facts})
+        return out
 
     @staticmethod
     def _arrived(req: Request, now: float, step: int) -> bool:
@@ -210,3 +256,9 @@ class LLMEngine:
         if partial:
             record["partial"] = True
         return record
+
+
+def _arrival_order(req: Request) -> tuple[int, float]:
+    """The order requests arrive in: by arrival step (the step clock), else by arrival time; ``sorted`` keeps the
+    workload's order among ties."""
+    return (req.arrival_step if req.arrival_step is not None else -1, req.arrival_time)

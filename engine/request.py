@@ -34,6 +34,7 @@ class RequestStatus(str, enum.Enum):
 class FinishReason(str, enum.Enum):
     STOP = "stop"  # sampled an EOS / stop token
     LENGTH = "length"  # reached max_tokens
+    ABORT = "abort"  # finished from outside the step loop (``Scheduler.abort``: a workload's abort_step, a Cancel)
 
 
 class FieldError(ValueError):
@@ -54,6 +55,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "top_k": (0, I32_MAX),
     "seed": (0, INT64[1]),
     "arrival_step": (0, I32_MAX),
+    "abort_step": (0, I32_MAX),
     "priority": INT64,
 }
 _POWERS = {I32_MAX: "2**31 - 1", INT64[1]: "2**63 - 1", INT64[0]: "-2**63"}
@@ -121,6 +123,7 @@ class Request:
     arrival_time: float = 0.0
     arrival_step: int | None = None  # if set, the request arrives before this step instead of by the clock
     priority: int = 0  # scheduling_policy "priority": lower runs first (vLLM's ``priority``); ignored by FCFS
+    abort_step: int | None = None  # if set, aborted before this step is scheduled (or on arrival, if later)
 
     arrival_seq: int = 0  # position in arrival order, set by the scheduler (the priority policy's tie-break)
 

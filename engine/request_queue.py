@@ -1,7 +1,7 @@
 """The waiting queue's order: the seam where a scheduling policy decides who is admitted next and who is preempted.
 
 vLLM V1 keeps the same two decisions behind ``--scheduling-policy`` (``vllm/v1/core/sched/request_queue.py``).
-A queue answers three questions for the scheduler:
+A queue answers three questions for the scheduler (and ``remove`` takes an aborted request out):
 
 - ``peek()``: which waiting request is considered for admission next (the *head*);
 - ``prepend(req)``: where a preempted request goes back (it was admitted once, so it is not sent to the back);
@@ -49,6 +49,10 @@ class FCFSQueue:
     def pop(self) -> Request:
         """Remove and return the head."""
         return self._queue.popleft()
+
+    def remove(self, req: Request) -> None:
+        """Take ``req`` out wherever it is (an abort); the others keep their order."""
+        self._queue = deque(r for r in self._queue if r is not req)
 
     # After a request preempts itself, later running requests wait for the next step (vLLM: ``break``).
     continue_after_self_preemption = False
@@ -98,6 +102,10 @@ class PriorityQueue(FCFSQueue):
 
     def pop(self) -> Request:
         return heapq.heappop(self._heap)[1]
+
+    def remove(self, req: Request) -> None:
+        self._heap = [item for item in self._heap if item[1] is not req]
+        heapq.heapify(self._heap)
 
     @staticmethod
     def preemption_victim(running: list[Request]) -> Request:

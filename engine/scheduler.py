@@ -40,12 +40,14 @@ tokens. A request keeps its batch *row* (``0 .. max_num_seqs-1``, a row of the p
 
 from __future__ import annotations
 
+from typing import cast
+
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.request import FinishReason, Request, RequestStatus
 from engine.request_queue import QUEUES
 from engine.scheduler_output import ScheduledRequest, SchedulerOutput
-from steplog.records import HeadWaitRecord, KVExtras, PreemptionRecord
+from steplog.records import AbortRecord, AbortState, HeadWaitRecord, KVExtras, PreemptionRecord
 
 __all__ = ["ScheduledRequest", "Scheduler", "SchedulerOutput"]
 
@@ -261,6 +263,24 @@ class Scheduler:
                 self._release_row(req)
                 finished.append((req.request_id, reason))
         return finished
+
+    def abort(self, req: Request) -> AbortRecord | None:
+        """Finish ``req`` from outside the step loop, as vLLM's ``Scheduler.finish_requests(ids,
+        FINISHED_ABORTED)`` does (vllm/v1/core/sched/scheduler.py): out of the running list or the waiting queue,
+        its blocks freed (tail first, as at a finish), status finished with reason ``abort``. Returns what it took
+        away (``steplog.records.AbortRecord``: its state, tokens, table length), or None if it had finished."""
+        if req.is_finished:
+            return None
+        state = cast(AbortState, req.status.value)  # waiting, running or preempted (unfinished)
+        if req.status == RequestStatus.RUNNING:
+            self.running.remove(req)
+            self._release_row(req)
+        else:
+            self.waiting.remove(req)
+        table = self.block_manager.free(req.request_id)
+        self.block_manager.forget(req.request_id)
+        req.status, req.finish_reason = RequestStatus.FINISHED, FinishReason.ABORT
+        return {"state": state, "num_output_tokens": len(req.output_token_ids), "num_freed_blocks": len(table)}
 
     def _finish_reason(self, req: Request, token: int) -> FinishReason | None:
         if token in self.eos_token_ids and not req.sampling.ignore_eos:

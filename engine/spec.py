@@ -34,6 +34,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "ignore_eos": ("boolean", "true or false"),
     "arrival_time": ("number", "a number of seconds >= 0"),
     "arrival_step": ("integer", _ints("arrival_step", "an integer step")),
+    "abort_step": ("integer", _ints("abort_step", "an integer step")),
     "priority": ("integer", _ints("priority", note=" (lower runs first under the priority policy)")),
 }
 INT_FIELDS = tuple(name for name, (kind, _) in FIELDS.items() if "integer" in kind)

@@ -13,7 +13,15 @@ from typing import cast
 from engine.config import EngineConfig
 from engine.request import FinishReason, Request
 from engine.scheduler import Scheduler, SchedulerOutput
-from steplog.records import ConfigRecord, DecisionsRecord, HeaderRecord, KVRecord, StepRecord, SummaryRecord
+from steplog.records import (
+    ConfigRecord,
+    DecisionsRecord,
+    HeaderRecord,
+    KVRecord,
+    RequestSpecRecord,
+    StepRecord,
+    SummaryRecord,
+)
 from steplog.trace import SCHEMA_VERSION
 
 
@@ -33,25 +41,30 @@ def header_record(
         "config": cast(ConfigRecord, config.header_dict()),
         "eos_token_ids": sorted(eos),
         "max_model_len": max_len,
-        "requests": [
-            {
-                "request_id": r.request_id,
-                "prompt": r.prompt,
-                "num_prompt_tokens": r.num_prompt_tokens,
-                "prompt_token_ids": list(r.prompt_token_ids),
-                "max_tokens": r.sampling.max_tokens,
-                "temperature": r.sampling.temperature,
-                "top_p": r.sampling.top_p,
-                "top_k": r.sampling.top_k,
-                "seed": r.sampling.seed,
-                "ignore_eos": r.sampling.ignore_eos,
-                "priority": r.priority,
-                "arrival_time": r.arrival_time,
-                "arrival_step": r.arrival_step,
-            }
-            for r in requests
-        ],
+        "requests": [_request_spec(r) for r in requests],
     }
+
+
+def _request_spec(r: Request) -> RequestSpecRecord:
+    """A header's request: the workload's fields, its prompt token ids."""
+    spec: RequestSpecRecord = {
+        "request_id": r.request_id,
+        "prompt": r.prompt,
+        "num_prompt_tokens": r.num_prompt_tokens,
+        "prompt_token_ids": list(r.prompt_token_ids),
+        "max_tokens": r.sampling.max_tokens,
+        "temperature": r.sampling.temperature,
+        "top_p": r.sampling.top_p,
+        "top_k": r.sampling.top_k,
+        "seed": r.sampling.seed,
+        "ignore_eos": r.sampling.ignore_eos,
+        "priority": r.priority,
+        "arrival_time": r.arrival_time,
+        "arrival_step": r.arrival_step,
+    }
+    if r.abort_step is not None:
+        spec["abort_step"] = r.abort_step
+    return spec
 
 
 def kv_record(sched: Scheduler, out: SchedulerOutput, block_tables: dict[str, list[int]]) -> KVRecord:

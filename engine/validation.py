@@ -73,11 +73,15 @@ class PriorityIgnoredWarning(UserWarning):
 
 
 def _check_arrival_and_priority(req: Request, where: str) -> None:
-    """The priority (vLLM's: 64-bit signed) and the arrival step within ``INT_RANGES`` (a request built in Python,
-    not read from a workload file, is checked here first)."""
-    values: tuple[tuple[str, object], ...] = (("priority", req.priority), ("arrival_step", req.arrival_step))
+    """The priority (vLLM's: 64-bit signed), the arrival step and the abort step within ``INT_RANGES`` (a request
+    built in Python, not read from a workload file, is checked here first)."""
+    values: tuple[tuple[str, object], ...] = (
+        ("priority", req.priority),
+        ("arrival_step", req.arrival_step),
+        ("abort_step", req.abort_step),
+    )
     for name, value in values:
-        if value is None and name == "arrival_step":
+        if value is None and name != "priority":
             continue
         lo, hi = INT_RANGES[name]
         if not (isinstance(value, int) and is_int(value) and lo <= value <= hi):

@@ -8,11 +8,13 @@ A workload line is one request::
 Exactly one of ``prompt`` (plain text), ``messages`` (chat, rendered with the model's chat template) or
 ``prompt_token_ids`` is required; ``max_tokens`` is required; the rest is optional. ``arrival_time`` is in seconds
 from the start of the run; ``arrival_step`` makes the request arrive before that step instead (the step clock, for
-reproducible demos; give one of the two). ``priority`` (optional, a 64-bit signed integer, default 0): lower runs
+reproducible demos; give one of the two). ``abort_step`` (optional): the request is aborted before that step is
+scheduled, whatever its state (or when it arrives, if later), as a server aborts a request whose client went away.
+``priority`` (optional, a 64-bit signed integer, default 0): lower runs
 first under the ``priority`` scheduling policy; the FCFS policy ignores it (with a warning). Every field is checked
 strictly before a model loads (``engine.spec``).
 A scenario (``engine/scenarios/NAME.json``, package data) is ``{"name", "description",
-"config": {...}, "requests": [lines as above]}``.
+"config": {...}, "requests": [lines as above], "tour": [key moments by kind, visuals.moments]}``.
 
 The workload generators live here too, so the engine, the benchmark tools and the app share one copy:
 ``poisson_arrivals`` (seeded arrival times) and ``output_lengths`` (seeded log-normal lengths with an exact mean).
@@ -168,6 +170,7 @@ def to_requests(specs: list[dict], tokenizer) -> list[Request]:
                 arrival_time=spec.get("arrival_time", 0.0),
                 arrival_step=spec.get("arrival_step"),
                 priority=spec.get("priority", 0),
+                abort_step=spec.get("abort_step"),
             )
         )
     return requests

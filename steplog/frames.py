@@ -21,12 +21,14 @@ def summary_frame(runs: dict[str, list[dict]]) -> pd.DataFrame:
     """Side-by-side aggregates of several runs (e.g. ``{"static": trace, "continuous": trace}``).
 
     One row per figure with columns ``metric``, ``stat`` (mean/p50/p90/p99, or ``value``), ``unit``
-    (``s``, ``steps``, ``tokens/s``, ``requests/s``, ``tokens/step``, ``requests/step``, ``fraction``, ``tokens``,
-    ``rows``, ``events``), then one column per run label. The prefix-cache rows (``prefix_cache_queries``,
+    (``requests``, ``s``, ``steps``, ``tokens/s``, ``requests/s``, ``tokens/step``, ``requests/step``, ``fraction``,
+    ``tokens``, ``rows``, ``events``), then one column per run label. The prefix-cache rows (``prefix_cache_queries``,
     ``prefix_cache_hits``, ``prefix_cache_hit_rate``, ``preempted_prefix_cache_*``) are ``None`` for a trace that
     records no hit counts.
     """
     units = {
+        "num_finished": "requests",  # ended with stop, length, ... (vLLM's request_success); see steplog.finishes
+        "num_aborted": "requests",
         "duration_s": "s",
         "num_steps": "steps",
         "total_output_tokens": "tokens",

@@ -13,14 +13,16 @@ Per-request definitions (vLLM's ``RequestMetrics`` and ``benchmarks/benchmark_se
 
 - queue time = first scheduled - arrival
 - TTFT (time to first token) = first token - arrival
-- E2E latency = finish - arrival (the time the last token was sampled)
+- E2E latency = finish - arrival (the time the last token was sampled; an aborted request's: the abort)
 - ITL (inter-token latency) = every gap between two consecutive output tokens of the request; a token's time is the
   ``t_end`` of the step that sampled it. ``n`` output tokens give ``n - 1`` gaps; a preemption shows as one long gap
   (recomputation never re-emits a token, so no token is counted twice).
-- TPOT (time per output token) = (E2E - TTFT) / (n - 1), defined only for ``n >= 2`` (``None`` otherwise: never 0,
-  never infinite, never an exception). It equals the mean of the request's ITLs.
+- TPOT (time per output token) = (last token - first token) / (n - 1), vLLM's ``mean_time_per_output_token``,
+  defined only for an ended request with ``n >= 2`` (``None`` otherwise: never 0, never infinite, never an
+  exception). It equals the mean of the request's ITLs, and (E2E - TTFT) / (n - 1) for a request that finished.
 
-Aggregates (``summarize``): mean, p50, p90, p99 (``numpy.percentile``, linear interpolation) over requests; ITL
+Aggregates (``summarize``): mean, p50, p90, p99 (``numpy.percentile``, linear interpolation) over requests (for
+queue time, E2E and TPOT: finished ones; aborted requests are counted apart, as vLLM does: ``steplog.finishes``); ITL
 pools every gap of every request, so mean ITL = sum of gaps / number of gaps (not / number of tokens:
 NVIDIA/TensorRT-LLM#8378); mean TPOT is over requests with at least 2 output tokens only. Output tokens include
 EOS when it was sampled (it is an output token the model computed).
@@ -40,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from steplog.decisions import dropped_and_recomputed
+from steplog.finishes import counts, end_steps, in_aggregate
 from steplog.prefix_cache import prefix_cache_stats
 from steplog.view import declared_requests
 
@@ -115,7 +118,8 @@ def request_metrics(records: list[dict]) -> list[dict]:
     ``num_preemptions``, ``num_dropped_tokens`` (K/V tokens its preemptions dropped), ``num_recomputed_tokens``
     (tokens computed again: dropped and not found in the prefix cache), the raw times ``arrival_time_s``,
     ``first_scheduled_time_s``, ``first_token_time_s``, ``finish_time_s`` and the step-clock equivalents
-    ``arrival_step``, ``first_scheduled_step``, ``first_token_step``, ``finish_step`` (step indices), the token times
+    ``arrival_step``, ``first_scheduled_step``, ``first_token_step``, ``finish_step`` (step indices; ``finish_step``
+    is the step whose ``finished`` lists it, ``end_step`` its end on the step clock), the token times
     ``token_times_s`` / ``token_steps``, and every metric of ``LATENCY_METRICS`` (``itl_*``: lists of gaps;
     ``tpot_*``: ``None`` below 2 output tokens). A request that never ran has ``None`` latencies; one still running
     at the end (cancelled, cut short) has no ``finish_step``, E2E or TPOT. Steps that stop early
@@ -129,14 +133,12 @@ def request_metrics(records: list[dict]) -> list[dict]:
     token_steps = _token_steps(steps)
     requests = declared_requests(header, steps)  # a server's trace declares its requests in the steps (arrived)
     arrival_steps = _arrival_steps(requests, steps)
-    first_sched_step: dict[str, int] = {}
-    for st in steps:
-        for s in st["scheduled"]:
-            first_sched_step.setdefault(s["request_id"], st["step"])
+    first_sched_step = {s["request_id"]: st["step"] for st in reversed(steps) for s in st["scheduled"]}  # earliest
     prompts = {r["request_id"]: r["num_prompt_tokens"] for r in requests}
     cost = dropped_and_recomputed(records)
     capped = "truncated_at_step" in summary  # the steps stop early (a size cap, a trace cut short): measure those
-    done = {f["request_id"] for st in steps for f in st["finished"]}
+    done = {f["request_id"]: st["step"] for st in steps for f in st["finished"]}
+    ends = end_steps(steps)
     result = []
     for r in summary["requests"]:
         rid = r["request_id"]
@@ -161,7 +163,8 @@ def request_metrics(records: list[dict]) -> list[dict]:
             "arrival_step": arrival_steps.get(rid),
             "first_scheduled_step": first_sched_step.get(rid),
             "first_token_step": tsteps[0] if tsteps else None,
-            "finish_step": tsteps[-1] if tsteps and ended else None,  # still running: none
+            "finish_step": done.get(rid) if ended else None,  # still running: none
+            "end_step": ends.get(rid) if ended else None,
             "token_times_s": ttimes,
             "token_steps": tsteps,
         }
@@ -179,7 +182,7 @@ def _add_latencies(m: dict, n: int, tsteps: list[int], ttimes: list[float], arri
             m["arrival_step"],
             m["first_scheduled_step"],
             None if not tsteps else tsteps[0] + 1,
-            None if m["finish_step"] is None else m["finish_step"] + 1,
+            m["end_step"],
             [k + 1 for k in tsteps],
         ),
     ):
@@ -187,8 +190,8 @@ def _add_latencies(m: dict, n: int, tsteps: list[int], ttimes: list[float], arri
         m[f"ttft_{clock}"] = _diff(first, arr)
         m[f"e2e_{clock}"] = _diff(last, arr)
         m[f"itl_{clock}"] = _gaps(times)
-        decode_time = _diff(m[f"e2e_{clock}"], m[f"ttft_{clock}"])
-        m[f"tpot_{clock}"] = decode_time / (n - 1) if n >= 2 and decode_time is not None else None
+        decode_time = _diff(times[-1], times[0]) if n >= 2 and last is not None else None  # vLLM's decode_time
+        m[f"tpot_{clock}"] = decode_time / (n - 1) if decode_time is not None else None
 
 
 def distribution(values: list[float | None]) -> dict[str, float | None]:
@@ -245,8 +248,8 @@ def summarize(records: list[dict]) -> dict:
     """Aggregate figures of one run.
 
     Returns a dict with
-      - ``policy``, ``num_requests``, ``num_steps``, ``duration_s`` (end of the last step; the run starts at 0),
-        ``total_output_tokens``, ``total_prompt_tokens`` (tokens);
+      - ``policy``, ``num_requests``, ``num_finished`` / ``num_aborted`` (``steplog.finishes.counts``), ``num_steps``,
+        ``duration_s`` (end of the last step; the run starts at 0), ``total_output_tokens``, ``total_prompt_tokens``;
       - ``output_throughput_tok_s`` (output tokens / duration_s), ``request_throughput_req_s``,
         ``output_throughput_tok_step`` (output tokens / steps), ``request_throughput_req_step``;
       - one ``distribution`` (count, mean, p50, p90, p99) per metric of ``LATENCY_METRICS``, under its name
@@ -277,11 +280,12 @@ def summarize(records: list[dict]) -> dict:
         "output_throughput_tok_step": out_tokens / num_steps if num_steps else None,
         "request_throughput_req_step": len(reqs) / num_steps if num_steps else None,
     }
+    out.update(counts(reqs))
     for name in LATENCY_METRICS:
         if name.startswith("itl_"):
             out[name] = distribution([g for r in reqs for g in r[name]])
         else:
-            out[name] = distribution([r[name] for r in reqs])
+            out[name] = distribution([r[name] for r in reqs if in_aggregate(name, r)])
     out["slot_utilisation"] = float(frame["slot_utilisation"].sum()) / num_steps if num_steps else None
     out["padding_slot_steps"] = int(frame["num_padding"].sum())
     out["kv_utilisation_mean"] = float(frame["kv_utilisation"].sum()) / num_steps if num_steps else None

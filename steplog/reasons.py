@@ -127,3 +127,29 @@ def checks(header: Mapping[str, Any]) -> list[str]:
 def queue_order(header: Mapping[str, Any]) -> str:
     """The waiting queue's order (a key of ``QUEUE_ORDERS``) under the trace's ``scheduling_policy``."""
     return {"priority": "priority"}.get(header["config"].get("scheduling_policy", "fcfs"), "arrival")
+
+
+# Who aborted a request, as far as the trace can know (``finished[]`` with reason ``abort``). A server's trace
+# cannot tell a client gone from a timeout or a stop string: vLLM 0.33's frontend ends a stop string by aborting the
+# request in the engine core, so its scheduler sees an abort. Batchscope's engine knows its two causes: the
+# workload's ``abort_step`` and ``LLMEngine.abort`` (the Playground's Cancel).
+ABORT_CAUSES: dict[str, str] = {
+    "server": "was aborted by the frontend (client gone, timeout or a stop string: the trace cannot tell which)",
+    "workload": "was aborted at step {step} by the workload (its abort_step)",
+    "cancel": "was cancelled at step {step} (LLMEngine.abort: a Cancel from outside the engine's loop)",
+}
+ABORT_STATES: dict[str, str] = {  # ``AbortRecord.state``
+    "waiting": "while waiting, never admitted",
+    "running": "while running",
+    "preempted": "while preempted (back in the waiting queue without its K/V)",
+}
+
+
+def abort_cause(header: Mapping[str, Any], request: Mapping[str, Any], step: int) -> str:
+    """The clause of ``ABORT_CAUSES`` for an abort of ``request`` (its header or ``arrived`` entry) listed in step
+    number ``step`` of a trace with ``header``: a server's (``source`` ``vllm``), the workload's (the request has an
+    ``abort_step`` at or before ``step``: it is aborted then, or on arrival if later), else a Cancel."""
+    if header.get("source") == "vllm":
+        return ABORT_CAUSES["server"]
+    kind = "workload" if request.get("abort_step") is not None and request["abort_step"] <= step else "cancel"
+    return ABORT_CAUSES[kind].format(step=step)

@@ -36,6 +36,7 @@ class _RequestSpecOptional(TypedDict, total=False):
     prompt: str  # absent in a vLLM tracer's trace without text
     prompt_token_ids: list[int]
     priority: int
+    abort_step: int  # the workload aborts it before this step (or on arrival, if later); absent when it does not
 
 
 class RequestSpecRecord(_RequestSpecOptional):
@@ -105,7 +106,28 @@ class SampledRecord(_SampledOptional):
 FinishReason = Literal["stop", "length", "abort", "error", "repetition"]
 
 
-class FinishedRecord(TypedDict):
+AbortState = Literal["waiting", "running", "preempted"]
+
+
+class _AbortOptional(TypedDict, total=False):
+    during_step: bool  # aborted while this step ran (after it was scheduled): its work is discarded
+
+
+class AbortRecord(_AbortOptional):
+    """What an abort (``reason`` ``abort``: a request finished from outside the scheduler) took away, read from the
+    scheduler's state at the abort. Without ``during_step`` the request was aborted before this step was scheduled:
+    it is not in the step's batch and its blocks are already out of the step's tables (``kv.freed`` lists it)."""
+
+    state: AbortState  # waiting (never admitted), running (admitted), preempted (back in the queue, no K/V)
+    num_output_tokens: int  # tokens it had sampled
+    num_freed_blocks: int  # its block table's length when freed (a block shared through the prefix cache stays used)
+
+
+class _FinishedOptional(TypedDict, total=False):
+    aborted: AbortRecord  # reason ``abort`` only; absent in traces written before aborts were recorded
+
+
+class FinishedRecord(_FinishedOptional):
     request_id: str
     reason: FinishReason
 

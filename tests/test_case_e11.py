@@ -50,13 +50,15 @@ def test_the_crashed_servers_trace_opens_with_its_six_steps_marked_cut_short(nam
 
 
 def test_requests_still_running_have_no_e2e_or_tpot():
-    """R2 and R0 sampled at steps 0-5 and were running when the server died; R1 sampled at steps 0-2 (aborted in 3)."""
+    """R2 and R0 sampled at steps 0-5 and were running when the server died; R1 sampled at steps 0-2 and was aborted
+    while step 3 ran (scheduled in it, listed in its finished): E2E runs to the abort, the end of step 3 (vLLM 0.33
+    reports an aborted request's E2E when it ends), TPOT between its first and last token."""
     by_id = {m["request_id"]: m for m in request_metrics(trace.read(CASES / "e11-crash.jsonl"))}
     for rid in (R2, R0):
         m = by_id[rid]
         assert (m["finish_step"], m["e2e_steps"], m["tpot_steps"], m["e2e_s"], m["tpot_s"]) == (None,) * 5
         assert (m["ttft_steps"], m["itl_steps"]) == (1, [1, 1, 1, 1, 1])  # arrived before step 0, a token a step
-    assert (by_id[R1]["e2e_steps"], by_id[R1]["tpot_steps"]) == (3, 1.0)  # (3 - 1) / (3 tokens - 1)
+    assert (by_id[R1]["e2e_steps"], by_id[R1]["tpot_steps"]) == (4, 1.0)  # steps 0-3; (2 - 0) / (3 tokens - 1)
 
 
 def test_both_files_give_the_same_records():

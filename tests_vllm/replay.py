@@ -43,7 +43,7 @@ def run_batchscope(
     requests: list[dict[str, Any]], config: dict[str, Any], eos: list[int], max_model_len: int | None = None
 ) -> list[dict]:
     """Batchscope's trace records. ``requests``: request_id, prompt_token_ids, max_tokens, ignore_eos,
-    arrival_step, output_token_ids, optional priority; ``config``: ``EngineConfig`` fields."""
+    arrival_step, output_token_ids, optional priority and abort_step; ``config``: ``EngineConfig`` fields."""
     reqs = [
         Request(
             r["request_id"],
@@ -51,6 +51,7 @@ def run_batchscope(
             SamplingParams(max_tokens=r["max_tokens"], ignore_eos=bool(r.get("ignore_eos", False))),
             arrival_step=r.get("arrival_step", 0),
             priority=r.get("priority", 0),
+            abort_step=r.get("abort_step"),
         )
         for r in requests
     ]

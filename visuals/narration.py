@@ -9,8 +9,9 @@ The teaching moments called out beside it are ``visuals.beats``.
 from __future__ import annotations
 
 from steplog.decisions import comeback, decisions, kv_high_before
-from steplog.reasons import VICTIM_RULES, queue_order
-from steplog.records import AdmissionRecord, PreemptionRecord, ScheduledRecord
+from steplog.finishes import aborted_before
+from steplog.reasons import ABORT_STATES, VICTIM_RULES, abort_cause, queue_order
+from steplog.records import AdmissionRecord, FinishedRecord, PreemptionRecord, ScheduledRecord
 from steplog.view import TraceView
 from visuals.checklist import binding_reason
 from visuals.stepinfo import freed_blocks
@@ -18,7 +19,7 @@ from visuals.stepinfo import freed_blocks
 REASONS = {
     "stop": "emitted EOS",
     "length": "hit max_tokens",
-    "abort": "was aborted (its client went away)",
+    "abort": "was aborted",  # a trace of one without its record; ``_abort`` says who, as far as the trace knows
     "error": "failed with an error",
     "repetition": "was stopped for repetition",
 }
@@ -191,6 +192,9 @@ def _events(view: TraceView, step: int) -> list[str]:
         )
     kept = _still_held(view, step)
     for f in st["finished"]:
+        if f["reason"] == "abort" and "aborted" in f:
+            sentences.append(_abort(view, step, f, freed, kept))
+            continue
         blocks = freed["finished"].get(f["request_id"], [])
         free = [b for b in blocks if b not in kept]
         shared = (
@@ -209,6 +213,34 @@ def _events(view: TraceView, step: int) -> list[str]:
             f"{'occupies a row' if len(pads) == 1 else 'occupy rows'} as padding."
         )
     return sentences
+
+
+def _abort(view: TraceView, step: int, f: FinishedRecord, freed: dict, kept: set[int]) -> str:
+    """One abort: who did it as far as the trace knows (``steplog.reasons.abort_cause``), when, the request's state,
+    its tokens and the blocks it gave back (``steplog.records.AbortRecord``)."""
+    rid, record = f["request_id"], f["aborted"]
+    cause = abort_cause(view.header, view.request_info.get(rid, {}), view.step_number(step))
+    before = aborted_before(f)
+    when = "before this step was scheduled" if before else "while this step ran (its work is discarded)"
+    blocks = (freed["aborted"] if before else freed["finished"]).get(rid, [])
+    shared = len([b for b in blocks if b in (_held_at_abort(view, step) if before else kept)])
+    n = record["num_freed_blocks"]
+    gave = "it held no KV blocks" if n == 0 else f"its {_plural(n, 'KV block')} went back to the pool"
+    if shared:
+        gave += f" ({shared} stay in use: other requests share them)"
+    k, state = record["num_output_tokens"], record["state"]
+    tokens = f", after {_plural(k, 'output token')}" if k else ", before its first token" if state != "waiting" else ""
+    return f"{rid} {cause}, {when}, {ABORT_STATES[state]}{tokens}; {gave}."
+
+
+def _held_at_abort(view: TraceView, step: int) -> set[int]:
+    """Blocks other requests still hold after the aborts made before ``step`` was scheduled: the previous step's
+    tables without the requests that finished at its end or were aborted before this step."""
+    if step == 0:
+        return set()
+    gone = {f["request_id"] for f in view.steps[step - 1]["finished"]}
+    gone |= {f["request_id"] for f in view.steps[step]["finished"] if aborted_before(f)}
+    return {b for rid, blocks in view.block_tables(step - 1).items() if rid not in gone for b in blocks}
 
 
 def _preemption(view: TraceView, step: int, p: PreemptionRecord) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from steplog.finishes import aborted_before
 from steplog.view import TraceView
 
 EVENT_KINDS = ("admitted", "finished", "preempted")
@@ -73,17 +74,25 @@ def visible_whitespace(text: str) -> str:
 
 
 def freed_blocks(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:
-    """Blocks released around ``step``: ``{"finished": {rid: blocks}, "preempted": {rid: blocks}}``.
+    """Blocks released around ``step``: ``{"finished": {rid: blocks}, "preempted": {rid: blocks}, "aborted":
+    {rid: blocks}}``.
 
     A finished request frees its blocks at the end of the step it finishes in (they are still in this step's
-    tables); a preempted request lost its blocks while this step was scheduled (they were in the previous step's).
+    tables); a preempted request lost its blocks while this step was scheduled, and a request aborted before the
+    step was scheduled (``steplog.finishes.aborted_before``) before that: both were in the previous step's.
     """
     st = view.steps[step]
     tables = view.block_tables(step)
-    prev = view.block_tables(step - 1) if step > 0 and st["preempted"] else {}
+    before = {f["request_id"] for f in st["finished"] if aborted_before(f)}
+    prev = view.block_tables(step - 1) if step > 0 and (st["preempted"] or before) else {}
     return {
-        "finished": {f["request_id"]: list(tables.get(f["request_id"], ())) for f in st["finished"]},
+        "finished": {
+            f["request_id"]: list(tables.get(f["request_id"], ()))
+            for f in st["finished"]
+            if f["request_id"] not in before
+        },
         "preempted": {rid: list(prev.get(rid, ())) for rid in st["preempted"]},
+        "aborted": {rid: list(prev.get(rid, ())) for rid in before},
     }
 
 
