@@ -177,7 +177,13 @@ def page() -> None:
     st.caption("scheduled: request:kind and tokens (p = prefill chunk or recompute, d = decode), in batch order.")
 
     title = f"{view.header.get('scenario') or name or 'trace'} ({name if source == 'live' else view.policy})"
-    web_player([view], title, key=f"trace-{source}", window=20, span=pick_span(view))
+    web_player([view], title, key=f"trace-{source}", window=20, span=pick_span(view), gauges=True)
+    st.caption(
+        "Under the request timeline, the player draws vLLM 0.33's Prometheus metrics as a server would have exported "
+        "them after each step (`steplog/gauges.py`: running, waiting, KV-cache usage, the prefix-cache hit rate of "
+        "vLLM's log line, each step's `vllm:iteration_tokens_total` observation, the preemption counter), with "
+        "the player's cursor on the current step."
+    )
     with st.expander("Raw record of a step"):
         k = st.number_input("step", 0, view.num_steps - 1, query_int("step", 0, 0, view.num_steps - 1), key="trace:raw")
         st.json(view.steps[int(k)])

@@ -21,7 +21,9 @@ the pages (``slots.slot_grid``, ``budget.budget_traces``, ``kv.block_marks``, ``
   stays in the span.
 
 Payload layout (JSON): ``{version, title, num_steps, span, initial_step, speed, present, window, events, T,
-template, counters, tour, views: [view...]}``; see ``view_payload`` for one view.
+template, counters, tour, views: [view...]}``; see ``view_payload`` for one view. A view's ``gauges`` (only when
+asked for: the Trace page) is the figure of vLLM's metrics over every step (``visuals.gauges``), drawn once with
+a cursor, like its ``timeline``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from visuals.beats import BEAT_TEXT, story_beats
 from visuals.blockgroups import AGGREGATE_ABOVE, grouped_marks_all, grouped_title
 from visuals.budget import budget_bar, budget_title, budget_traces
 from visuals.checklist import checklist_text
+from visuals.gauges import gauge_figure
 from visuals.kv import block_map, block_map_title, block_marks
 from visuals.moments import default_tour
 from visuals.narration import narrate
@@ -180,10 +183,12 @@ def view_payload(
     columns: int = 16,
     label: str = "",
     span: tuple[int, int] | None = None,
+    gauges: bool = False,
 ) -> dict:
     """One trace's part of the payload; ``num_steps`` is the shared clock's length (lockstep pages), ``window``
     the slot grid's (``slots.grid_range``), ``columns`` the block map's; ``label`` heads its side (default: the
-    policy); ``span``: the clock's positions the player may show (default all; ``loaded``)."""
+    policy); ``span``: the clock's positions the player may show (default all; ``loaded``); ``gauges``: add the
+    figure of vLLM's metrics (``visuals.gauges``; else ``gauges`` is null)."""
     ks = loaded(view, span or (0, num_steps - 1))
     c = view.header["config"]
     last = view.num_steps - 1
@@ -203,6 +208,7 @@ def view_payload(
         "budget": budget_section(view, intern, ks),
         "blocks": block_section(view, intern, columns, ks),
         "timeline": figure_json(timeline(view, 0, num_steps)) if view.steps else None,
+        "gauges": figure_json(gauge_figure(view, 0, num_steps)) if gauges and view.steps else None,
         "text": text_section(view),
         "steps": step_columns(view, intern, ks),
         "requests": request_steps(view),
@@ -220,6 +226,7 @@ def player_payload(
     labels: list[str] | None = None,
     span: tuple[int, int] | None = None,
     tour: list[dict] | None = None,
+    gauges: bool = False,
 ) -> dict:
     """The whole payload for one or two traces on one step clock (see the module docstring).
 
@@ -229,7 +236,7 @@ def player_payload(
 
     ``counters``: optional cards above the views, ``{"label", "values": [one string per step], "help"}``.
     ``labels``: the heading of each side; default the policies, or "A · policy" / "B · policy" when two runs
-    share a policy (so the sides can be told apart).
+    share a policy (so the sides can be told apart). ``gauges``: with vLLM's metrics (``view_payload``).
     ``tour``: the key moments, ``[{"step", "note"}]`` (``visuals.moments``: a scenario's ``tour_of``, a teacher's
     ``read_tour``); default the moments found in the traces (``default_tour``). Moments outside ``span`` are left out.
     """
@@ -244,7 +251,10 @@ def player_payload(
         policies = [v.policy for v in views]
         same = len(set(policies)) < len(policies)
         labels = [f"{ab} · {p}" if same else p for ab, p in zip("AB", policies)]
-    packed = [view_payload(v, num_steps, intern, window, label=lab, span=(lo, hi)) for v, lab in zip(views, labels)]
+    packed = [
+        view_payload(v, num_steps, intern, window, label=lab, span=(lo, hi), gauges=gauges)
+        for v, lab in zip(views, labels)
+    ]
     cards = [
         {"label": c["label"], "help": c.get("help", ""), "values": [intern(x) for x in c["values"]]}
         for c in counters or []

@@ -68,22 +68,33 @@ BS.Side = class {
     s.details.addEventListener("toggle", () => this.drawTexts(this.drawn));
     s.timeline = el("div", "bs-plot bs-timeline", s.root);
     if (v.timeline) this.drawTimeline();
+    if (v.gauges) {
+      s.gauges = el("div", "bs-plot bs-gauges", s.root);
+      this.drawGauges();
+    }
   }
 
-  /* The request timeline is drawn once; its cursor (the Python figure's dotted vline, at step 0) becomes an HTML
-   * line over the plot, moved along the x axis each step without redrawing the figure. */
-  drawTimeline() {
-    const tl = this.v.timeline, s = this.dom;
-    const cursor = tl.layout.shapes[tl.layout.shapes.length - 1];
-    const layout = Object.assign({}, tl.layout, { template: this.template, shapes: tl.layout.shapes.slice(0, -1) });
-    Plotly.newPlot(s.timeline, tl.data, layout, PLOT_CONFIG);
-    s.cursor = el("div", "bs-cursor", s.timeline);
-    s.cursor.style.borderLeft = `${cursor.line.width}px dotted ${cursor.line.color}`;
-    s.timeline.on("plotly_afterplot", () => this.moveCursor(this.drawn));
+  /* The request timeline and vLLM's metrics (the Trace page's gauges) are drawn once each; the cursor of each (the
+   * Python figure's last shape: a dotted vline at step 0) becomes an HTML line over the plot, moved along the x axis
+   * each step without redrawing the figure. */
+  drawTimeline() { this.dom.cursor = this.drawWithCursor(this.v.timeline, this.dom.timeline); }
+
+  drawGauges() { this.dom.gaugeCursor = this.drawWithCursor(this.v.gauges, this.dom.gauges); }
+
+  drawWithCursor(fig, box) {
+    const cursor = fig.layout.shapes[fig.layout.shapes.length - 1];
+    const layout = Object.assign({}, fig.layout, { template: this.template, shapes: fig.layout.shapes.slice(0, -1) });
+    Plotly.newPlot(box, fig.data, layout, PLOT_CONFIG);
+    const line = el("div", "bs-cursor", box);
+    line.style.borderLeft = `${cursor.line.width}px dotted ${cursor.line.color}`;
+    box.on("plotly_afterplot", () => this.moveCursor(this.drawn));
+    return line;
   }
 
   moveCursor(step) {
-    if (step >= 0) this.place(this.dom.cursor, this.dom.timeline, step, step);
+    if (step < 0) return;
+    if (this.dom.cursor) this.place(this.dom.cursor, this.dom.timeline, step, step);
+    if (this.dom.gaugeCursor) this.place(this.dom.gaugeCursor, this.dom.gauges, step, step);
   }
 
   moveHighlight(step) {
@@ -151,7 +162,7 @@ BS.Side = class {
     this.drawText(s);
     this.drawn = s;
     this.moveHighlight(s);
-    if (v.timeline) this.moveCursor(s);
+    this.moveCursor(s);
   }
 
   /* The slot grid: its cells are redrawn only when the window turns a page (slots.grid_range); within a page
