@@ -69,7 +69,8 @@ def test_quiz_right_then_wrong_then_show_me(browser, server):
 def test_glossary_renders_and_see_it_lands_on_its_step(browser, server):
     page = open_page(browser, server + "/glossary", 2400)
     page.get_by_text("Chunked prefill").first.wait_for()
-    link = page.get_by_role("link", name=re.compile(r"^See it: preemption \(continuous\), step \d+"))
+    # the first of the terms seen in the preemption trace: Preemption (head-of-line blocking and vLLM's metrics follow)
+    link = page.get_by_role("link", name=re.compile(r"^See it: preemption \(continuous\), step \d+")).first
     step = int(re.search(r"step (\d+)", link.inner_text()).group(1))
     link.click()
     page.wait_for_function(f"location.pathname.endsWith('/trace') && location.search.includes('step={step}')")

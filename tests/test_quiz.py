@@ -130,6 +130,12 @@ class Raw:
             return len(st["padding_slots"])
         if q.kind == "prefix_hit":
             return st["num_prefix_hit_tokens"][rid]
+        if q.kind == "kv_memory":  # SmolLM2-135M-Instruct's config.json, float32: K and V × 30 × 3 KV heads × 64 × 4
+            assert (self.header["model"], self.header["dtype"]) == ("SmolLM2-135M-Instruct", "float32")
+            return st["kv"]["num_used_blocks"] * st["kv"]["block_size"] * 2 * 30 * 3 * 64 * 4
+        if q.kind == "fragmentation":  # the slots of the blocks held, less those holding K/V
+            bs = st["kv"]["block_size"]
+            return sum(len(t) * bs - st["kv"]["num_cached_tokens"][r] for r, t in tables.items())
         ts, arrival = self.token_steps[rid], self.first_seen[rid]
         if q.kind == "ttft":
             return ts[0] + 1 - arrival
@@ -205,6 +211,7 @@ def test_at_least_eight_kinds_across_the_shipped_scenarios():
             kinds.update(q.kind for q in questions(view, k))
     expected = {"admitted", "num_tokens", "kv_blocks", "samples", "preempted", "recompute", "finished"}
     expected |= {"unused_budget", "padding", "ttft", "tpot", "e2e", "prefix_hit", "queue_order"}
+    expected |= {"kv_memory", "fragmentation"}
     assert expected <= set(kinds), kinds
 
 

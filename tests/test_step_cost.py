@@ -53,9 +53,12 @@ def test_the_fit_recovers_a_known_fixed_cost_and_price_per_token():
 
 
 def test_the_chart_draws_the_floor_only_for_the_model_it_was_measured_on():
+    """The floor is engine bench's: the model's weight bytes / the read bandwidth it measured (assets/bench.json)."""
+    bench = json.loads((RECORDED.parents[1] / "assets" / "bench.json").read_text())["decode_step"]
     static, cont = recorded_pair("seed-abcd")
     fig = step_cost_figure({"static": static, "continuous": cont})
-    assert [s.y0 for s in fig.layout.shapes] == [18.0]  # 540 MB at 30 GB/s ... 24 GB/s: 18-22 ms
+    floor_ms = bench["weight_bytes"] / (bench["read_bandwidth_GBps"] * 1e9) * 1e3
+    assert [s.y0 for s in fig.layout.shapes] == [pytest.approx(floor_ms)] and 20 < floor_ms < 30
     cont.header = {**cont.header, "model": "some-other-model"}
     assert not step_cost_figure({"continuous": cont}).layout.shapes
 

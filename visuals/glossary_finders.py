@@ -14,9 +14,9 @@ from steplog.decisions import decisions
 from steplog.metrics import request_metrics
 from steplog.reasons import VICTIM_RULES
 from steplog.view import TraceView
+from visuals.glossary_term import Found
 from visuals.quiz_facts import prefix_hits, prompt_lengths
 
-Found = tuple[int, str] | None
 SLO_TTFT_STEPS = 8  # the example service-level objective of the goodput entry, on the step clock
 SLO_TPOT_STEPS = 1.5
 

@@ -1,26 +1,15 @@
 """The glossary's terms: a few sentences of our own each, the formula where there is one, and the rule that finds
-where the term happens in a trace (``glossary_finders``). ``home``: the traces searched first."""
+where the term happens in a trace (``glossary_finders``). ``home``: the traces searched first. The memory and
+serving terms (KV bytes, fragmentation, memory-bound decode, GQA, head-of-line blocking, vLLM's metric names) are
+listed in ``glossary_serving`` and come last."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from steplog.view import TraceView
 from visuals import glossary_finders as gf
+from visuals.glossary_serving import SERVING_TERMS
+from visuals.glossary_term import Key, Term
 
-Key = tuple[str, str]  # (scenario, policy)
-
-
-@dataclass(frozen=True)
-class Term:
-    key: str
-    name: str
-    text: str
-    formula: str
-    find: Callable[[TraceView], gf.Found]
-    home: tuple[Key, ...] = (("seed-abcd", "continuous"),)  # searched first, then every other trace
-
+__all__ = ["TERMS", "Key", "Term"]
 
 SIXTEEN_C, SIXTEEN_S = ("sixteen", "continuous"), ("sixteen", "static")
 TERMS = (
@@ -213,4 +202,5 @@ TERMS = (
         gf.goodput,
         (SIXTEEN_C,),
     ),
+    *SERVING_TERMS,  # the memory and serving terms: KV bytes, fragmentation, memory-bound decode, GQA, ...
 )

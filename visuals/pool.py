@@ -47,14 +47,21 @@ def cache_hit_blocks(view: TraceView, step: int) -> dict[int, str]:
     }
 
 
+def kv_tokens(view: TraceView, step: int) -> dict[str, int]:
+    """request_id -> slots of its blocks that hold K/V after ``step``'s forward pass: the record's
+    ``kv.num_cached_tokens``, else (a trace that does not record it) where each scheduled request's work ended."""
+    st = view.steps[step]
+    return st["kv"].get("num_cached_tokens") or {
+        s["request_id"]: s["num_computed_tokens"] + s["num_tokens"] for s in st["scheduled"]
+    }
+
+
 def block_map_cells(view: TraceView, step: int) -> list[dict]:
     """Every block of the pool at ``step``: owner (or None), and how many of its slots hold K/V."""
     st = view.steps[step]
     kv = st["kv"]
     bs = kv.get("block_size") or view.header["config"]["block_size"]
-    cached = kv.get("num_cached_tokens") or {
-        s["request_id"]: s["num_computed_tokens"] + s["num_tokens"] for s in st["scheduled"]
-    }
+    cached = kv_tokens(view, step)
     flags = one_step_flags(view, step)
     cells: list[dict] = [
         {"block": b, "owner": None, "fill": 0, "new": False, "releasing": False, "preempted_from": None, "hit": None}

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from visuals import quiz_more, quiz_sched
+from visuals import quiz_memory, quiz_more, quiz_sched
 
 KINDS: dict[str, Callable] = {
     "admitted": quiz_sched.admitted,
     "num_tokens": quiz_sched.num_tokens,
     "kv_blocks": quiz_sched.kv_blocks,
+    "kv_memory": quiz_memory.kv_memory,
+    "fragmentation": quiz_memory.fragmentation,
     "samples": quiz_sched.samples,
     "preempted": quiz_sched.preempted,
     "recompute": quiz_sched.recompute,
@@ -28,6 +30,8 @@ KIND_TITLES = {
     "admitted": "Admission",
     "num_tokens": "Tokens computed",
     "kv_blocks": "KV blocks in use",
+    "kv_memory": "KV-cache bytes",
+    "fragmentation": "Last-block fragmentation",
     "samples": "Sampling",
     "preempted": "Preemption",
     "recompute": "Recompute cost",

@@ -1,10 +1,8 @@
 """The Metrics page's step-cost chart: each step's time against the tokens it computed (decode-only steps apart from
 steps with a prompt chunk), the fitted fixed cost per step, and the cost per token as the decode batch grows.
 
-The weight-streaming floor is drawn where the trace's model and machine are the ones it was measured on
-(``FLOORS``): SmolLM2-135M-Instruct in float32 streams ~540 MB of weights per forward, and a 2-core machine of
-this project reads ~24-30 GB/s, so no step on its CPU can take less than ~18-22 ms (``../shared/README.md``,
-measured on such a machine).
+The weight-streaming floor (``visuals.weight_floor``: weight bytes / read bandwidth, as ``python -m engine bench``
+measured them) is drawn where the trace ran on the model, dtype and device the benchmark measured.
 """
 
 from __future__ import annotations
@@ -15,15 +13,7 @@ from plotly.subplots import make_subplots
 from steplog.step_cost import decode_by_batch, fit, step_costs
 from steplog.view import TraceView
 from visuals.metrics import run_color
-
-# (model, dtype, device) -> (low, high) seconds a forward needs just to read the weights, and where it comes from
-FLOORS = {
-    ("SmolLM2-135M-Instruct", "float32", "cpu"): (
-        0.018,
-        0.022,
-        "540 MB of float32 weights at 24-30 GB/s (measured on this project's 2-core machines)",
-    ),
-}
+from visuals.weight_floor import weight_floor
 
 
 def step_cost_figure(views: dict[str, TraceView]) -> go.Figure:
@@ -37,49 +27,7 @@ def step_cost_figure(views: dict[str, TraceView]) -> go.Figure:
         subplot_titles=("step time against tokens computed", "decode: time per token as the batch grows"),
     )
     for i, (label, view) in enumerate(views.items()):
-        color, costs = run_color(label, i), step_costs(view)
-        for decode, symbol, name in ((True, "circle", "decode only"), (False, "x", "with a prompt chunk")):
-            pts = [c for c in costs if c["decode_only"] == decode]
-            fig.add_trace(
-                go.Scatter(
-                    x=[c["tokens"] for c in pts],
-                    y=[c["seconds"] * 1e3 for c in pts],
-                    mode="markers",
-                    marker={"color": color, "symbol": symbol, "size": 6, "opacity": 0.6},
-                    name=f"{label}: {name}",
-                    hovertemplate="step %{customdata}: %{x} tokens, %{y:.1f} ms<extra></extra>",
-                    customdata=[view.step_number(c["step"]) for c in pts],
-                ),
-                row=1,
-                col=1,
-            )
-        line = fit(costs)
-        if line:
-            top = max(c["tokens"] for c in costs)
-            fig.add_trace(
-                go.Scatter(
-                    x=[0, top],
-                    y=[line["fixed_s"] * 1e3, (line["fixed_s"] + line["per_token_s"] * top) * 1e3],
-                    mode="lines",
-                    line={"color": color, "dash": "dot"},
-                    name=f"{label}: {line['fixed_s'] * 1e3:.0f} ms + {line['per_token_s'] * 1e3:.2f} ms/token",
-                ),
-                row=1,
-                col=1,
-            )
-        by_batch = decode_by_batch(costs)
-        fig.add_trace(
-            go.Bar(
-                x=[str(r) for r in by_batch],
-                y=[g["per_token_s"] * 1e3 for g in by_batch.values()],
-                marker_color=color,
-                name=f"{label}: ms per token",
-                hovertemplate="%{x} decoding: %{y:.1f} ms per token<extra></extra>",
-                showlegend=False,
-            ),
-            row=1,
-            col=2,
-        )
+        _add_run(fig, label, view, run_color(label, i))
     _floor(fig, next(iter(views.values())))
     fig.update_layout(height=420, barmode="group", margin={"t": 40, "b": 40}, legend={"orientation": "h", "y": -0.2})
     fig.update_xaxes(title_text="tokens computed in the step", row=1, col=1)
@@ -89,21 +37,64 @@ def step_cost_figure(views: dict[str, TraceView]) -> go.Figure:
     return fig
 
 
+def _add_run(fig: go.Figure, label: str, view: TraceView, color: str) -> None:
+    """One run's steps (decode-only dots, prompt-chunk crosses), its fitted line and its per-token bars."""
+    costs = step_costs(view)
+    for decode, symbol, name in ((True, "circle", "decode only"), (False, "x", "with a prompt chunk")):
+        pts = [c for c in costs if c["decode_only"] == decode]
+        fig.add_trace(
+            go.Scatter(
+                x=[c["tokens"] for c in pts],
+                y=[c["seconds"] * 1e3 for c in pts],
+                mode="markers",
+                marker={"color": color, "symbol": symbol, "size": 6, "opacity": 0.6},
+                name=f"{label}: {name}",
+                hovertemplate="step %{customdata}: %{x} tokens, %{y:.1f} ms<extra></extra>",
+                customdata=[view.step_number(c["step"]) for c in pts],
+            ),
+            row=1,
+            col=1,
+        )
+    line = fit(costs)
+    if line:
+        top = max(c["tokens"] for c in costs)
+        fig.add_trace(
+            go.Scatter(
+                x=[0, top],
+                y=[line["fixed_s"] * 1e3, (line["fixed_s"] + line["per_token_s"] * top) * 1e3],
+                mode="lines",
+                line={"color": color, "dash": "dot"},
+                name=f"{label}: {line['fixed_s'] * 1e3:.0f} ms + {line['per_token_s'] * 1e3:.2f} ms/token",
+            ),
+            row=1,
+            col=1,
+        )
+    by_batch = decode_by_batch(costs)
+    fig.add_trace(
+        go.Bar(
+            x=[str(r) for r in by_batch],
+            y=[g["per_token_s"] * 1e3 for g in by_batch.values()],
+            marker_color=color,
+            name=f"{label}: ms per token",
+            hovertemplate="%{x} decoding: %{y:.1f} ms per token<extra></extra>",
+            showlegend=False,
+        ),
+        row=1,
+        col=2,
+    )
+
+
 def _floor(fig: go.Figure, view: TraceView) -> None:
     h = view.header
-    floor = FLOORS.get((h.get("model"), h.get("dtype"), h.get("device")))
+    floor = weight_floor(h.get("model"), h.get("dtype"), h.get("device"))
     if floor is None:
         return
-    lo, hi, source = floor
-    fig.add_hrect(
-        y0=lo * 1e3,
-        y1=hi * 1e3,
-        fillcolor="#999",
-        opacity=0.25,
-        line_width=0,
+    fig.add_hline(
+        y=floor["seconds"] * 1e3,
+        line={"color": "#555", "dash": "dash", "width": 1},
         row=1,
         col=1,
-        annotation_text=f"weight-streaming floor: {source}",
+        annotation_text=f"weight-streaming floor {floor['seconds'] * 1e3:.1f} ms: {floor['source']}",
         annotation_position="bottom left",
         annotation_font_size=11,
     )
