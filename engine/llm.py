@@ -74,14 +74,19 @@ def generate_trace(
     on_step: Callable[[StepRecord], None] | None = None,
     seed: int | None = None,
     should_stop: Callable[[], bool] | None = None,
+    on_engine: Callable[[LLMEngine], None] | None = None,
 ) -> TraceRecords:
     """Run ``specs`` (see ``engine.workload``) to completion and return the trace records.
 
     ``seed`` and ``should_stop``: see ``LLMEngine.run`` (a fresh seed per run unless given; stop between steps,
-    keeping a partial trace).
+    keeping a partial trace). ``on_engine``: called with the engine before it runs (the Playground keeps it to
+    cancel one request, ``LLMEngine.abort``, from another thread).
 
     Raises:
         engine.engine.RequestError / engine.workload.WorkloadError: bad input, before anything runs.
     """
     requests = to_requests(specs, loaded.tokenizer)
-    return build_engine(loaded, config, scenario).run(requests, on_step=on_step, seed=seed, should_stop=should_stop)
+    engine = build_engine(loaded, config, scenario)
+    if on_engine is not None:
+        on_engine(engine)
+    return engine.run(requests, on_step=on_step, seed=seed, should_stop=should_stop)

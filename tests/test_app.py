@@ -256,3 +256,33 @@ def test_metrics_intro_names_the_runs_of_an_a_vs_b_pair():
     assert [h.value for h in at.subheader][:2] == ["Run A", "Run B"]
     recorded = page("page_metrics", scenario="seed-abcd").markdown[0].value
     assert "the same requests under static and continuous batching" in recorded
+
+
+@pytest.mark.real_model
+def test_playground_cancels_one_request_and_the_run_goes_on_without_it():
+    """During a live run the page offers the requests still unfinished; "Cancel this request" aborts the one picked
+    before the next step (its trace lists the abort), the others finish, and the run is not cached as the
+    settings' result (a rerun with the same settings runs again)."""
+    from ui.playground_run import run_cache
+
+    at = page("page_playground")
+    at.slider(key="pg:n").set_value(3).run()
+    at.selectbox(key="pg:lengths").set_value("forced, equal").run()
+    at.slider(key="pg:maxtok").set_value(40).run()
+    click(at, "pg:run")
+    job = at.session_state["playground:live-job"]
+    deadline = time.monotonic() + 120
+    while not (job.status == "running" and job.engine is not None and len(job.unfinished) == 3):
+        assert time.monotonic() < deadline and not job.finished, (job.status, job.text, job.error)
+        time.sleep(0.1)
+    at.run()
+    victim = job.unfinished[-1]
+    at.selectbox(key="pg:cancel-one:pick").set_value(victim).run()
+    at.button(key="pg:cancel-one").click().run()
+    assert job.cancelled_requests == [victim]
+    job.join(timeout=120)
+    wait_for_live_run(at)
+    first = next(iter(at.session_state["playground:live-runs"].values()))
+    reasons = {r["request_id"]: r["finish_reason"] for r in first[-1]["requests"]}
+    assert reasons[victim] == "abort" and sorted(set(reasons.values())) == ["abort", "length"]
+    assert job.settings_key not in run_cache()

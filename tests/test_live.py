@@ -96,3 +96,44 @@ def test_engine_stops_between_steps_and_the_partial_trace_is_valid():
     assert summary["A"]["finish_reason"] is None and summary["A"]["finish_time"] is None
     assert len(summary["A"]["output_token_ids"]) == 3 and summary["B"]["output_token_ids"] == []
     assert trace.loads(trace.dumps(records)) == records
+
+
+def test_cancel_one_request_aborts_it_before_the_next_step_and_the_run_goes_on():
+    """The Playground's "Cancel this request": while the run goes on in its thread, the page asks the job to cancel
+    B after step 1 (``cancel_request``, from another thread); the engine aborts B before step 2 (running, 2 tokens,
+    its 2 blocks freed: prompt 4 + 1 token of K/V in blocks of 4) and A runs to its 6 tokens."""
+    config = EngineConfig(block_size=4, num_kv_blocks=32)
+    engine = LLMEngine(FakeRunner(), config, eos_token_ids={EOS})
+    step_done, asked = threading.Event(), threading.Event()
+
+    def work(should_stop, report):
+        job.attach(engine, ["A", "B"])
+
+        def on_step(rec):
+            job.mark_finished([f["request_id"] for f in rec["finished"]])
+            if rec["step"] == 1:
+                step_done.set()
+                assert asked.wait(10)  # the page's click, on another thread, before step 2 is built
+
+        reqs = [make_request("A", 4, 6, ignore_eos=True), make_request("B", 4, 8, ignore_eos=True)]
+        return {"continuous": engine.run(reqs, on_step=on_step)}
+
+    job = LiveRun(work, threading.Lock())
+    job.start()
+    assert step_done.wait(10), job.error
+    job.cancel_request("B")
+    job.cancel_request("nobody")  # not one of the run's requests: ignored
+    asked.set()
+    job.join(10)
+    assert job.status == "done" and job.cancelled_requests == ["B"] and job.unfinished == []
+    records = job.result["continuous"]
+    trace.validate_records(records)
+    step2 = records[3]
+    assert [s["request_id"] for s in step2["scheduled"]] == ["A"]
+    assert step2["finished"] == [
+        {"request_id": "B", "reason": "abort", "aborted": {"state": "running", "num_output_tokens": 2,
+                                                           "num_freed_blocks": 2}}
+    ]  # fmt: skip
+    summary = {r["request_id"]: r for r in records[-1]["requests"]}
+    assert len(summary["A"]["output_token_ids"]) == 6 and summary["A"]["finish_reason"] == "length"
+    assert summary["B"]["finish_reason"] == "abort"

@@ -8,6 +8,10 @@ run can be cancelled before it starts. Nothing here imports Streamlit, so the qu
     work(should_stop, report) -> {run label: records}  # runs in the thread, holding the lock
       should_stop(): True once Cancel was pressed       (the engine asks it between steps)
       report(fraction, text): progress for the page
+
+While it runs, one request can be cancelled (``cancel_request``): the work hands the engine it runs over
+(``attach``) and the request is aborted before the engine's next step (``LLMEngine.abort``), as a server aborts a
+request whose client went away; the run goes on with the others.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 POLL_S = 0.05
 Work = Callable[[Callable[[], bool], Callable[[float, str], None]], dict[str, list[dict]]]
@@ -31,6 +36,9 @@ class LiveRun:
         self.result: dict[str, list[dict]] = {}
         self.error = ""
         self.started_at: float | None = None
+        self.engine: Any = None  # the engine running now (``attach``), for ``cancel_request``
+        self.unfinished: list[str] = []  # its requests not finished yet, in arrival order
+        self.cancelled_requests: list[str] = []  # requests cancelled one by one (their runs are not cached)
         self._thread = threading.Thread(target=self._main, name="batchscope-live-run", daemon=True)
 
     def start(self) -> LiveRun:
@@ -40,6 +48,19 @@ class LiveRun:
     def cancel(self) -> None:
         """Stop after the current engine step (or before starting, if still queued); the partial trace is kept."""
         self.cancelled.set()
+
+    def attach(self, engine: Any, request_ids: list[str]) -> None:
+        """The work's engine (an ``engine.engine.LLMEngine``) and its requests, before it runs."""
+        self.engine, self.unfinished = engine, list(request_ids)
+
+    def mark_finished(self, request_ids: list[str]) -> None:
+        self.unfinished = [r for r in self.unfinished if r not in set(request_ids)]
+
+    def cancel_request(self, request_id: str) -> None:
+        """Abort ``request_id`` before the engine's next step (its blocks are freed, the trace lists the abort)."""
+        if self.engine is not None and request_id in self.unfinished:
+            self.cancelled_requests.append(request_id)
+            self.engine.abort(request_id)
 
     @property
     def finished(self) -> bool:

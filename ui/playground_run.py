@@ -3,6 +3,7 @@
     Run live ──► cached?  yes: the result at once
                           no:  LiveRun (ui/live.py) queued behind the machine's lock ──► running ──► done
                                                                           Cancel ──► cancelled (partial trace kept)
+                                                      Cancel this request ──► that request aborted, the run goes on
 
 The page polls the run from a fragment that reruns every ``POLL_S`` seconds; when the run ends, a full rerun draws
 the result. Finished complete runs are cached by their settings (shared by sessions: same settings, same trace); a
@@ -36,6 +37,8 @@ def start(settings_key: str, specs: list[dict], configs: dict[str, EngineConfig]
         return
     loaded, lock = model_and_lock()
 
+    ids = [str(s.get("request_id", f"r{i}")) for i, s in enumerate(specs)]
+
     def work(should_stop, report) -> dict[str, list[dict]]:
         out = {}
         for i, (label, config) in enumerate(configs.items(), start=1):
@@ -46,6 +49,7 @@ def start(settings_key: str, specs: list[dict], configs: dict[str, EngineConfig]
             def on_step(rec, run=run):
                 nonlocal done
                 done += len(rec["finished"])
+                job.mark_finished([f["request_id"] for f in rec["finished"]])
                 report(
                     done / len(specs),
                     f"{run}: step {rec['step']}, {rec['num_batched_tokens']} tokens this step, "
@@ -53,11 +57,13 @@ def start(settings_key: str, specs: list[dict], configs: dict[str, EngineConfig]
                 )
 
             out[label] = generate_trace(
-                loaded, specs, config, scenario="playground", on_step=on_step, should_stop=should_stop
-            )
+                loaded, specs, config, scenario="playground", on_step=on_step, should_stop=should_stop,
+                on_engine=lambda engine: job.attach(engine, ids),
+            )  # fmt: skip
         return out
 
-    state.set_live_job(LiveRun(work, lock, settings_key).start())
+    job = LiveRun(work, lock, settings_key)
+    state.set_live_job(job.start())
 
 
 def collect() -> LiveRun | None:
@@ -68,7 +74,7 @@ def collect() -> LiveRun | None:
         return job
     state.set_live_job(None)
     result = {p: records for p, records in job.result.items() if len(records) > 2}  # at least one step
-    if job.status == "done":
+    if job.status == "done" and not job.cancelled_requests:  # a request cancelled by hand: this session's only
         run_cache()[job.settings_key] = result
     if result:
         state.set_live_runs(result, job.settings_key)
@@ -103,5 +109,22 @@ def watch() -> None:
             on_click=job.cancel,
             help="stop after the current step; the partial trace is kept",
         )
+        if job.status == "running" and job.unfinished and not stopping:
+            cancel_one(job)
 
     panel()
+
+
+def cancel_one(job: LiveRun) -> None:
+    """Pick a request still running or waiting and abort it before the next step, as a client that went away."""
+    left, right = st.columns([3, 2], vertical_alignment="bottom")
+    rid = left.selectbox("Request", job.unfinished, key="pg:cancel-one:pick")
+    right.button(
+        "Cancel this request",
+        key="pg:cancel-one",
+        icon=":material/person_remove:",
+        on_click=job.cancel_request,
+        args=(rid,),
+        help="abort it before the next step, as a server aborts a request whose client went away: its KV blocks are "
+        "freed and the others run on (the trace lists the abort)",
+    )
