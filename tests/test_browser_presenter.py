@@ -336,3 +336,24 @@ def test_outside_presenter_mode_nothing_is_cut_off(browser, files, size):
     pairs = sorted({(ch, t["font"]) for t in texts for ch in t["text"] if ord(ch) > 127})
     assert page.evaluate(TOFU, [list(p) for p in pairs]) == []
     page.close()
+
+
+def test_download_stills_gives_the_charts_of_the_step_in_one_png(browser, files, tmp_path):
+    """The player's "↓ stills" button: one PNG of the step's charts (slot grid, budget, KV blocks; a column per side)
+    at twice their size on the screen, named by the title and the step."""
+    import imageio.v3 as iio
+
+    page = open_file(browser, files["preemption"], "?step=27")
+    sizes = page.evaluate("bsPlayer.sides.map((s) => ['slots', 'budget', 'blocks'].map((k) => [s.dom[k].clientWidth, "
+                          "s.dom[k].clientHeight]))")  # fmt: skip
+    with page.expect_download() as got:
+        page.click("#bs-stills")
+    assert got.value.suggested_filename == "preemption-step-27.png"
+    path = tmp_path / "still.png"
+    got.value.save_as(path)
+    image = iio.imread(path)
+    width = sum(2 * max(w for w, _ in side) for side in sizes)
+    height = max(sum(2 * h for _, h in side) for side in sizes)
+    assert image.shape[:2] == (height, width)
+    assert len({tuple(px) for px in image[::40, ::40, :3].reshape(-1, 3)}) > 8  # the charts, not a blank page
+    page.close()

@@ -78,6 +78,7 @@ BS.Player = class {
     on("bs-prev-event", () => this.seekEvent(-1));
     on("bs-next-event", () => this.seekEvent(1));
     on("bs-future", () => this.toggleFuture());
+    on("bs-stills", () => this.downloadStills());
     this.$("bs-future").setAttribute("aria-pressed", String(this.hideFuture));
     const scrub = this.$("bs-scrub");
     scrub.min = String(this.lo);
@@ -128,6 +129,38 @@ BS.Player = class {
     this.$("bs-future").setAttribute("aria-pressed", String(this.hideFuture));
     for (const side of this.sides) side.redrawSlots();
     this.writeUrl();
+  }
+
+  /* "Download stills": the charts of this step (slot grid, token budget, KV blocks; one column per side) drawn by
+   * plotly's own export at twice their size on the screen into one PNG, named by the page's title and the step, for
+   * a slide (one file: browsers hold back several downloads at once). Resolves to the file name. */
+  async downloadStills() {
+    const k = this.state.step, scale = 2, kinds = ["slots", "budget", "blocks"];
+    const cols = await Promise.all(this.sides.map((side) => Promise.all(kinds.map(async (kind) => {
+      const el = side.dom[kind], w = el.clientWidth, h = el.clientHeight;
+      const img = new Image();
+      img.src = await Plotly.toImage(el, { format: "png", width: w, height: h, scale });
+      await img.decode();
+      return img;
+    }))));
+    const width = cols.reduce((a, c) => a + Math.max(...c.map((i) => i.width)), 0);
+    const height = Math.max(...cols.map((c) => c.reduce((a, i) => a + i.height, 0)));
+    const canvas = Object.assign(document.createElement("canvas"), { width, height });
+    const g = canvas.getContext("2d");
+    g.fillStyle = "#fff";
+    g.fillRect(0, 0, width, height);
+    let x = 0;
+    for (const c of cols) {
+      let y = 0;
+      for (const img of c) { g.drawImage(img, x, y); y += img.height; }
+      x += Math.max(...c.map((i) => i.width));
+    }
+    const name = `${(this.P.p.title || "batchscope").replace(/[^A-Za-z0-9._-]+/g, "-")}-step-${k}.png`;
+    const a = Object.assign(document.createElement("a"), { href: canvas.toDataURL("image/png"), download: name });
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    return name;
   }
 
   toggle() { if (this.state.playing) this.pause(); else this.play(); }
