@@ -357,3 +357,53 @@ def test_download_stills_gives_the_charts_of_the_step_in_one_png(browser, files,
     assert image.shape[:2] == (height, width)
     assert len({tuple(px) for px in image[::40, ::40, :3].reshape(-1, 3)}) > 8  # the charts, not a blank page
     page.close()
+
+
+# Every visible HTML text: its colour and the colour of the nearest ancestor with a background (the page's if none).
+TEXT_ON_GROUND = """() => {
+  const rgb = (s) => (s.match(/[\\d.]+/g) || []).map(Number), out = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n; (n = walker.nextNode());) {
+    const e = n.parentElement;
+    if (!n.textContent.trim() || !e || e.closest('script, style, svg') || !e.offsetParent) continue;
+    let g = e;
+    while (g && (rgb(getComputedStyle(g).backgroundColor)[3] === 0 ||
+                 getComputedStyle(g).backgroundColor === 'transparent')) g = g.parentElement;
+    out.push([n.textContent.trim().slice(0, 40), rgb(getComputedStyle(e).color),
+              rgb(getComputedStyle(g || document.body).backgroundColor)]);
+  }
+  return out; }"""
+
+
+@pytest.mark.parametrize("present", ["1", "0"])
+def test_the_dark_page_keeps_every_text_and_colour_apart(browser, files, present):
+    """?theme=dark (dim halls): a dark page; every HTML text at least 4.5:1 on its ground; the request colours at least
+    3:1 against the page, apart from each other (also washed out; the first four in grey) and from the dark padding,
+    free, cached and reserved colours; presenter mode still legible (sizes, nothing cut, no tofu)."""
+    import itertools
+    import math
+
+    page = open_file(browser, files["sixteen"], f"?present={present}&step=12&theme=dark")
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(21, 24, 29)"
+    hexed = lambda c: "#" + "".join(f"{round(x):02X}" for x in c[:3])  # noqa: E731
+    low = [(t, f, g) for t, f, g in page.evaluate(TEXT_ON_GROUND) if _contrast(hexed(f), hexed(g)) < 4.5]
+    assert low == [], low[:5]
+    got = page.evaluate(
+        """() => ({colors: bsPlayer.sides[1].v.colors, base: BS.DARK_BASE,
+          drawn: [...new Set(bsPlayer.sides.flatMap((s) => s.dom.slots.data.flatMap((t) => t.marker.color)))]})"""
+    )
+    colors, dark_base = got["colors"], list(got["base"].values())
+    assert len(set(colors)) == 16 and set(got["drawn"]) <= {*colors, got["base"]["#9E9E9E"]}
+    for c in colors:
+        assert _contrast(c, "#15181D") >= 3, c
+        for other in dark_base:
+            assert math.dist(_lab(c), _lab(other)) >= 40 and abs(_lab(c)[0] - _lab(other)[0]) >= 5, (c, other)
+    for a, b in itertools.combinations(colors, 2):
+        assert math.dist(_lab(a), _lab(b)) >= 15 and math.dist(_lab(_washed(a)), _lab(_washed(b))) >= 9, (a, b)
+        assert abs(_lab(a)[0] - _lab(b)[0]) >= 1.5, (a, b)
+    for a, b in itertools.combinations(colors[:4], 2):
+        assert abs(_lab(a)[0] - _lab(b)[0]) >= 12, (a, b)
+    if present == "1":
+        check_legible(page, "sixteen dark")
+    shot(page, f"sixteen-12-dark{'-present' if present == '1' else ''}")
+    page.close()

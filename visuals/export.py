@@ -3,7 +3,7 @@ JS from ``visuals/web/``) and the payload (``visuals.playback``) all inlined, so
 ``file://``, in a slide deck or a course page, with no network request.
 
 URL parameters of the page: ``?step=K`` (start at step K), ``?speed=S`` (steps per second, 1..120),
-``?present=1`` (presenter mode). The player reads them as the app does (``url_number``): out of range clamps,
+``?present=1`` (presenter mode), ``?theme=dark`` (the dark page, for dim halls), ``?tour=`` (key moments). The player reads them as the app does (``url_number``): out of range clamps,
 anything that is not a plain decimal number gives the default, and the page never holds a non-finite number.
 """
 
@@ -20,7 +20,7 @@ from steplog.view import TraceView
 from visuals.playback import player_payload
 
 WEB = Path(__file__).resolve().parent / "web"
-JS_FILES = ("payload.js", "present.js", "views.js", "tour.js", "player.js")  # in dependency order
+JS_FILES = ("payload.js", "present.js", "theme.js", "views.js", "tour.js", "player.js")  # in dependency order
 
 
 @lru_cache(maxsize=1)

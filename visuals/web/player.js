@@ -28,12 +28,14 @@ BS.Player = class {
     this.events = payload.events;
     this.present = payload.present || q.get("present") === "1";
     this.hideFuture = [q, BS.parentQuery()].some((x) => x.get("future") === "hide");
+    this.dark = [q, BS.parentQuery()].some((x) => x.get("theme") === "dark"); // dim halls: theme.js
     const step = BS.urlNumber(q.get("step"), payload.initial_step, this.lo, this.hi);
     const speed = BS.urlNumber(q.get("speed"), payload.speed, 1, 120);
     this.state = { step: this.clamp(step), playing: false, speed: Math.min(120, Math.max(1, speed)) || 8,
       base: 0, t0: 0, raf: 0, drawn: -1 };
     this.stats = { frames: 0, lastDrawMs: 0 };
     document.body.classList.toggle("present", this.present);
+    document.body.classList.toggle("dark", this.dark);
     document.body.classList.toggle("embedded", window.parent !== window); // in a page that has its own title
     this.$ = (id) => document.getElementById(id);
     this.$("bs-title").textContent = payload.title;
@@ -41,7 +43,7 @@ BS.Player = class {
     const root = this.$("bs-views");
     root.classList.add(`n${P.views.length}`);
     const opts = { present: this.present, compact: P.views.length > 1, beats: P.views.length === 1 || this.present,
-      hideFuture: () => this.hideFuture, contrast: this.present && q.get("palette") !== "standard" };
+      hideFuture: () => this.hideFuture, contrast: this.present && q.get("palette") !== "standard", dark: this.dark };
     this.sides = P.views.map((v) => new BS.Side(P, v, root, opts));
     const tour = BS.readTour([q, BS.parentQuery()], payload.tour, this.lo, this.hi);
     this.tour = new BS.Tour(tour, root, (k) => this.seek(k));

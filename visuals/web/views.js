@@ -27,11 +27,12 @@ function el(tag, cls, parent, text) {
 BS.Side = class {
   /* P: BS.Payload; v: one view of it; opts: {present, compact (text table closed), beats (show teaching beats),
    * hideFuture (a function: whether the slot grid hides the steps after the current one), contrast (presenter
-   * mode's palette)}. */
+   * mode's palette), dark (the dark page, theme.js)}. */
   constructor(P, v, root, opts) {
     this.P = P; this.v = v; this.opts = opts; this.drawn = -1; this.plotted = -1; this.last = {};
-    this.paint = opts.contrast ? BS.contrastPaint(v) : (c) => c; // presenter mode's palette (present.js)
-    this.template = { layout: P.p.template };
+    // the dark page's colours (theme.js), else presenter mode's palette (present.js)
+    this.paint = opts.dark ? BS.darkPaint(v) : opts.contrast ? BS.contrastPaint(v) : (c) => c;
+    this.template = { layout: opts.dark ? BS.darkTemplate(P.p.template) : P.p.template };
     const s = this.dom = { titles: {} };
     this.titles = {};
     s.root = el("section", "bs-side", root);
@@ -221,6 +222,7 @@ BS.Side = class {
     const layout = this.layout(b.layout, "blocks");
     if (this.opts.present) BS.presentBlocks(trace, layout, this.plotWidth(), this.P.views.length, b.grouped);
     else BS.fitBlocks(trace, layout, this.plotWidth());
+    if (this.opts.dark) BS.darkBlocks(trace);
     // plotly.js drops the text node of an empty label and, on the next react, pairs the remaining nodes with the
     // wrong blocks (a block's label then vanishes mid-playback): a blank label keeps one node per block
     trace.text = trace.text.map((label) => label || " ");
