@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import streamlit as st
 
 from engine.workload import scenario_tour
 from steplog.view import TraceView
 from ui.common import query_int
-from visuals.export import render, url_number
+from visuals.export import plotly_file, render, url_number
 from visuals.moments import tour_for
 from visuals.playback import player_payload
 
@@ -60,6 +61,20 @@ def cached_payload(
     )
 
 
+STATIC = Path(__file__).resolve().parents[1] / "static"  # served at app/static/ (server.enableStaticServing)
+
+
+@st.cache_resource(show_spinner=False)
+def static_plotly() -> str | None:
+    """The address of plotly.js as the app serves it (``visuals.export.plotly_file`` in ``static/``), relative to
+    the page, so that the browser loads it once for every player of every visit instead of a 4.6 MB copy inlined in
+    each; None (plotly.js inlined) if that folder cannot be written."""
+    try:
+        return f"app/static/{plotly_file(STATIC)}"
+    except OSError:
+        return None
+
+
 def url_speed(default: float) -> float:
     """The URL's ``?speed=`` in steps per second (``visuals.export.url_number``): clamped to [1, 120]; ``default``
     if absent or not a plain number (``nan``, ``inf``, ``abc``), so the page never receives a non-finite speed."""
@@ -92,13 +107,12 @@ def web_player(
         speed=url_speed(speed),
         present=present,
     )
-    html = render(payload)
     if present:
         st.html(PRESENT_CSS)
-    st.iframe(html, height=720 if present else "content")
+    st.iframe(render(payload, plotly_src=static_plotly()), height=720 if present else "content")
     st.download_button(
         "Download this player as one HTML file",
-        data=lambda: html,
+        data=lambda: render(payload),  # plotly.js inlined: the file plays alone, offline
         file_name=f"{key}.html",
         mime="text/html",
         key=f"{key}:download",

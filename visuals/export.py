@@ -3,8 +3,9 @@ JS from ``visuals/web/``) and the payload (``visuals.playback``) all inlined, so
 ``file://``, in a slide deck or a course page, with no network request.
 
 URL parameters of the page: ``?step=K`` (start at step K), ``?speed=S`` (steps per second, 1..120),
-``?present=1`` (presenter mode), ``?theme=dark`` (the dark page, for dim halls), ``?tour=`` (key moments). The player reads them as the app does (``url_number``): out of range clamps,
-anything that is not a plain decimal number gives the default, and the page never holds a non-finite number.
+``?present=1`` (presenter mode), ``?theme=dark`` (the dark page, for dim halls), ``?tour=`` (key moments). The
+player reads them as the app does (``url_number``): out of range clamps, anything that is not a plain decimal
+number gives the default, and the page never holds a non-finite number.
 """
 
 from __future__ import annotations
@@ -60,13 +61,32 @@ def payload_json(payload: dict) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
 
 
-def render(payload: dict) -> str:
-    """Fill the template in one pass (inserted text is never scanned again for placeholders)."""
+def plotly_file(folder: Path) -> str:
+    """``plotly-VERSION.min.js`` (``plotly_js``) written into ``folder`` if it is not there yet (atomically, the
+    umask's mode); returns its file name. The app serves it as a static file, so that a browser loads it once and
+    its player pages carry only their data (``render(..., plotly_src=...)``). Raises ``OSError`` if ``folder``
+    cannot be written."""
+    from plotly import __version__
+
+    from steplog.trace import write_text_atomic
+
+    name = f"plotly-{__version__}.min.js"
+    if not (folder / name).is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(plotly_js(), folder / name)
+    return name
+
+
+def render(payload: dict, plotly_src: str | None = None) -> str:
+    """Fill the template in one pass (inserted text is never scanned again for placeholders). ``plotly_src``: the
+    address of plotly.js to load (the app's static copy, ``plotly_file``); default: plotly.js inlined, for a file that
+    plays alone and offline."""
+    script = f'<script src="{escape(plotly_src)}"></script>' if plotly_src else f"<script>{plotly_js()}</script>"
     parts = {
         "TITLE": escape(payload["title"]),
         "CSS": (WEB / "player.css").read_text(encoding="utf-8"),
         "PAYLOAD": payload_json(payload),
-        "PLOTLY": plotly_js(),
+        "PLOTLY": script,
         "JS": "\n".join((WEB / name).read_text(encoding="utf-8") for name in JS_FILES),
     }
     template = (WEB / "player.html").read_text(encoding="utf-8")
