@@ -30,11 +30,12 @@ def free_port() -> int:
 
 @contextmanager
 def streamlit_app(
-    env: dict[str, str] | None = None, timeout_s: float = 90, extra: tuple[str, ...] = ()
+    env: dict[str, str] | None = None, timeout_s: float = 90, extra: tuple[str, ...] = (), root: Path = ROOT
 ) -> Iterator[str]:
     """Run the app until the block ends; yields its URL once ``/_stcore/health`` answers ``ok`` (polled, at most
     ``timeout_s`` seconds). ``env``: added to this process's environment (offline Hugging Face always);
-    ``extra``: more ``streamlit run`` options. Raises RuntimeError with the end of the server's output if it does
+    ``extra``: more ``streamlit run`` options; ``root``: the tree whose ``app.py`` runs (another commit's, to
+    compare). Raises RuntimeError with the end of the server's output if it does
     not start."""
     port = free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
@@ -42,7 +43,7 @@ def streamlit_app(
            *extra]  # fmt: skip
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, env={**os.environ, **OFFLINE, **(env or {})}, stdout=log, stderr=subprocess.STDOUT
+            cmd, cwd=root, env={**os.environ, **OFFLINE, **(env or {})}, stdout=log, stderr=subprocess.STDOUT
         )
         url = f"http://127.0.0.1:{port}"
         try:

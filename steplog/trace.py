@@ -1,8 +1,8 @@
 """The step log (trace): JSON Lines, one header, one record per step, one summary.
 
 The format is documented in ``docs/trace-format.md`` and pinned by the JSON Schema ``steplog/trace.schema.json``
-(package data, found through the installed package); every trace written or read here is validated against it
-(``steplog.schemacheck``'s compiled check, with ``jsonschema`` naming the problem when one is found). Versions 1
+(package data); every trace written or read here is validated against it: read by msgspec decoders made from it
+(``steplog.fastread``), else, and to name a problem, ``steplog.schemacheck``'s check and ``jsonschema``. Versions 1
 (every block table in every step) and 2 (what changed: ``kv.allocated``, ``kv.freed``) are read; a path or text
 that is gzip data (``.jsonl.gz``) is decompressed transparently, and the size limit applies to the uncompressed
 text. Traces are plain data: never pickle, never eval.
@@ -29,6 +29,7 @@ from pathlib import Path
 
 from steplog.checks import CheckError, check_records
 from steplog.cutshort import cut_short_summary
+from steplog.fastread import parse as fast_parse
 from steplog.schemacheck import compile_schema, explain
 from steplog.strict_json import JSONLineError, is_cut, parse_line
 from steplog.view import declared_requests
@@ -85,11 +86,12 @@ def _problem(kind: str, rec: dict) -> str | None:
     return f"field {'/'.join(map(str, error.absolute_path)) or '(record)'}: {message}"
 
 
-def validate_records(records: list[dict], cut_short: bool = False) -> None:
+def validate_records(records: list[dict], cut_short: bool = False, decoded: bool = False) -> None:
     """Check order (header, steps, summary) and each record against the schema.
 
     ``cut_short``: a trace whose last record is a step (its writer stopped before the summary line) is given the
-    summary it would have had (``steplog.cutshort``, appended to ``records``) instead of being refused.
+    summary it would have had (``steplog.cutshort``, appended to ``records``) instead of being refused. ``decoded``:
+    the records come from ``steplog.fastread.parse`` (each already valid for its kind, every number finite).
 
     Raises:
         TraceError: naming the line (1-based) and the first problem found.
@@ -110,7 +112,7 @@ def validate_records(records: list[dict], cut_short: bool = False) -> None:
         expected = "header" if i == 1 else "summary" if i == last else "step"
         if kind != expected:
             raise TraceError(f"line {i}: type={kind!r}, expected {expected!r}")
-        problem = _problem(f"step_v{version}" if kind == "step" else kind, rec)
+        problem = None if decoded else _problem(f"step_v{version}" if kind == "step" else kind, rec)
         if problem is not None:
             raise TraceError(f"line {i} ({kind}), {problem}")
         if kind == "step" and "block_tables" in rec["kv"]:
@@ -121,7 +123,7 @@ def validate_records(records: list[dict], cut_short: bool = False) -> None:
         header, steps = records[0], records[1:]
         records.append(cut_short_summary(header, steps, declared_requests(header, steps)))
     try:
-        check_records(records)
+        check_records(records, finite=decoded)
     except CheckError as exc:
         raise TraceError(str(exc)) from None
 
@@ -272,13 +274,17 @@ def loads(text: str | bytes) -> list[dict]:
         text = decompress(text)
     if len(text) > MAX_TRACE_BYTES:
         raise TraceError(f"trace is {_mb(len(text))}; the limit is {_mb(MAX_TRACE_BYTES)} of uncompressed text")
-    text, dropped = _decode(text) if isinstance(text, bytes) else (text, False)
-    records, cut = _lines(text)
+    fast = fast_parse(text, schema_text())
+    if fast is None:  # the strict reader: the fast one refused something (it names nothing) or cannot run
+        text, dropped = _decode(text) if isinstance(text, bytes) else (text, False)
+        records, cut = _lines(text)
+    else:
+        records, dropped, cut = fast
     if (dropped or cut) and not records:
         raise TraceError("line 1: the trace was cut short inside its header line: nothing to read")
     if dropped and records[-1].get("type") == "summary":
         raise TraceError(f"line {len(records) + 1}: not UTF-8 text after the summary line")
-    validate_records(records, cut_short=True)
+    validate_records(records, cut_short=True, decoded=fast is not None)
     return records
 
 
