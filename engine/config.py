@@ -36,8 +36,9 @@ def check_name(config: EngineConfig, field: str, registry: Iterable[str]) -> Non
 class EngineConfig:
     """Scheduler and KV-cache limits (names as in vLLM; the defaults of the last three are vLLM's).
 
-    - ``batching``: batching mode, ``continuous`` or ``static`` (``engine.batching``). Not vLLM's ``policy``: that
-      is the waiting queue's order, ``scheduling_policy`` here. Traces record it as the header's ``policy``.
+    - ``batching``: batching mode, ``continuous``, ``static`` or ``sglang`` (``engine.batching``). Not vLLM's
+      ``policy``: that is the waiting queue's order, ``scheduling_policy`` here. Traces record it as the header's
+      ``policy``.
     - ``max_num_seqs``: most requests running at once (the rows of the batch; "slots" in the pictures).
     - ``max_num_batched_tokens``: the token budget of one step (prefill chunk tokens + decode tokens).
     - ``block_size``: tokens per KV block.
@@ -69,10 +70,11 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     reserve_full_prompt: bool = True
 
-    def validate(self) -> None:
+    def validate(self, queues: Iterable[str] = QUEUES) -> None:
         """Raise ``ConfigError`` naming the first bad field and its allowed range: every field but ``batching``,
-        whose names ``engine.batching.validate_config`` checks before calling this."""
-        check_name(self, "scheduling_policy", QUEUES)
+        whose names ``engine.batching.validate_config`` checks before calling this. ``queues``: the waiting-queue
+        orders of the batching mode (the SGLang family has its own, ``engine.sglang_policy.POLICIES``)."""
+        check_name(self, "scheduling_policy", queues)
         for name, (lo, hi) in LIMITS.items():
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not (lo <= value <= hi):

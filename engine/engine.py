@@ -118,8 +118,7 @@ class LLMEngine:
         self.detok = {r.request_id: IncrementalDetokenizer(self.decode, eos) for r in requests}
         pending = sorted(requests, key=_arrival_order)
         records: TraceRecords = [self._header(requests, seed)]
-        t0 = time.perf_counter()
-        self._cpu_s = 0.0
+        t0, self._cpu_s = time.perf_counter(), 0.0
         step = idle = 0
         stopped = False
         self._reset_aborts()
@@ -131,6 +130,7 @@ class LLMEngine:
             pending = self._admit_arrivals(pending, now, step)
             aborts = self._abort_due(requests, step, t0)
             if not self.scheduler.has_unfinished() and not aborts:  # idle: nothing to run until the next arrival
+                self.scheduler.on_idle()  # (SGLang resets its new_token_ratio)
                 due = [r.arrival_step for r in pending if r.arrival_step is not None]
                 if due:  # on the step clock: jump to it, and record the gap once
                     idle += min(due) - step

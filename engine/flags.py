@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from engine.batching import SCHEDULERS, validate_config
+from engine.batching import SCHEDULERS, mode_config, validate_config
 from engine.config import LIMITS, EngineConfig
 from engine.request_queue import QUEUES
+from engine.sglang_policy import POLICIES
 
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +30,10 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=f"integer in [{lo}, {hi}]")
     parser.add_argument("--no-chunked-prefill", action="store_true", help="never split a prompt across steps")
     parser.add_argument(
-        "--scheduling-policy", choices=list(QUEUES), default=None, help="waiting-queue order (default fcfs)"
+        "--scheduling-policy",
+        choices=list(dict.fromkeys([*QUEUES, *POLICIES])),
+        default=None,
+        help="waiting-queue order (default fcfs; lpm under --batching sglang)",
     )
     parser.add_argument(
         "--no-prefix-caching", action="store_true", help="turn automatic prefix caching off (vLLM: on by default)"
@@ -62,5 +66,6 @@ def config_from_args(args, overrides: dict) -> EngineConfig:
         cfg["scheduling_policy"] = args.scheduling_policy
     cfg["batching"] = args.batching
     config = EngineConfig(**cfg)
+    config = mode_config(config)  # under sglang: the same pool as token slots (SGLang's page_size 1)
     validate_config(config)
     return config

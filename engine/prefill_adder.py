@@ -53,6 +53,8 @@ class PrefillAdder:
         self.current_offset = 0
         self.can_run: list[Budgeted] = []
         self.new_chunked: Budgeted | None = None
+        self.last_reserved = 0  # output tokens the last admission's estimate charged (0: its prompt is chunked)
+        self.last_need: tuple[int, float] = (0, 0.0)  # the last ``add_one``'s need and the memory left it met
 
     @property
     def rem_total_tokens(self) -> float:
@@ -67,6 +69,7 @@ class PrefillAdder:
         return CONTINUE
 
     def _reserve(self, extend: int, max_new: int) -> None:
+        self.last_reserved = max_new
         self.total_offset += extend + 1 + max_new
         self.current_offset += extend + 1
         self.rem_input_tokens -= extend
@@ -91,7 +94,8 @@ class PrefillAdder:
         n, max_new = want, min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS)
         if want > self.rem_chunk_tokens:
             n, max_new = self.rem_chunk_tokens, 0
-        fits = want + _remaining_output(req) + 1 < self.rem_total_tokens
+        self.last_need = (want + _remaining_output(req) + 1, self.rem_total_tokens)
+        fits = self.last_need[0] < self.last_need[1]
         if not fits or n <= 0:
             unlock()
             return (OTHER if fits else NO_TOKEN), 0
@@ -100,6 +104,12 @@ class PrefillAdder:
         self.can_run.append(req)
         self._reserve(n, max_new)
         return self.budget_state(), n
+
+
+def min_pool_tokens(num_prompt_tokens: int, max_new_tokens: int) -> int:
+    """The smallest pool (tokens, free and evictable) that admits a request alone: ``add_one`` needs its extend
+    plus its output estimate plus 1 to be below the memory left."""
+    return num_prompt_tokens + min(max_new_tokens, CLIP_MAX_NEW_TOKENS) + 2
 
 
 def _remaining_output(req: Budgeted) -> int:

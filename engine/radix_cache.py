@@ -15,7 +15,7 @@ evicts whole compressed nodes by wall-clock access time; this tree evicts single
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 class Node:
@@ -47,6 +47,7 @@ class RadixCache:
         self.size = 0  # tokens in the tree
         self.locked = 0  # tokens of the tree some running request locks
         self._clock = 0
+        self.on_evict: Callable[[Node], None] | None = None  # told of each evicted node (the engine frees its slot)
 
     @property
     def evictable(self) -> int:
@@ -112,6 +113,8 @@ class RadixCache:
             assert leaf.parent is not None
             del leaf.parent.children[leaf.token]
             self.size -= 1
+            if self.on_evict is not None:
+                self.on_evict(leaf)
             freed += 1
         return freed
 

@@ -98,6 +98,9 @@ class Scheduler:
         """Extra KV facts for the step record (none for continuous batching)."""
         return {}
 
+    def on_idle(self) -> None:
+        """Told when a step has nothing to run or wait for (the engine skips it); nothing to do here."""
+
     def _num_tokens_to_schedule(self, req: Request, budget: int, num_computed: int | None = None) -> int:
         """Tokens ``req`` computes now (from ``num_computed``, default its own; given for an admission): all it
         lacks, or a budget-sized chunk (0 = must wait).

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine.request import Request
-from steplog.records import AdmissionRecord, HeadWaitRecord, PreemptionRecord
+from steplog.records import AdmissionRecord, BatchRecord, HeadWaitRecord, PreemptionRecord
 
 
 @dataclass
@@ -49,6 +49,7 @@ class SchedulerOutput:
     admissions: list[AdmissionRecord] = field(default_factory=list)
     preemptions: list[PreemptionRecord] = field(default_factory=list)
     head: HeadWaitRecord | None = None
+    batch: BatchRecord | None = None  # SGLang family: the batch kind and the ratio (``engine.sglang_batching``)
 
     @property
     def num_batched_tokens(self) -> int:

@@ -42,27 +42,44 @@ MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens
 @dataclass
 class SglStep:
     """One step's decision: the batch kind, who runs with how many tokens (batch order), admissions with their
-    prefix hits (tokens), retracted request ids."""
+    prefix hits and the output tokens their estimate charged, retracted request ids; for a retraction, in the
+    order taken, (request id, K/V tokens it held, tokens freed), and the decode batch's need and the free tokens
+    it met."""
 
     kind: str  # "extend", "decode" or "idle"
     run: list[tuple[SglRequest, int]] = field(default_factory=list)
     admitted: list[str] = field(default_factory=list)
     prefix_hits: dict[str, int] = field(default_factory=dict)
     retracted: list[str] = field(default_factory=list)
+    reserved: dict[str, int] = field(default_factory=dict)
+    retractions: list[tuple[str, int, int]] = field(default_factory=list)
+    retract_need: tuple[int, int] = (0, 0)
 
 
 class SGLangScheduler:
     """Holds the waiting queue, the running batch, the chunked request, the ratio and the memory."""
 
-    def __init__(self, max_running: int, chunk_tokens: int, pool_tokens: int, policy: str, prefix_cache: bool):
+    def __init__(
+        self,
+        max_running: int,
+        chunk_tokens: int,
+        pool_tokens: int,
+        policy: str,
+        prefix_cache: bool,
+        memory: Memory | None = None,
+    ):
+        """``memory``: a ``Memory`` to keep the K/V bookkeeping in (the engine's ``SlotMemory``; default a new one
+        of ``pool_tokens`` and ``prefix_cache``)."""
         self.max_running, self.chunk_tokens, self.policy = max_running, chunk_tokens, policy
-        self.memory = Memory(pool_tokens, prefix_cache)
+        self.memory = memory if memory is not None else Memory(pool_tokens, prefix_cache)
         self.waiting: list[SglRequest] = []
         self.running: list[SglRequest] = []  # the running (decoding) batch, in batch order
         self.chunked: SglRequest | None = None
         self.batch_is_full = False
         self.ratio = INIT_RATIO
         self._last: SglStep | None = None
+        # why the head of the queue stays out this step: (limit of ``steplog.reasons``, need, left) or None
+        self.held: tuple[str, int | None, int | None] | None = None
 
     def add_request(self, req: SglRequest) -> None:
         self.waiting.append(req)
@@ -70,6 +87,7 @@ class SGLangScheduler:
     def schedule(self) -> SglStep:
         """This step's batch (rules 1-3 of the module docstring)."""
         self._merge_last()
+        self.held = None
         step = self._extend_batch()
         if step is None:
             step = self._decode_batch() if self.running else SglStep("idle")
@@ -98,9 +116,11 @@ class SGLangScheduler:
         if not self.running:
             self.batch_is_full = False
         if (self.batch_is_full or not self.waiting) and self.chunked is None:
+            self.held = ("sglang_batch_full", None, None) if self.waiting else None
             return None
         if self._rows_left() <= 0 and self.chunked is None:
             self.batch_is_full = True
+            self.held = ("max_num_seqs", 1, 0)
             return None
         sort_waiting(self.waiting, self.policy, self.memory)
         adder = PrefillAdder(self.memory.capacity, self.running, self.ratio, self.chunk_tokens, MAX_PREFILL_TOKENS)
@@ -125,9 +145,11 @@ class SGLangScheduler:
         """Waiting requests in order while the adder and the rows allow (``_get_new_batch_prefill_raw``'s loop)."""
         for req in self.waiting:
             if adder.budget_state() == OTHER:
+                self.held = ("token_budget", 1, 0)
                 break
             if len(adder.can_run) >= self._rows_left(held):
                 self.batch_is_full = True
+                self.held = ("max_num_seqs", 1, 0)
                 break
             self.memory.match(req)
             result, n = adder.add_one(req, partial(self.memory.lock, req), partial(self.memory.unlock, req))
@@ -135,15 +157,20 @@ class SGLangScheduler:
                 step.run.append((req, n))
                 step.admitted.append(req.request_id)
                 step.prefix_hits[req.request_id] = req.prefix_len
+                step.reserved[req.request_id] = adder.last_reserved
             if result != CONTINUE:
                 if result == NO_TOKEN:
                     self.batch_is_full = bool(adder.can_run) or bool(self.running)
+                need, left = adder.last_need if not n else (None, None)  # refused: the estimate it did not fit
+                no_room = ("sglang_reserved_output", need, _floor(left))
+                self.held = no_room if result == NO_TOKEN else ("token_budget", 1, 0)
                 break
 
     def _decode_batch(self) -> SglStep:
         step = SglStep("decode")
         if not self.memory.decode_fits(len(self.running)):
-            step.retracted = self._retract()
+            step.retract_need = (len(self.running), self.memory.free)
+            step.retracted = self._retract(step)
             self.batch_is_full = False
         else:
             self.ratio = max(self.ratio - RATIO_DECAY, MIN_RATIO)
@@ -152,13 +179,14 @@ class SGLangScheduler:
         step.run = [(r, 1) for r in self.running]
         return step
 
-    def _retract(self) -> list[str]:
+    def _retract(self, step: SglStep) -> list[str]:
         """``ScheduleBatch.retract_decode``: keep-first order, retract from its end (at least one, never the last)
         until the rest fit; then the ratio estimate of the requests kept."""
         order = _keep_order(self.running)
         out: list[str] = []
         while (not out or not self.memory.decode_fits(len(order))) and len(order) > 1:
             req = order.pop()
+            step.retractions.append((req.request_id, req.kv_len, req.kv_len - req.cached_len))
             self.memory.retract(req, len(order) * RETRACT_DECODE_STEPS)
             self.waiting.append(req)
             out.append(req.request_id)
@@ -167,6 +195,21 @@ class SGLangScheduler:
         budget = sum(r.max_new_tokens for r in order)
         self.ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(order)) / (budget + 1))
         return sorted(out)
+
+    def abort(self, req: SglRequest) -> str | None:
+        """Drop ``req`` between steps (Batchscope's abort; SGLang's differential does not cover it): out of the queue,
+        or, holding K/V, ended as a finished request is (its K/V enters the cache). Returns ``waiting`` /
+        ``running``, or None if it had finished."""
+        if req in self.waiting:
+            self.waiting.remove(req)
+            return "waiting"
+        if req.finished:
+            return None
+        req.finished = True
+        if self.chunked is req:
+            self.chunked = None
+        self.memory.release(req)
+        return "running"
 
     def update(self, step: SglStep, sampled: dict[str, int]) -> list[str]:
         """Apply the step's sampled tokens (``sampled``: request id -> token, for requests that sample); returns
@@ -186,6 +229,10 @@ class SGLangScheduler:
             elif step.kind == "extend":
                 self.memory.checkpoint(req)
         return finished
+
+
+def _floor(x: float | None) -> int | None:
+    return None if x is None else int(x // 1)
 
 
 def _keep_order(running: list[SglRequest]) -> list[SglRequest]:

@@ -10,9 +10,10 @@ import datetime as _dt
 from collections.abc import Callable
 from typing import cast
 
+from engine.batching import EngineScheduler
 from engine.config import EngineConfig
 from engine.request import FinishReason, Request
-from engine.scheduler import Scheduler, SchedulerOutput
+from engine.scheduler import SchedulerOutput
 from steplog.records import (
     ConfigRecord,
     DecisionsRecord,
@@ -67,7 +68,7 @@ def _request_spec(r: Request) -> RequestSpecRecord:
     return spec
 
 
-def kv_record(sched: Scheduler, out: SchedulerOutput, block_tables: dict[str, list[int]]) -> KVRecord:
+def kv_record(sched: EngineScheduler, out: SchedulerOutput, block_tables: dict[str, list[int]]) -> KVRecord:
     """The pool during the step's forward pass: tables, reference counts, cached free blocks, evictions."""
     bm = sched.block_manager
     config = sched.config
@@ -88,7 +89,7 @@ def kv_record(sched: Scheduler, out: SchedulerOutput, block_tables: dict[str, li
 def step_record(
     step: int,
     times: tuple[float, float],
-    sched: Scheduler,
+    sched: EngineScheduler,
     out: SchedulerOutput,
     running: list[str],
     kv: KVRecord,
@@ -132,6 +133,8 @@ def decisions_record(out: SchedulerOutput) -> DecisionsRecord:
     record: DecisionsRecord = {"admissions": out.admissions, "preemptions": out.preemptions}
     if out.head is not None:
         record["head"] = out.head
+    if out.batch is not None:
+        record["batch"] = out.batch
     return record
 
 

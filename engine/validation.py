@@ -9,6 +9,7 @@ import warnings
 
 from engine.block_manager import blocks_needed
 from engine.config import EngineConfig
+from engine.prefill_adder import min_pool_tokens
 from engine.request import INT_RANGES, FieldError, Request, is_int, range_text
 from steplog.checks import WORKLOAD_ID_CHARS, request_id_problem
 
@@ -156,6 +157,8 @@ def _check_context(req: Request, max_model_len: int | None) -> None:
 
 def _check_pool_and_budget(req: Request, config: EngineConfig) -> None:
     where, rid = f"request {req.request_id!r}", req.request_id
+    if config.batching == "sglang":
+        _check_sglang_pool(req, config)
     need = blocks_needed(req.max_kv_tokens, config.block_size)
     if need > config.num_kv_blocks:
         raise RequestError(
@@ -179,4 +182,20 @@ def _check_pool_and_budget(req: Request, config: EngineConfig) -> None:
             config.max_num_batched_tokens,
             f">= {req.num_prompt_tokens}",
             req.num_prompt_tokens,
+        )
+
+
+def _check_sglang_pool(req: Request, config: EngineConfig) -> None:
+    """SGLang's admission charges prompt + max_tokens + 1 and needs it below the pool (``engine.prefill_adder``)."""
+    need = min_pool_tokens(req.num_prompt_tokens, req.sampling.max_tokens)
+    if need > config.num_kv_blocks:
+        raise RequestError(
+            f"request {req.request_id!r}: SGLang admits it only into a pool of >= {need} tokens (prompt "
+            f"{req.num_prompt_tokens} + max_tokens {req.sampling.max_tokens} + 2) but num_kv_blocks="
+            f"{config.num_kv_blocks} (block_size 1); raise num_kv_blocks to >= {need} or lower max_tokens",
+            req.request_id,
+            "num_kv_blocks",
+            config.num_kv_blocks,
+            f">= {need}",
+            need,
         )

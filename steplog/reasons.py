@@ -23,11 +23,17 @@ limit                       unit    meaning
                                     ``scheduler_reserve_full_isl``)
 ``kv_blocks_reserved``      blocks  static batching: its worst-case blocks do not fit beside the reservations of
                                     the batch being formed
+``sglang_batch_full``       --      SGLang: the running batch is marked full (an admission ran out of memory);
+                                    no prefill is tried until a running request leaves
+``sglang_reserved_output``  tokens  SGLang: its prompt + output estimate + 1 is not below the pool left after
+                                    the running requests' estimated remaining output (``new_token_ratio``)
 ==========================  ======  =========================================================================
 
 Victim rules (``preemptions[].rule``), named by the waiting queue that applies them (``engine.request_queue``):
 ``newest`` (FCFS: the most recently admitted running request; vLLM ``self.running.pop()``) and
-``lowest_priority`` (the priority queue: the running request with the largest ``(priority, arrival)``).
+``lowest_priority`` (the priority queue: the running request with the largest ``(priority, arrival)``);
+``sglang_retract`` (SGLang's retraction when the pool cannot hold a decode batch: fewest output tokens, then
+longest prompt). SGLang's ``lpm`` queue order is ``longest_prefix``.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ LIMIT_UNITS: dict[str, str] = {
     "kv_blocks": "block",
     "kv_blocks_full_prompt": "block",
     "kv_blocks_reserved": "block",
+    "sglang_batch_full": "",
+    "sglang_reserved_output": "token",
 }
 
 # Short names for a checklist or a quiz option, and one clause saying why the limit holds the head back.
@@ -56,6 +64,8 @@ LIMIT_NAMES: dict[str, str] = {
     "kv_blocks": "KV blocks",
     "kv_blocks_full_prompt": "KV blocks (whole prompt must fit)",
     "kv_blocks_reserved": "KV blocks (worst case reserved)",
+    "sglang_batch_full": "running batch full (SGLang)",
+    "sglang_reserved_output": "memory for its output estimate (SGLang)",
 }
 
 # As a quiz option: "nobody: <short>".
@@ -68,6 +78,8 @@ LIMIT_SHORT: dict[str, str] = {
     "kv_blocks": "not enough free KV blocks for the head's next chunk",
     "kv_blocks_full_prompt": "not enough free KV blocks for the head's whole sequence",
     "kv_blocks_reserved": "the head's worst-case blocks do not fit the pool",
+    "sglang_batch_full": "the running batch is full until a request leaves it",
+    "sglang_reserved_output": "the pool cannot hold the head's prompt and estimated output",
 }
 
 LIMIT_WHY: dict[str, str] = {
@@ -82,17 +94,27 @@ LIMIT_WHY: dict[str, str] = {
     "kv_blocks_full_prompt": "there are not enough free KV blocks for its whole known sequence (the full-prompt "
     "admission rule)",
     "kv_blocks_reserved": "its worst-case KV blocks do not fit beside the blocks reserved for the new static batch",
+    "sglang_batch_full": "SGLang marked the running batch full when an admission ran out of memory, and tries no "
+    "prefill until a running request leaves it",
+    "sglang_reserved_output": "SGLang charges its prompt plus its whole output budget, and the running requests "
+    "their remaining output times new_token_ratio, and the pool left cannot hold that",
 }
 
 VICTIM_RULES: dict[str, str] = {
     "newest": "the most recently admitted running request",
     "lowest_priority": "the running request with the lowest priority (largest priority value, then latest arrival)",
+    "sglang_retract": "SGLang's retraction order: the fewest output tokens, then the longest prompt",
 }
+
+# SGLang's batch rules in words (``decisions.batch``, retractions), for the narration.
+PREFILL_FIRST = "SGLang runs a prefill batch alone when it can form one"
+RETRACTION_CAUSE = "the pool could not hold the decode batch"
 
 # How the waiting queue is ordered (``head.order``): who is the head and why nobody overtakes it.
 QUEUE_ORDERS: dict[str, str] = {
     "arrival": "first come, first served",
     "priority": "priority order, smallest priority value first, then arrival",
+    "longest_prefix": "longest cached prefix first (SGLang's lpm)",
 }
 
 
@@ -113,10 +135,13 @@ def checks(header: Mapping[str, Any]) -> list[str]:
     that fails; ``head.limit`` is that one). Static batching forms a batch only when the last one has ended, then
     fills its rows while the worst-case blocks fit; a vLLM-style continuous scheduler admits nobody after a
     preemption, then checks the budget, a row, chunking (when off) and KV blocks (the whole sequence under the
-    full-prompt rule)."""
+    full-prompt rule). SGLang's family: no prefill after a retraction in the step, none while the running batch is
+    marked full, then a row, the chunk tokens, and the memory its output estimate needs."""
     cfg = header["config"]
     if header.get("policy") == "static":
         return ["static_batch_running", "max_num_seqs", "kv_blocks_reserved"]
+    if header.get("policy") == "sglang":
+        return ["preempted_this_step", "sglang_batch_full", "max_num_seqs", "token_budget", "sglang_reserved_output"]
     out = ["preempted_this_step", "token_budget", "max_num_seqs"]
     if not cfg.get("enable_chunked_prefill", True):
         out.append("chunked_prefill_off")
@@ -126,7 +151,8 @@ def checks(header: Mapping[str, Any]) -> list[str]:
 
 def queue_order(header: Mapping[str, Any]) -> str:
     """The waiting queue's order (a key of ``QUEUE_ORDERS``) under the trace's ``scheduling_policy``."""
-    return {"priority": "priority"}.get(header["config"].get("scheduling_policy", "fcfs"), "arrival")
+    orders = {"priority": "priority", "lpm": "longest_prefix"}
+    return orders.get(header["config"].get("scheduling_policy", "fcfs"), "arrival")
 
 
 # Who aborted a request, as far as the trace can know (``finished[]`` with reason ``abort``). A server's trace

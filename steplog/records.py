@@ -181,6 +181,7 @@ class _PreemptionOptional(TypedDict, total=False):
     requester: str  # the running request whose block allocation failed (the victim itself for a self-preemption)
     need: int  # blocks the requester's allocation needed
     free: int  # free blocks when it asked
+    num_freed_tokens: int  # SGLang retraction: K/V tokens freed (those not in the radix cache, which keeps the rest)
 
 
 class PreemptionRecord(_PreemptionOptional):
@@ -192,7 +193,11 @@ class PreemptionRecord(_PreemptionOptional):
     num_dropped_blocks: int  # blocks its table held (a block shared through the prefix cache stays in use)
 
 
-class AdmissionRecord(TypedDict):
+class _AdmissionOptional(TypedDict, total=False):
+    num_reserved_output_tokens: int  # SGLang: output tokens its admission estimate charged (0: a chunked prompt)
+
+
+class AdmissionRecord(_AdmissionOptional):
     """How an admitted (or resumed) request's known tokens (prompt + outputs so far) get their K/V:
     ``num_prefix_hit_tokens + num_recompute_tokens + num_new_tokens`` = known tokens."""
 
@@ -203,12 +208,21 @@ class AdmissionRecord(TypedDict):
     num_new_tokens: int  # never had K/V: computed for the first time
 
 
+class BatchRecord(TypedDict):
+    """SGLang family (``engine.sglang_batching``): the step's batch kind and the admission estimate's ratio."""
+
+    kind: str  # "extend" (a prefill batch, run alone), "decode" (every running request) or "idle"
+    new_token_ratio: float  # after this step's decision: what admission used (extend) or decode left (decayed)
+    decodes_waiting: list[str]  # running requests that do not decode this step: the EXTEND batch runs alone
+
+
 class DecisionsRecord(TypedDict, total=False):
     """What the scheduler decided in a step and why (optional; ``steplog.decisions`` infers it for older traces)."""
 
     admissions: list[AdmissionRecord]  # in admission order
     preemptions: list[PreemptionRecord]
     head: HeadWaitRecord  # absent when nobody waits after the step's admissions
+    batch: BatchRecord  # SGLang family only
     inferred: bool  # set by ``steplog.decisions`` when it rebuilt the decisions from the log (never written)
 
 

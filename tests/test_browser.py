@@ -20,7 +20,9 @@ pytestmark = pytest.mark.app
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / ("docs/screenshots" if os.environ.get("BATCHSCOPE_UPDATE_SCREENSHOTS") else "artifacts/screenshots")
-TIMEOUT_MS = 90_000
+# A limit, not a wait: every wait is on the app's own signal. Sized for a machine loaded by other work (a first
+# Playground visit loads the model; seen over 90 s with a CI run and a test suite sharing 2 cores).
+TIMEOUT_MS = 240_000
 
 
 @pytest.fixture(scope="module")

@@ -65,3 +65,82 @@ def first_difference(ours: list[dict], theirs: list[dict]) -> str:
     if len(ours) != len(theirs):
         return f"step count differs: batchscope {len(ours)}, sglang {len(theirs)}"
     return f"agrees on all {len(theirs)} steps"
+
+
+def run_engine_trace(workload: dict[str, Any]) -> list[dict]:
+    """The trace Batchscope's engine writes for ``workload`` under ``--batching sglang`` (``engine.sglang_batching``),
+    with a stand-in runner that samples each request's ``output_token_ids`` in order; all records, header first."""
+    from engine.config import EngineConfig
+    from engine.engine import LLMEngine
+    from engine.request import Request, SamplingParams
+
+    cfg = {**DEFAULT_CONFIG, **workload.get("config", {})}
+    config = EngineConfig(
+        batching="sglang",
+        max_num_seqs=cfg["max_running_requests"],
+        max_num_batched_tokens=cfg["chunked_prefill_size"],
+        block_size=1,
+        num_kv_blocks=cfg["pool_tokens"],
+        scheduling_policy=cfg["schedule_policy"],
+        enable_prefix_caching=cfg["enable_prefix_cache"],
+    )
+    outputs = {r["request_id"]: list(r["output_token_ids"]) for r in workload["requests"]}
+    requests = [
+        Request(
+            r["request_id"],
+            list(r["prompt_token_ids"]),
+            SamplingParams(max_tokens=r["max_new_tokens"]),
+            arrival_step=r.get("arrival_step", 0),
+        )
+        for r in workload["requests"]
+    ]
+    return LLMEngine(_Scripted(outputs), config, eos_token_ids=workload.get("eos_token_ids", [])).run(requests)
+
+
+class _Scripted:
+    """A runner without a model: each request that samples gets its next scripted token."""
+
+    def __init__(self, outputs: dict[str, list[int]]):
+        self.outputs = outputs
+
+    def execute(self, out: Any, block_tables: dict[str, list[int]]) -> dict[str, int]:
+        return {
+            s.request.request_id: self.outputs[s.request.request_id][len(s.request.output_token_ids)]
+            for s in out.scheduled
+            if s.samples
+        }
+
+    def release(self, request_id: str) -> None:
+        pass
+
+
+def trace_steps(records: list[dict]) -> list[dict]:
+    """A trace's steps in the driver's record fields (``batchscope_sglang.driver._record``), read from what the trace
+    says: the batch kind and ratio (``decisions.batch``), who ran with how many tokens, admissions with their prefix
+    hits, retractions (``preempted``), the chunked request (the one that ran without sampling) and who finished."""
+    out = []
+    for st in (r for r in records if r["type"] == "step"):
+        sampled = {s["request_id"] for s in st["sampled"]}
+        cut = [s["request_id"] for s in st["scheduled"] if s["request_id"] not in sampled]
+        batch = st["decisions"]["batch"]
+        out.append(
+            {
+                "kind": batch["kind"],
+                "run": [[s["request_id"], s["num_tokens"]] for s in st["scheduled"]],
+                "admitted": st["admitted"],
+                "prefix_hits": st["num_prefix_hit_tokens"],
+                "retracted": sorted(st["preempted"]),
+                "chunked": cut[0] if cut else None,
+                "new_token_ratio": batch["new_token_ratio"],
+                "finished": [f["request_id"] for f in st["finished"]],
+            }
+        )
+    return out
+
+
+def compare_trace(records: list[dict], theirs: list[dict]) -> str:
+    """``first_difference`` of a Batchscope trace and SGLang's records, on the steps that run a batch (the engine
+    skips idle steps; SGLang's reset of the ratio on them shows in the ratio of the next step)."""
+    ours = [{**r, "step": k} for k, r in enumerate(trace_steps(records))]
+    busy = [{**r, "step": k} for k, r in enumerate(r for r in theirs if r["kind"] != "idle")]
+    return first_difference(ours, busy)

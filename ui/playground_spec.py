@@ -8,6 +8,7 @@ under other settings, e.g. chunked prefill on vs off or 4 vs 8 slots.
 
 from __future__ import annotations
 
+from engine.batching import mode_config
 from engine.config import LIMITS, ConfigError, EngineConfig
 from engine.engine import RequestError, validate_request
 from engine.workload import output_lengths, poisson_arrivals, to_requests
@@ -91,11 +92,12 @@ def build_specs(s: dict) -> list[dict]:
 
 
 def engine_config(knobs: dict, batching: str | None = None) -> EngineConfig:
-    """The EngineConfig of one run from its scheduler knobs (``batching`` overrides the knobs' own)."""
+    """The EngineConfig of one run from its scheduler knobs (``batching`` overrides the knobs' own), in its batching
+    mode's own terms (``engine.batching.mode_config``: under sglang, the pool as token slots)."""
     values = {k: knobs[k] for k in SCHEDULER_KNOBS if k in knobs}
     if batching is not None:
         values["batching"] = batching
-    return EngineConfig(**values)
+    return mode_config(EngineConfig(**values))
 
 
 def run_configs(s: dict) -> dict[str, EngineConfig]:

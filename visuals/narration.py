@@ -14,6 +14,7 @@ from steplog.reasons import ABORT_STATES, VICTIM_RULES, abort_cause, queue_order
 from steplog.records import AdmissionRecord, FinishedRecord, PreemptionRecord, ScheduledRecord
 from steplog.view import TraceView
 from visuals.checklist import binding_reason
+from visuals.narration_sglang import prefill_first, retraction
 from visuals.stepinfo import freed_blocks
 
 REASONS = {
@@ -168,7 +169,7 @@ def _events(view: TraceView, step: int) -> list[str]:
     """Sentences for the step's preemptions, finishes and padding rows."""
     st = view.steps[step]
     recorded = decisions(view, step).get("preemptions", [])
-    sentences = [_preemption(view, step, p) for p in recorded]
+    sentences = prefill_first(view, step) + [retraction(p) or _preemption(view, step, p) for p in recorded]
     explained = {p["request_id"] for p in recorded}
     sentences += [  # a server's engine may preempt outside the scheduler's step (e.g. resetting the prefix cache)
         f"{rid} was preempted outside the scheduler's decisions: its KV blocks were given back."
