@@ -46,7 +46,7 @@ from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.request import FinishReason, Request, RequestStatus
 from engine.request_queue import QUEUES
-from engine.scheduler_output import ScheduledRequest, SchedulerOutput
+from engine.scheduler_output import ScheduledRequest, SchedulerOutput, admission_record
 from steplog.records import AbortRecord, AbortState, HeadWaitRecord, KVExtras, PreemptionRecord
 
 __all__ = ["ScheduledRequest", "Scheduler", "SchedulerOutput"]
@@ -203,16 +203,8 @@ class Scheduler:
         req.status = RequestStatus.RUNNING
         self.running.append(req)
         out.admitted_req_ids.append(req.request_id)
-        hit, known, high = len(hits) * self.config.block_size, req.num_tokens, req.num_kv_high
-        out.admissions.append(
-            {
-                "request_id": req.request_id,
-                "resumed": req.num_preemptions > 0,
-                "num_prefix_hit_tokens": hit,
-                "num_recompute_tokens": max(0, high - hit),
-                "num_new_tokens": known - max(high, hit),
-            }
-        )
+        hit = len(hits) * self.config.block_size
+        out.admissions.append(admission_record(req, hit))
         req.num_computed_tokens = hit
         out.prefix_hit_tokens[req.request_id] = req.num_computed_tokens
         if hits:

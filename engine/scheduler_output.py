@@ -58,3 +58,17 @@ class SchedulerOutput:
     @property
     def is_empty(self) -> bool:
         return not self.scheduled and not self.padding
+
+
+def admission_record(req: Request, hit: int) -> AdmissionRecord:
+    """How an admitted request's known tokens get their K/V (``steplog.records.AdmissionRecord``): ``hit`` tokens
+    from the prefix cache, the rest of what it once held K/V for (``Request.num_kv_high``, before a preemption or a
+    retraction) computed again, the remainder new. Units: tokens."""
+    high = req.num_kv_high
+    return {
+        "request_id": req.request_id,
+        "resumed": req.num_preemptions > 0,
+        "num_prefix_hit_tokens": hit,
+        "num_recompute_tokens": max(0, high - hit),
+        "num_new_tokens": req.num_tokens - max(high, hit),
+    }

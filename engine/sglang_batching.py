@@ -29,7 +29,7 @@ from typing import cast
 
 from engine.config import ConfigError, EngineConfig
 from engine.request import FinishReason, Request, RequestStatus
-from engine.scheduler_output import ScheduledRequest, SchedulerOutput
+from engine.scheduler_output import ScheduledRequest, SchedulerOutput, admission_record
 from engine.sglang_policy import POLICIES
 from engine.sglang_scheduler import SGLangScheduler, SglStep
 from engine.sglang_slots import SlotMemory
@@ -149,19 +149,12 @@ class SGLangBatching:
         self.rows[req.request_id] = next(r for r in range(self.config.max_num_seqs) if r not in used)
         req.status = RequestStatus.RUNNING
         self.running.append(req)
-        hit, known, high = step.prefix_hits[req.request_id], req.num_tokens, req.num_kv_high
+        hit = step.prefix_hits[req.request_id]
         out.admitted_req_ids.append(req.request_id)
         out.prefix_hit_tokens[req.request_id] = hit
-        out.admissions.append(
-            {
-                "request_id": req.request_id,
-                "resumed": req.num_preemptions > 0,
-                "num_prefix_hit_tokens": hit,
-                "num_recompute_tokens": max(0, high - hit),
-                "num_new_tokens": known - max(high, hit),
-                "num_reserved_output_tokens": step.reserved[req.request_id],
-            }
-        )
+        record = admission_record(req, hit)
+        record["num_reserved_output_tokens"] = step.reserved[req.request_id]
+        out.admissions.append(record)
         req.num_computed_tokens = hit
 
     def _retracted(self, req: Request, out: SchedulerOutput, dropped: int, freed: int, need: tuple[int, int]) -> None:

@@ -187,10 +187,18 @@ BS.textColor = function (hex) {
 /* Repaint one view's requests with BS.CONTRAST: its colours and chip text, and its slot grid's cells (the budget
  * bar and the block map are repainted as they are drawn, with the returned function). */
 BS.contrastPaint = function (v) {
-  const map = new Map(v.colors.map((c, i) => [c, BS.CONTRAST[i % BS.CONTRAST.length]]));
-  const paint = (c) => (typeof c === "string" && map.has(c) ? map.get(c) : c);
+  return BS.repaint(v, BS.CONTRAST, {}, BS.textColor);
+};
+
+/* Repaint one view: its request colours (by position) with `palette`, the other colours of `base` (light ->
+ * replacement), chip text by `text` (a colour -> black or white), and its slot grid's cells; returns the paint
+ * function (colour -> colour) for the figures drawn later (the budget bar, the block map). */
+BS.repaint = function (v, palette, base, text) {
+  const map = new Map(v.colors.map((c, i) => [c.toUpperCase(), palette[i % palette.length]]));
+  for (const [from, to] of Object.entries(base)) map.set(from.toUpperCase(), to);
+  const paint = (c) => (typeof c === "string" && map.has(c.toUpperCase()) ? map.get(c.toUpperCase()) : c);
   v.colors = v.colors.map(paint);
-  v.chip_text = v.colors.map(BS.textColor);
+  v.chip_text = v.colors.map(text);
   for (const tr of v.slots.data) {
     const m = tr.marker;
     tr.marker = Object.assign({}, m, { color: Array.isArray(m.color) ? m.color.map(paint) : paint(m.color) });

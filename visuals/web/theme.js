@@ -39,16 +39,7 @@ BS.darkTemplate = function (layout) {
 /* Repaint one view for the dark page (its request colours, chip text and slot cells, as BS.contrastPaint does);
  * returns the paint function for the budget bar and the block map. */
 BS.darkPaint = function (v) {
-  const map = new Map(v.colors.map((c, i) => [c, BS.DARK_REQUESTS[i % BS.DARK_REQUESTS.length]]));
-  for (const [light, dark] of Object.entries(BS.DARK_BASE)) map.set(light, dark);
-  const paint = (c) => (typeof c === "string" && map.has(c.toUpperCase()) ? map.get(c.toUpperCase()) : c);
-  v.colors = v.colors.map(paint);
-  v.chip_text = v.colors.map(BS.bestText);
-  for (const tr of v.slots.data) {
-    const m = tr.marker;
-    tr.marker = Object.assign({}, m, { color: Array.isArray(m.color) ? m.color.map(paint) : paint(m.color) });
-  }
-  return paint;
+  return BS.repaint(v, BS.DARK_REQUESTS, BS.DARK_BASE, BS.bestText);
 };
 
 /* A block map trace on the dark page: each label black or white on its cell, its small id line too. */
