@@ -23,7 +23,7 @@ limit                       unit    meaning
                                     ``scheduler_reserve_full_isl``)
 ``kv_blocks_reserved``      blocks  static batching: its worst-case blocks do not fit beside the reservations of
                                     the batch being formed
-``sglang_batch_full``       --      SGLang: the running batch is marked full (an admission ran out of memory);
+``sglang_batch_full``       --      SGLang: the running batch is marked full (rows taken, or out of memory);
                                     no prefill is tried until a running request leaves
 ``sglang_reserved_output``  tokens  SGLang: its prompt + output estimate + 1 is not below the pool left after
                                     the running requests' estimated remaining output (``new_token_ratio``)
@@ -94,8 +94,8 @@ LIMIT_WHY: dict[str, str] = {
     "kv_blocks_full_prompt": "there are not enough free KV blocks for its whole known sequence (the full-prompt "
     "admission rule)",
     "kv_blocks_reserved": "its worst-case KV blocks do not fit beside the blocks reserved for the new static batch",
-    "sglang_batch_full": "SGLang marked the running batch full when an admission ran out of memory, and tries no "
-    "prefill until a running request leaves it",
+    "sglang_batch_full": "SGLang marked the running batch full (every row taken, or an admission ran out of "
+    "memory), and tries no prefill until a running request leaves it",
     "sglang_reserved_output": "SGLang charges its prompt plus its whole output budget, and the running requests "
     "their remaining output times new_token_ratio, and the pool left cannot hold that",
 }
@@ -109,6 +109,8 @@ VICTIM_RULES: dict[str, str] = {
 # SGLang's batch rules in words (``decisions.batch``, retractions), for the narration.
 PREFILL_FIRST = "SGLang runs a prefill batch alone when it can form one"
 RETRACTION_CAUSE = "the pool could not hold the decode batch"
+RESERVED_OUTPUT = "min(max_tokens, 4096) for a new request, each running one's remaining output × new_token_ratio"
+RADIX_HIT = "a token-by-token match in SGLang's radix cache (page_size 1), not whole blocks"
 
 # How the waiting queue is ordered (``head.order``): who is the head and why nobody overtakes it.
 QUEUE_ORDERS: dict[str, str] = {

@@ -20,7 +20,14 @@ from steplog.view import TraceView, text_color
 from visuals.export import url_step
 
 TRACE_DIR = Path(__file__).resolve().parent.parent / "assets" / "traces"
-POLICIES = ("static", "continuous")
+POLICIES = ("static", "continuous")  # every scenario ships these two traces
+FAMILIES = ("continuous", "sglang")  # vLLM's scheduler and SGLang's: the scenarios that ship an sglang trace
+
+
+def recorded_policies(scenario: str) -> tuple[str, ...]:
+    """The batching modes shipped for ``scenario`` in assets/traces/: static and continuous always, sglang where it
+    was recorded (SGLang's scheduler does not take every scenario's settings, e.g. the priority queue)."""
+    return tuple(p for p in (*POLICIES, "sglang") if p in POLICIES or (TRACE_DIR / f"{scenario}-{p}.jsonl").exists())
 
 
 @st.cache_data(show_spinner=False)

@@ -13,8 +13,10 @@ import streamlit as st
 from steplog.view import TraceView
 from ui.common import badge, md
 from ui.web_player import web_player
-from visuals.compare_runs import config_diff, metrics_strip
-from visuals.lockstep import lockstep_counters
+from visuals.compare_runs import config_diff, metrics_strip, pool_tokens
+from visuals.lockstep import family_counters, lockstep_counters
+
+FAMILY_LABELS = {"continuous": "vLLM's scheduler (continuous)", "sglang": "SGLang's scheduler (sglang)"}
 
 
 def compare(views: dict[str, TraceView], key: str, initial: int | None = None) -> None:
@@ -32,6 +34,33 @@ def compare(views: dict[str, TraceView], key: str, initial: int | None = None) -
         counters=lockstep_counters(views["static"], views["continuous"]),
         window=8,
         initial=initial,
+    )
+
+
+def compare_families(a: TraceView, b: TraceView, key: str, initial: int | None = None) -> None:
+    """vLLM's scheduler and SGLang's on one workload (``visuals.compare_runs.family_pair``), run A left: the pool
+    each counts in its own unit, a metrics strip, both on one step clock with counters read from the decision
+    records (``visuals.lockstep.family_counters``); each side's narration says what its scheduler decided."""
+    c = {v.policy: v.header["config"] for v in (a, b)}
+    st.markdown(
+        f"**Same requests, same settings, two schedulers.** The same KV pool of {pool_tokens(a)} token slots: "
+        f"{c['continuous']['num_kv_blocks']} blocks of {c['continuous']['block_size']} tokens for vLLM, "
+        f"{c['sglang']['num_kv_blocks']} slots of 1 token for SGLang (its `page_size` 1)."
+    )
+    strip = pd.DataFrame(metrics_strip(a, b)).rename(columns={"a": "A", "b": "B", "delta": "B − A"})
+    strip["better"] = strip["better"].map({"a": "A", "b": "B"}).fillna("tie")
+    st.dataframe(strip, hide_index=True, width="stretch")
+    badge(a, "A")
+    badge(b, "B")
+    by = {v.policy: v for v in (a, b)}
+    web_player(
+        [a, b],
+        f"{a.header.get('scenario') or 'trace'}: vLLM vs SGLang scheduling",
+        key=key.replace(":", "-").replace(" ", "").replace("/", "-"),
+        counters=family_counters(by["continuous"], by["sglang"]),
+        window=8,
+        initial=initial,
+        labels=[f"{side} · {FAMILY_LABELS[v.policy]}" for side, v in zip("AB", (a, b))],
     )
 
 

@@ -7,11 +7,11 @@ import streamlit as st
 
 from engine.workload import list_scenarios
 from steplog.view import TraceView
-from ui.common import POLICIES, md, query_int, recorded_view
-from ui.compare import compare, compare_pair
+from ui.common import md, query_int, recorded_policies, recorded_view
+from ui.compare import compare, compare_families, compare_pair
 from ui.page_trace import upload_trace
 from ui.state import live_runs
-from visuals.compare_runs import config_diff, same_workload
+from visuals.compare_runs import config_diff, family_pair, same_workload
 
 INTRO = """
 The same requests, the same model, the same limits: a **static** batch is formed only when the previous one has
@@ -20,7 +20,18 @@ completely finished, so a finished request's row idles as **padding** (grey, ✕
 step. Run A plays on the left, run B on the right, on one step clock (by default A is static, B continuous). Pick
 any other two runs of one workload below (a Playground run, or an uploaded trace such as your vLLM server's,
 against a recorded one) to see what a setting changes.
+
+**vLLM vs SGLang** puts the same requests under two real schedulers: vLLM's (continuous batching, as above) and
+SGLang's, which runs a prefill batch alone while the decodes wait, admits a request only if the pool can hold its
+prompt plus its whole output budget beside an estimate of what the running requests will still write, and, when a
+decode batch outgrows the pool anyway, retracts a request to the queue instead of preempting; its radix cache finds
+shared prompts token by token. Each side's narration says what its scheduler decided and why, from its step log.
 """
+
+# The pairs the page opens on: (run A's batching, run B's) for a scenario; ?pair= in the URL.
+PAIRS = {"batching": ("static", "continuous"), "schedulers": ("continuous", "sglang")}
+PAIR_NAMES = {"batching": "static vs continuous", "schedulers": "vLLM vs SGLang"}
+DEFAULT_PAIR = {"vllm-vs-sglang": "schedulers"}  # the scenario made to show the two schedulers apart
 
 
 UPLOAD = "upload a file…"
@@ -28,30 +39,61 @@ UPLOAD = "upload a file…"
 
 def _runs() -> dict[str, TraceView]:
     """Every run the page can compare: the recorded traces (scenario / policy) and this session's live runs."""
-    out = {f"{s} / {p}": recorded_view(s, p) for s in list_scenarios() for p in POLICIES}
+    out = {f"{s} / {p}": recorded_view(s, p) for s in list_scenarios() for p in recorded_policies(s)}
     for label, records in live_runs().items():
         out[f"playground live run / {label}"] = TraceView(records, source="live")
     return out
 
 
-def _pick(label: str, options: list[str], default: str, key: str) -> str:
+def _pick(label: str, options: list[str], default: str, key: str, pair: str) -> str:
     wanted = st.query_params.get(key, default)
-    return st.selectbox(label, options, index=options.index(wanted) if wanted in options else 0, key=f"lock:{key}")
+    index = options.index(wanted) if wanted in options else 0
+    return st.selectbox(label, options, index=index, key=f"lock:{key}:{pair}")
+
+
+def _new_pair() -> None:
+    """Another pair picked: its own default runs, not the URL's runs of the previous pair."""
+    for name in ("a", "b", "step"):
+        st.query_params.pop(name, None)
+
+
+def _pair(scenario: str) -> str:
+    """Which pair the pickers start from: static vs continuous, or vLLM vs SGLang where ``scenario`` ships an
+    SGLang trace (``?pair=``; by default the scenario's own, ``DEFAULT_PAIR``)."""
+    options = [p for p, (_, b) in PAIRS.items() if b in recorded_policies(scenario)]
+    wanted = st.query_params.get("pair", DEFAULT_PAIR.get(scenario, "batching"))
+    if len(options) < 2:
+        return options[0]
+    pair = st.segmented_control(
+        "Pair",
+        options,
+        default=wanted if wanted in options else options[0],
+        format_func=lambda p: PAIR_NAMES[p],
+        key="lock:pair",
+        on_change=_new_pair,
+        help="which two runs of this scenario to start from; any run can be picked below",
+    )
+    pair = pair or options[0]
+    st.query_params["pair"] = pair
+    return pair
 
 
 def page() -> None:
-    st.title("Compare two runs: static vs continuous batching, and any other pair")
+    st.title("Compare two runs: static vs continuous batching, vLLM vs SGLang, and any other pair")
     st.markdown(INTRO)
     runs = _runs()
     names = list(runs)
     scenario = st.query_params.get("scenario", "sixteen")
+    scenario = scenario if f"{scenario} / static" in runs else "sixteen"
+    pair = _pair(scenario)
     names.append(UPLOAD)
     left, right = st.columns(2)
     picked: dict[str, str] = {}
     chosen: dict[str, TraceView | None] = {}
-    for col, side, default in ((left, "a", f"{scenario} / static"), (right, "b", f"{scenario} / continuous")):
+    defaults = (f"{scenario} / {p}" for p in PAIRS[pair])
+    for col, side, default in zip((left, right), "ab", defaults):
         with col:
-            picked[side] = _pick(f"Run {side.upper()}", names, default, side)
+            picked[side] = _pick(f"Run {side.upper()}", names, default, side, pair)
             chosen[side] = runs.get(picked[side])
             if picked[side] == UPLOAD and (uploaded := upload_trace(f"lock:{side}")) is not None:
                 chosen[side] = TraceView(uploaded[0], source="imported", filename=uploaded[1])
@@ -70,5 +112,7 @@ def page() -> None:
     if {va.policy, vb.policy} == {"static", "continuous"} and va.policy != vb.policy and not config_diff(va, vb)[1:]:
         views = {va.policy: va, vb.policy: vb}
         compare(views, key=f"lock:{a}:{b}", initial=initial)
+    elif family_pair(va, vb):
+        compare_families(va, vb, key=f"lock:{a}:{b}", initial=initial)
     else:
         compare_pair(va, vb, key=f"lock:{a}:{b}", initial=initial)

@@ -44,6 +44,23 @@ def config_diff(a: TraceView, b: TraceView) -> list[str]:
     return lines
 
 
+def pool_tokens(view: TraceView) -> int:
+    """The KV pool in token slots (``num_kv_blocks`` x ``block_size``): the same memory whether a trace counts it in
+    blocks (vLLM) or in tokens (SGLang's ``page_size`` 1, a block of 1 token)."""
+    c = view.header["config"]
+    return c["num_kv_blocks"] * c["block_size"]
+
+
+def family_pair(a: TraceView, b: TraceView) -> bool:
+    """True when ``a`` and ``b`` are vLLM's scheduler (continuous) and SGLang's (sglang), in either order, under the
+    same settings: the only other differences are the pool's layout (blocks of ``block_size`` tokens against
+    token slots) for the same number of token slots."""
+    if {a.policy, b.policy} != {"continuous", "sglang"} or pool_tokens(a) != pool_tokens(b):
+        return False
+    layout = ("block_size", "num_kv_blocks")
+    return all(line.split(":")[0] in ("batching", *layout) for line in config_diff(a, b))
+
+
 def _arrival(req: Mapping[str, Any]) -> tuple[str, object]:
     if req.get("arrival_step") is not None:
         return "arrival_step", req["arrival_step"]

@@ -1,7 +1,11 @@
-"""Counters for static vs continuous on one step clock (the comparison page and its exported file)."""
+"""Counters on one step clock for the comparison page and its exported file: static vs continuous batching, and
+vLLM's scheduler (continuous) vs SGLang's (sglang), the latter read from each step's decision records."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from steplog.decisions import decisions
 from steplog.view import TraceView
 
 
@@ -37,5 +41,69 @@ def lockstep_counters(static: TraceView, continuous: TraceView) -> list[dict]:
             "label": "padding slot-steps wasted (static)",
             "values": upto,
             "help": "finished rows of a static batch that still run in the forward pass, up to this step / total",
+        },
+    ]
+
+
+def _so_far(view: TraceView, num_steps: int, count: Callable[[int], int]) -> list[int]:
+    """``count(k)`` summed over the steps of ``view`` up to each position of a shared clock of ``num_steps``."""
+    out, total = [], 0
+    for k in range(num_steps):
+        total += count(k) if k < view.num_steps else 0
+        out.append(total)
+    return out
+
+
+def _hits(view: TraceView, k: int) -> int:
+    return sum(a["num_prefix_hit_tokens"] for a in decisions(view, k).get("admissions", []))
+
+
+def _evictions(view: TraceView, k: int) -> int:
+    return len(decisions(view, k).get("preemptions", []))
+
+
+def family_counters(vllm: TraceView, sglang: TraceView) -> list[dict]:
+    """Cards for vLLM's scheduler (a continuous trace) against SGLang's (an sglang trace) on one step clock, each
+    ``{label, values, help}``, from the decision records: steps of each; decode rows that waited behind SGLang's
+    prefill (EXTEND) batches so far; steps its queue's head was held by the output estimate so far; preemptions
+    and retractions so far; prompt tokens found in the prefix cache so far by each."""
+    num_steps = max(vllm.num_steps, sglang.num_steps)
+    waited = _so_far(sglang, num_steps, lambda k: len(decisions(sglang, k).get("batch", {}).get("decodes_waiting", [])))
+    held = _so_far(
+        sglang,
+        num_steps,
+        lambda k: int(decisions(sglang, k).get("head", {}).get("limit") == "sglang_reserved_output"),
+    )
+    pre, ret = (
+        _so_far(vllm, num_steps, lambda k: _evictions(vllm, k)),
+        _so_far(sglang, num_steps, lambda k: _evictions(sglang, k)),
+    )
+    hit_v, hit_s = (
+        _so_far(vllm, num_steps, lambda k: _hits(vllm, k)),
+        _so_far(sglang, num_steps, lambda k: _hits(sglang, k)),
+    )
+    const = lambda text: [text] * num_steps  # noqa: E731
+    return [
+        {"label": "vLLM steps", "values": const(str(vllm.num_steps)), "help": "steps vLLM's scheduler needs"},
+        {"label": "SGLang steps", "values": const(str(sglang.num_steps)), "help": "steps SGLang's scheduler needs"},
+        {
+            "label": "decodes waiting behind a prefill (SGLang)",
+            "values": [f"{w} / {waited[-1]}" for w in waited],
+            "help": "decode rows that skip a step while SGLang runs a prefill batch alone, so far / total",
+        },
+        {
+            "label": "steps the head waits for its output estimate (SGLang)",
+            "values": [f"{h} / {held[-1]}" for h in held],
+            "help": "steps SGLang kept the head of the queue out: its prompt and whole output budget did not fit",
+        },
+        {
+            "label": "preemptions (vLLM) · retractions (SGLang)",
+            "values": [f"{p} · {r}" for p, r in zip(pre, ret)],
+            "help": "running requests sent back to the queue so far",
+        },
+        {
+            "label": "prefix-cache hit tokens (vLLM · SGLang)",
+            "values": [f"{a} · {b}" for a, b in zip(hit_v, hit_s)],
+            "help": "prompt tokens found in the cache so far: in whole KV blocks (vLLM), token by token (SGLang)",
         },
     ]
