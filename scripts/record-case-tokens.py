@@ -2,9 +2,10 @@
 
 The vLLM venv has neither torch nor the tokenizer, so the fidelity tests replay the cases from this file: each
 case's prompts as SmolLM2 token ids (chat template applied) and each request's output tokens from one real run of
-the default model here. Greedy and seeded outputs do not depend on batching, chunking or caching (tests/
-test_runner_tiny.py, tests/test_real_model.py), so one run per case serves every config. Wall-clock arrivals of
-the case texts become the step-clock arrivals the texts give (c07: Z after X's prefill = step 1; c09: B at step 6).
+the default model here. Greedy and seeded outputs do not depend on batching, chunking or caching
+(tests/engine/test_model_runner.py, tests/shared_cases/test_cases_c_on_smollm2.py), so one run per case serves every
+config. Wall-clock arrivals of the case texts become the step-clock arrivals the texts give (c07: Z after X's
+prefill = step 1; c09: B at step 6).
 
     .venv/bin/python scripts/record-case-tokens.py          # ~1 minute on 2 CPU cores
 """

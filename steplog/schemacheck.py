@@ -6,7 +6,7 @@ and token ids are checked by C-level set, min and max calls) that answer valid /
 ``explain`` walks the schema slowly to name the first problem of a record the predicate refused. Both implement the
 keywords the schema uses, with draft 2020-12's meaning (an integer-valued float is an integer, a bool is not a
 number), and refuse a schema with any other keyword, so they never silently accept what ``jsonschema`` would refuse
-(``tests/test_schemacheck.py`` holds them to its answers).
+(``tests/steplog/test_schemacheck.py`` holds them to its answers).
 
     valid = compile_schema(schema, "step_v2")
     if not valid(record): print(explain(schema, "step_v2", record))   # "scheduled/0/kind: 'warmup' is not one of"

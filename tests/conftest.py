@@ -12,6 +12,8 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+
 # Copies of ../shared/cases/*.jsonl (reference cases from public bug reports of real engines; see that README).
 CASES = Path(__file__).resolve().parent / "cases"
 
@@ -21,7 +23,7 @@ def case_workload(name: str) -> list[dict]:
     return [json.loads(line) for line in (CASES / f"{name}.jsonl").read_text().splitlines() if line.strip()]
 
 
-RECORDED = Path(__file__).resolve().parents[1] / "assets" / "traces"  # the shipped traces, recorded on SmolLM2
+RECORDED = ROOT / "assets" / "traces"  # the shipped traces, recorded on SmolLM2
 
 
 def recorded_pair(scenario: str) -> list:

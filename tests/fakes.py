@@ -1,8 +1,12 @@
-"""A model-free runner for scheduler tests: it samples token 7, or EOS once a request reaches its scripted length."""
+"""Model-free runners for scheduler tests: ``FakeRunner`` samples token 7, or EOS once a request reaches its scripted
+length; ``ReplayRunner`` samples a recorded trace's output tokens again (``rerun``)."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import warnings
+from pathlib import Path
 
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
@@ -53,3 +57,42 @@ def run_fake(requests, natural_lengths=None, **config):
 def table(steps):
     """Compact view of a schedule: per step, (request_id, kind, num_tokens) tuples."""
     return [[(s["request_id"], s["kind"], s["num_tokens"]) for s in st["scheduled"]] for st in steps]
+
+
+class ReplayRunner:
+    """Samples each request's recorded output tokens in order (greedy outputs do not depend on the batching)."""
+
+    def __init__(self, outputs: dict[str, list[int]]):
+        self.outputs = outputs
+
+    def execute(self, out, block_tables):
+        return {
+            s.request.request_id: self.outputs[s.request.request_id][len(s.request.output_token_ids)]
+            for s in out.scheduled
+            if s.samples
+        }
+
+    def release(self, request_id):
+        pass
+
+
+def rerun(path: Path, **overrides) -> list[dict]:
+    """A shipped trace's requests and output tokens, run again by the engine under ``overrides``."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    header, summary = records[0], records[-1]
+    outputs = {r["request_id"]: r["output_token_ids"] for r in summary["requests"]}
+    requests = [
+        Request(
+            r["request_id"],
+            list(r["prompt_token_ids"]),
+            SamplingParams(max_tokens=r["max_tokens"], ignore_eos=r.get("ignore_eos", False)),
+            arrival_step=r.get("arrival_step") or 0,
+            priority=r.get("priority", 0),
+        )
+        for r in header["requests"]
+    ]
+    config = EngineConfig(batching=header["policy"], **{**header["config"], **overrides})
+    engine = LLMEngine(ReplayRunner(outputs), config, header["eos_token_ids"], max_model_len=header["max_model_len"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # priorities under FCFS
+        return engine.run(requests)

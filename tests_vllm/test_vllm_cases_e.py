@@ -7,9 +7,10 @@ case's flags (``--block-size 4 --max-num-batched-tokens 64``, prefix caching and
 defaults), and, as every shared case, under the other admission rule and without caching. Both schedulers sample
 the tokens given here (``replay.ReplayRunner``): the case text's outputs where it gives them (A = B = [3575, 282,
 4649], C [282, 4649], F [7268]); e01's and E's, which it does not give ("outputs = references"), are SmolLM2's
-greedy tokens, recorded once (tests/test_case_e01.py and tests/test_case_e02.py check the model's outputs against
-transformers ``generate``). No schedule here depends on their values: e01's single tokens are never fed back, and
-E's fill only its block 2, which nobody looks up; the runs with stand-in tokens (every output 7) show it.
+greedy tokens, recorded once (tests/shared_cases/test_case_e01.py and tests/shared_cases/test_case_e02.py check
+the model's outputs against transformers ``generate``). No schedule here depends on their values: e01's single
+tokens are never fed back, and E's fill only its block 2, which nobody looks up; the runs with stand-in tokens
+(every output 7) show it.
 
 vLLM's counters are its ``PrefixCacheStats``, which it keeps only with ``log_stats`` (on in a server):
 ``CountingScheduler`` turns it on and sums what ``make_stats`` hands out each step. The driver is not changed

@@ -91,7 +91,7 @@ def grouped_marks_all(view: TraceView, span: tuple[int, int] | None = None) -> d
     released or freed by a preemption in this step or was in the step before (those marks last one step), or a
     block is shared by several tables (its drawn owner is the holder whose table comes first, as in
     ``block_map_cells``). A group left alone keeps the very same tuple as the step before.
-    tests/test_playback.py checks the result against ``grouped_marks`` at every step.
+    tests/visuals/test_player_payload.py checks the result against ``grouped_marks`` at every step.
     """
     if not view.steps:
         return {}

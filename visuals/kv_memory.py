@@ -9,7 +9,7 @@ Every token in the cache keeps one key and one value vector per layer and per KV
 num_kv_heads * head_dim * dtype bytes``). A trace's header names its model and dtype but not the model's shape, and
 the visuals never load a model, so the shape of the model Batchscope ships comes from ``MODEL_SHAPES``, copied from
 the ``config.json`` that ``engine/models.py`` writes when it converts SmolLM2-135M-Instruct (the same numbers as
-the model's card on the Hugging Face Hub; ``tests/test_kv_memory.py`` checks them against the loaded model). A
+the model's card on the Hugging Face Hub; ``tests/visuals/test_kv_memory.py`` checks them against the loaded model). A
 trace of any other model gets no figure (``None``).
 """
 

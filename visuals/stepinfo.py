@@ -62,7 +62,7 @@ def visible_whitespace(text: str) -> str:
     looks like nothing: newline (``\\n``, ``\\r\\n``, ``\\r``) → ⏎, tab → ⇥, and spaces that are invisible
     in running text (at the start, at the end, or two and more in a row) → ␣ each. A single space between words
     stays a space, so the text still reads as text. (The browser player's ``BS.visibleWhitespace`` is the same
-    rule, checked on the same cases in tests/test_browser_player.py.)"""
+    rule, checked on the same cases in tests/ui/test_browser_player.py.)"""
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "⏎").replace("\t", "⇥")
 
     def mark(m: re.Match[str]) -> str:

@@ -1,0 +1,50 @@
+"""Idle time costs nothing: an arrival at step 10**9 is reached by one jump, recorded once, and the trace still
+measures and draws; idle steps on the step clock are skipped, not slept."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fakes import EOS, FakeRunner, make_request
+
+from engine.config import EngineConfig
+from engine.engine import LLMEngine
+from steplog import trace
+from steplog.metrics import summarize
+from steplog.view import TraceView
+from visuals.budget import budget_bar
+from visuals.kv import block_map
+from visuals.narration import narrate
+from visuals.slots import slot_grid
+from visuals.timeline import timeline
+
+
+def test_an_arrival_at_step_a_billion_costs_nothing_and_draws():
+    reqs = [make_request("A", 3, 2, arrival_step=0), make_request("B", 3, 2, arrival_step=10**9)]
+    t = time.monotonic()
+    records = LLMEngine(FakeRunner(), EngineConfig(block_size=4, num_kv_blocks=8), eos_token_ids={EOS}).run(reqs)
+    assert time.monotonic() - t < 2
+    trace.validate_records(records)
+    steps = records[1:-1]
+    assert [st["step"] for st in steps] == [0, 1, 10**9, 10**9 + 1]
+    assert steps[2]["idle_steps_before"] == 10**9 - 2
+    s = summarize(records)
+    assert s["num_steps"] == 10**9 + 2 and s["output_throughput_tok_step"] == pytest.approx(4 / (10**9 + 2))
+    view = TraceView(records)
+    assert "Steps 2–999999999 were idle" in narrate(view, 2)
+    for i in range(view.num_steps):
+        slot_grid(view, i, window=8)
+        block_map(view, i)
+        budget_bar(view, i)
+    fig = timeline(view)
+    assert list(fig.layout.xaxis.ticktext)[-1] == str(10**9 + 1)
+
+
+def test_idle_on_the_step_clock_is_skipped_not_slept_even_with_a_wall_clock_request_later():
+    a = make_request("A", 3, 2, arrival_step=None)
+    a.arrival_time = 0.3
+    b = make_request("B", 3, 2, arrival_step=50)
+    records = LLMEngine(FakeRunner(), EngineConfig(block_size=4, num_kv_blocks=8), eos_token_ids={EOS}).run([a, b])
+    trace.validate_records(records)
+    assert [st["step"] for st in records[1:-1]][:2] == [50, 51]  # B first: idle steps cost no time

@@ -1,0 +1,49 @@
+"""scripts/vllm-gpu-check.sh cannot run here (no GPU): its dry run prints the commands it would run, it is
+shellcheck-clean where shellcheck is installed, and its trace check passes on a trace the tracer wrote."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "vllm-gpu-check.sh"
+
+
+def test_dry_run_prints_every_command_without_running_them(tmp_path):
+    out = subprocess.run(
+        ["bash", str(SCRIPT), "--dry-run"],
+        env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    for needle in (
+        "pip install -q --no-deps .",
+        "BATCHSCOPE_TRACE=",
+        "vllm serve MODEL_DIR",
+        "--scheduler-cls batchscope_vllm.tracer.TracingScheduler --no-async-scheduling",
+        "scripts/openai_burst.py",
+        "gpu_report.py trace",
+        "engine run --scenario sixteen --device cuda",
+        "engine bench --device cuda --rounds 1",
+    ):
+        assert needle in out, needle
+    assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_shellcheck_clean():  # Debian's shellcheck: installed by `make test` (the sysdeps target)
+    subprocess.run(["shellcheck", str(SCRIPT)], check=True)
+
+
+def test_trace_check_passes_on_the_tracer_fixture():
+    out = subprocess.run(
+        [sys.executable, "scripts/gpu_report.py", "trace", "tests/data/vllm-seed-abcd.jsonl", "--expect-requests", "4"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert '"requests": 4' in out and "vLLM 0.33.0 server" in out

@@ -1,0 +1,56 @@
+"""The head-of-queue checklist against the seed story (hand-computed from the scenario) and the recorded decisions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from steplog import trace
+from steplog.decisions import decisions
+from steplog.view import TraceView
+from visuals.checklist import checklist_text, head_checklist
+
+TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
+
+
+def _view(name: str) -> TraceView:
+    return TraceView(trace.read(TRACES / f"{name}.jsonl"))
+
+
+def test_d_waits_for_the_budget_then_for_a_row_in_the_seed_story():
+    """seed-abcd: 3 rows, a 32-token budget. Step 1: B and C decode (2 tokens) and A prefills 30: the budget is used
+    up, which vLLM's scheduler checks before the rows. Step 2: A's last chunk is 17 tokens, 19 used, but all 3 rows
+    are taken. Step 3: C has finished, D is admitted: nobody waits."""
+    view = _view("seed-abcd-continuous")
+    step1 = head_checklist(view, 1)
+    assert [(i["limit"], i["state"]) for i in step1] == [
+        ("preempted_this_step", "passed"),
+        ("token_budget", "binds"),
+        ("max_num_seqs", "not reached"),
+        ("kv_blocks_full_prompt", "not reached"),
+    ]
+    assert step1[1]["numbers"] == "needs 1 token, 0 left"
+    step2 = {i["limit"]: i for i in head_checklist(view, 2)}
+    assert step2["token_budget"]["numbers"] == "13 of 32 tokens left" and step2["token_budget"]["state"] == "passed"
+    assert step2["max_num_seqs"]["state"] == "binds" and step2["max_num_seqs"]["numbers"] == "needs 1 row, 0 free"
+    assert not head_checklist(view, 3)
+
+
+def test_the_binding_item_is_the_recorded_limit_and_only_earlier_checks_passed():
+    for path in sorted(TRACES.glob("*.jsonl")):
+        view = TraceView(trace.read(path))
+        for k, st in enumerate(view.steps):
+            items = head_checklist(view, k)
+            assert bool(items) == bool(st["waiting"]), (path.name, k)
+            if not items:
+                continue
+            states = [i["state"] for i in items]
+            at = states.index("binds")
+            assert states == ["passed"] * at + ["binds"] + ["not reached"] * (len(states) - at - 1)
+            assert items[at]["limit"] == decisions(view, k)["head"]["limit"]
+            assert checklist_text(view, k).startswith(f"Why {st['waiting'][0]} (head of the queue) waits")
+
+
+def test_static_batch_binds_for_waiting_requests_and_a_full_batch_names_the_rows():
+    view = _view("seed-abcd-static")
+    assert [i["limit"] for i in head_checklist(view, 0) if i["binds"]] == ["max_num_seqs"]  # 3 rows, D is 4th
+    assert [i["limit"] for i in head_checklist(view, 1) if i["binds"]] == ["static_batch_running"]

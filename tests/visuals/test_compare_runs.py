@@ -1,0 +1,81 @@
+"""Compare logic for any two runs: the settings that differ, the same-workload check, the metrics strip."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from steplog import trace
+from steplog.metrics import summarize
+from steplog.view import TraceView
+from visuals.compare_runs import config_diff, metrics_strip, same_workload
+
+TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
+
+
+def load(name: str) -> list[dict]:
+    return trace.read(TRACES / f"{name}.jsonl")
+
+
+def variant(records: list[dict], **config) -> TraceView:
+    out = copy.deepcopy(records)
+    out[0]["config"].update(config)
+    return TraceView(out)
+
+
+def test_config_diff_names_the_policy_and_every_changed_field():
+    s, c = TraceView(load("sixteen-static")), TraceView(load("sixteen-continuous"))
+    assert config_diff(s, c) == ["batching: static → continuous"]
+    assert config_diff(c, c) == []
+    b = variant(c.records, max_num_batched_tokens=32, enable_chunked_prefill=False, scheduling_policy="priority")
+    b.header["model"] = "tiny"
+    assert config_diff(c, b) == [
+        "model: SmolLM2-135M-Instruct → tiny",
+        "enable_chunked_prefill: on → off",
+        "max_num_batched_tokens: 128 → 32",
+        "scheduling_policy: fcfs → priority",
+    ]
+
+
+def test_same_workload_accepts_two_policies_and_names_the_first_difference():
+    s, c = TraceView(load("sixteen-static")), TraceView(load("sixteen-continuous"))
+    ok, msg = same_workload(s, c)
+    assert ok and "16 requests" in msg
+    ok, msg = same_workload(TraceView(load("seed-abcd-continuous")), c)
+    assert not ok and msg.startswith("different requests: only in A: B, C, A, D; only in B: S01")
+    other = copy.deepcopy(c.records)
+    other[0]["requests"][2]["max_tokens"] = 12
+    assert same_workload(c, TraceView(other)) == (False, "request S03: max_tokens 400 in A, 12 in B")
+    other = copy.deepcopy(c.records)
+    other[0]["requests"][0], other[0]["requests"][1] = other[0]["requests"][1], other[0]["requests"][0]
+    ok, msg = same_workload(c, TraceView(other))
+    assert not ok and "position 1 is S01 in A, S02 in B" in msg
+    seed = TraceView(load("seed-abcd-continuous"))
+    late = copy.deepcopy(seed.records)
+    late[0]["requests"][3]["arrival_step"] = 2
+    assert same_workload(seed, TraceView(late)) == (
+        False,
+        "request D: arrives at arrival_step 0 in A, arrival_step 2 in B",
+    )
+    retimed = copy.deepcopy(seed.records)  # step-clock arrivals: the recorded wall-clock time may differ
+    retimed[0]["requests"][0]["arrival_time"] = 0.5
+    assert same_workload(seed, TraceView(retimed))[0]
+
+
+def test_metrics_strip_reads_summarize_for_both_runs():
+    s, c = TraceView(load("sixteen-static")), TraceView(load("sixteen-continuous"))
+    rows = {r["metric"]: r for r in metrics_strip(s, c)}
+    assert list(rows) == ["steps", "mean TTFT", "mean TPOT", "throughput", "preemptions", "padding slot-steps"]
+    ss, sc = summarize(s.records), summarize(c.records)
+    assert (rows["steps"]["a"], rows["steps"]["b"]) == (1222, 531) == (ss["num_steps"], sc["num_steps"])
+    assert rows["steps"]["delta"] == 531 - 1222 and rows["steps"]["better"] == "b"
+    padding = sum(len(st["padding_slots"]) for st in s.records[1:-1])  # one padding row per slot-step
+    assert padding > 0 and rows["padding slot-steps"]["a"] == padding and rows["padding slot-steps"]["b"] == 0
+    assert rows["mean TTFT"]["a"] == ss["ttft_steps"]["mean"] and rows["mean TPOT"]["b"] == sc["tpot_steps"]["mean"]
+    assert rows["throughput"]["better"] == "b"
+    assert rows["preemptions"]["delta"] == 0 and rows["preemptions"]["better"] is None
+    pre = {
+        r["metric"]: r
+        for r in metrics_strip(TraceView(load("preemption-static")), TraceView(load("preemption-continuous")))
+    }
+    assert pre["preemptions"]["b"] == 1 and pre["preemptions"]["better"] == "a"

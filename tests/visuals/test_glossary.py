@@ -1,0 +1,134 @@
+"""The glossary: every term's "see it" link lands on a step where the term is visible, checked on the raw records
+of the linked trace; the worked latency example does its arithmetic on a real request."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from test_glossary_serving import SERVING, serving_visible
+
+from steplog import trace
+from steplog.view import TraceView
+from visuals.glossary import entries, see_it, worked_example
+from visuals.glossary_terms import TERMS
+
+TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
+KEYS = [(sc, p) for sc in ("seed-abcd", "preemption", "sixteen", "shared-prefix") for p in ("continuous", "static")]
+
+
+@pytest.fixture(scope="module")
+def views() -> dict:
+    return {k: TraceView(trace.read(TRACES / f"{k[0]}-{k[1]}.jsonl")) for k in KEYS}
+
+
+def _first_and_last_tokens(steps: list[dict]) -> tuple[dict, dict, dict]:
+    first, last, count = {}, {}, {}
+    for st in steps:
+        for s in st["sampled"]:
+            first.setdefault(s["request_id"], st["step"])
+            last[s["request_id"]] = st["step"]
+            count[s["request_id"]] = count.get(s["request_id"], 0) + 1
+    return first, last, count
+
+
+def visible(term: str, records: list[dict], k: int, other: list[dict] | None = None) -> bool:
+    """Whether ``term`` can be seen in step ``k`` of ``records``: an independent reading of the trace format."""
+    if term in SERVING:  # the memory and serving terms: read apart (test_glossary_serving)
+        return serving_visible(term, records, k)
+    header, steps = records[0], records[1:-1]
+    st, cfg = steps[k], header["config"]
+    plen = {r["request_id"]: r["num_prompt_tokens"] for r in header["requests"]}
+    sched = st["scheduled"]
+    first, last, count = _first_and_last_tokens(steps)
+    tables = st["kv"]["block_tables"]
+    checks = {
+        "request": lambda: bool(st["admitted"]),
+        "prefill": lambda: any(s["kind"] == "prefill" for s in sched),
+        "decode": lambda: any(s["kind"] == "decode" for s in sched),
+        "chunked_prefill": lambda: any(
+            s["kind"] == "prefill" and s["num_computed_tokens"] + s["num_tokens"] < plen[s["request_id"]] for s in sched
+        ),
+        "token_budget": lambda: st["num_batched_tokens"] == cfg["max_num_batched_tokens"],
+        "max_num_seqs": lambda: len(st["running"]) == cfg["max_num_seqs"] and bool(st["waiting"]),
+        "kv_block": lambda: any(s["kind"] == "decode" and st["kv"]["allocated"].get(s["request_id"]) for s in sched),
+        "block_table": lambda: any(t != list(range(t[0], t[0] + len(t))) for t in tables.values() if t),
+        "slot_mapping": lambda: any(
+            s["kind"] == "decode"
+            and tables[s["request_id"]][s["num_computed_tokens"] // cfg["block_size"]]
+            != tables[s["request_id"]][0] + s["num_computed_tokens"] // cfg["block_size"]
+            for s in sched
+        ),
+        "batching": lambda: bool(st["admitted"]) and bool(other[k]["waiting"]) and not other[k]["admitted"],
+        "padding": lambda: bool(st["padding_slots"]),
+        "preemption": lambda: bool(st["preempted"]),
+        "prefix_caching": lambda: any(v > 0 for v in st.get("num_prefix_hit_tokens", {}).values()),
+        "ttft": lambda: k in first.values(),
+        "itl": lambda: any(s["request_id"] in first and first[s["request_id"]] < k for s in st["sampled"]),
+        "tpot": lambda: any(last[r] == k and count[r] >= 2 for r in last),
+        "e2e": lambda: k in last.values(),
+        "throughput": lambda: k == len(steps) - 1,
+        "goodput": lambda: k in last.values(),
+    }
+    return checks[term]()
+
+
+def test_every_see_it_link_lands_on_a_step_where_the_term_is_visible(views):
+    found = dict(entries(views))
+    assert len(found) == len(TERMS) == 19 + len(SERVING)
+    for term, where in found.items():
+        assert where is not None, term.key
+        url = urlparse(where.target.url)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        assert int(query["step"]) == where.step, term.key
+        records = trace.read(TRACES / f"{where.scenario}-{where.policy}.jsonl")
+        other = None
+        if term.key == "batching":
+            assert url.path == "/compare" and query["scenario"] == where.scenario
+            other = trace.read(TRACES / f"{where.scenario}-static.jsonl")[1:-1]
+        elif where.scenario == "seed-abcd":
+            assert url.path == "/walkthrough" and query["policy"] == where.policy
+        else:
+            assert url.path == "/trace" and (query["scenario"], query["policy"]) == (where.scenario, where.policy)
+        assert visible(term.key, records, where.step, other), (term.key, where)
+
+
+def test_links_go_to_the_home_scenarios_and_are_the_first_occurrence(views):
+    found = {t.key: w for t, w in entries(views)}
+    assert (found["preemption"].scenario, found["preemption"].policy) == ("preemption", "continuous")
+    assert (found["padding"].scenario, found["padding"].policy) == ("sixteen", "static")
+    assert found["chunked_prefill"].scenario == "seed-abcd"
+    assert (found["prefix_caching"].scenario, found["prefix_caching"].policy) == ("shared-prefix", "continuous")
+    for key in ("prefill", "chunked_prefill", "preemption", "padding", "prefix_caching"):
+        w = found[key]
+        records = trace.read(TRACES / f"{w.scenario}-{w.policy}.jsonl")
+        assert not any(visible(key, records, k) for k in range(w.step)), key
+
+
+def test_prefix_caching_links_to_a_trace_that_records_hits(views):
+    found = see_it(next(t for t in TERMS if t.key == "prefix_caching"), views)
+    assert found is not None and (found.scenario, found.policy) == ("shared-prefix", "continuous")
+    records = trace.read(TRACES / "shared-prefix-continuous.jsonl")
+    hit = next((rid, n) for rid, n in records[found.step + 1]["num_prefix_hit_tokens"].items() if n > 0)
+    assert visible("prefix_caching", records, found.step) and f"{hit[0]} finds {hit[1]} " in found.what
+    assert not any(visible("prefix_caching", records, k) for k in range(found.step))
+    records = copy.deepcopy(views[("seed-abcd", "continuous")].records)
+    records[4]["num_prefix_hit_tokens"] = {"D": 0}
+    records[1]["num_prefix_hit_tokens"] = {"B": 0, "C": 0, "A": 16}
+    term = next(t for t in TERMS if t.key == "prefix_caching")
+    where = see_it(term, {**views, ("shared-prefix", "continuous"): TraceView(records)})
+    assert where is not None and (where.scenario, where.step) == ("shared-prefix", 0)
+    assert visible("prefix_caching", records, where.step) and "A finds 16" in where.what
+
+
+def test_worked_example_shows_the_arithmetic_of_one_real_request(views):
+    ex = worked_example(views[("seed-abcd", "continuous")])
+    assert (ex["request_id"], ex["arrival_step"], ex["first_token_step"], ex["finish_step"]) == ("D", 0, 3, 10)
+    text = " ".join(ex["lines"])
+    assert "= 4 − 0 = 4 steps" in text and "= 11 − 0 = 11 steps" in text and "(11 − 4) / (8 − 1) = 1" in text
+    pre = worked_example(views[("preemption", "continuous")], "C")
+    assert "(53 − 1) / (40 − 1) = 1.33" in pre["lines"][2]
+    assert "1 × 26, 14, 1 × 12" in pre["lines"][3]  # its preemption shows as one long gap
+    assert worked_example(views[("seed-abcd", "continuous")], "nobody") is None
