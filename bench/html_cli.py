@@ -39,15 +39,15 @@ def add_html(sub) -> None:
 
 def player_page(paths: list[str], step: int = 0, speed: float = 8.0, tour_file: str | None = None):
     """The exported player of the traces at ``paths`` (one, or two of one workload on one step clock) as
-    ``(html, num_steps, span)``: counters for a static/continuous pair, the tour (``tour_file``'s, else the
-    scenario's, ``visuals.moments``), the span of a long trace holding ``step``. Raises ``ValueError`` naming the
-    bad argument (a trace, --step, --speed, --tour)."""
+    ``(html, num_steps, span)``: counters for a static/continuous or a continuous/sglang pair, the tour
+    (``tour_file``'s, else the scenario's, ``visuals.moments``), the span of a long trace holding ``step``. Raises
+    ``ValueError`` naming the bad argument (a trace, --step, --speed, --tour)."""
     from engine.workload import scenario_tour
     from steplog import trace
     from steplog.view import TraceView
-    from visuals.compare_runs import same_workload
+    from visuals.compare_runs import family_pair, same_workload
     from visuals.export import player_html
-    from visuals.lockstep import lockstep_counters
+    from visuals.lockstep import family_counters, lockstep_counters
     from visuals.moments import read_tour, tour_for
     from visuals.packing import span_of
 
@@ -67,6 +67,8 @@ def player_page(paths: list[str], step: int = 0, speed: float = 8.0, tour_file: 
         by_policy = {v.policy: v for v in views}
         if set(by_policy) == {"static", "continuous"}:
             counters = lockstep_counters(by_policy["static"], by_policy["continuous"])
+        elif family_pair(*views):  # vLLM's scheduler and SGLang's: counters from their decision records
+            counters = family_counters(by_policy["continuous"], by_policy["sglang"])
     num_steps = max(v.num_steps for v in views)
     if not 0 <= step < num_steps:
         raise ValueError(f"--step={step} is out of range: an integer in [0, {num_steps - 1}]")

@@ -1,9 +1,10 @@
 """``python -m engine site --out DIR``: a static site for a course page, with no server and no network request.
 
-``index.html`` lists the shipped scenarios; ``SCENARIO.html`` is each one's recorded static and continuous runs on
-one step clock, the self-contained player of ``html`` (plotly.js and the data inlined, the scenario's tour of key
-moments, presenter mode with ``?present=1``); ``glossary.html`` is the app's glossary, each term with its "see it"
-link to the step of a player where it happens (``visuals.glossary``). Every page opens from ``file://`` or any
+``index.html`` lists the shipped scenarios; ``SCENARIO.html`` is each one's recorded runs on one step clock (static and
+continuous; vLLM's scheduler and SGLang's for ``vllm-vs-sglang``: ``visuals.stories.default_pair``), the
+self-contained player of ``html`` (plotly.js and the data inlined, the scenario's tour of key moments, presenter
+mode with ``?present=1``); ``glossary.html`` is the app's glossary, each term with its "see it" link to the step of
+a player where it happens (``visuals.glossary``). Every page opens from ``file://`` or any
 static web space; links are relative.
 """
 
@@ -15,7 +16,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / "assets" / "traces"  # the shipped traces, recorded on SmolLM2 (scripts/record-traces.sh)
-POLICIES = ("static", "continuous")
 
 PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -63,7 +63,10 @@ def _site(args) -> int:
         raise ValueError(f"--out {out}: exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not args.force:
         raise ValueError(f"--out {out}: the folder is not empty; add --force to overwrite the site's files")
-    scenarios = {sc: text for sc, text in list_scenarios().items() if all(_trace(sc, p).exists() for p in POLICIES)}
+    from visuals.stories import default_pair
+
+    listed = list_scenarios().items()
+    scenarios = {sc: text for sc, text in listed if all(_trace(sc, p).exists() for p in default_pair(sc))}
     out.mkdir(parents=True, exist_ok=True)
     total = 0
     for sc in scenarios:
@@ -89,8 +92,9 @@ def _write(path: Path, text: str) -> int:
 
 def _player(scenario: str) -> str:
     from bench.html_cli import player_page
+    from visuals.stories import default_pair
 
-    html, _, _ = player_page([str(_trace(scenario, p)) for p in POLICIES])
+    html, _, _ = player_page([str(_trace(scenario, p)) for p in default_pair(scenario)])
     return html
 
 
@@ -110,8 +114,10 @@ def glossary_page(scenarios: list[str]) -> str:
     from steplog import trace
     from steplog.view import TraceView
     from visuals.glossary import entries
+    from visuals.stories import default_pair
 
-    views = {(sc, p): TraceView(trace.read(_trace(sc, p))) for sc in scenarios for p in POLICIES}
+    # the traces each scenario's page plays, so that every "see it" opens a player that shows it
+    views = {(sc, p): TraceView(trace.read(_trace(sc, p))) for sc in scenarios for p in default_pair(sc)}
     parts = []
     for term, where in entries(views):
         formula = f"<pre>{escape(term.formula)}</pre>" if term.formula else ""

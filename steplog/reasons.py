@@ -112,6 +112,9 @@ RETRACTION_CAUSE = "the pool could not hold the decode batch"
 RESERVED_OUTPUT = "min(max_tokens, 4096) for a new request, each running one's remaining output × new_token_ratio"
 RADIX_HIT = "a token-by-token match in SGLang's radix cache (page_size 1), not whole blocks"
 
+# Each batching mode (the trace header's ``policy``) by name, as a sentence starts.
+BATCHING_NAMES = {"static": "Static batching", "continuous": "Continuous batching", "sglang": "SGLang's scheduler"}
+
 # How the waiting queue is ordered (``head.order``): who is the head and why nobody overtakes it.
 QUEUE_ORDERS: dict[str, str] = {
     "arrival": "first come, first served",

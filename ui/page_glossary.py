@@ -8,7 +8,7 @@ import streamlit as st
 
 from engine.workload import list_scenarios
 from steplog.view import TraceView
-from ui.common import POLICIES, badge, md, recorded_view
+from ui.common import badge, md, recorded_policies, recorded_view
 from ui.links import step_link
 from ui.page_trace import choose_trace
 from visuals.glossary import SeeIt, entries, worked_example
@@ -24,7 +24,7 @@ out on a real request at the bottom of the page.
 
 @st.cache_resource(show_spinner=False)
 def _see_it_places() -> list[tuple[Term, SeeIt | None]]:
-    views = {(sc, p): recorded_view(sc, p) for sc in list_scenarios() for p in POLICIES}
+    views = {(sc, p): recorded_view(sc, p) for sc in list_scenarios() for p in recorded_policies(sc)}
     return entries(views)
 
 

@@ -12,6 +12,7 @@ from ui.compare import compare, compare_families, compare_pair
 from ui.page_trace import upload_trace
 from ui.state import live_runs
 from visuals.compare_runs import config_diff, family_pair, same_workload
+from visuals.stories import default_pair
 
 INTRO = """
 The same requests, the same model, the same limits: a **static** batch is formed only when the previous one has
@@ -31,7 +32,6 @@ shared prompts token by token. Each side's narration says what its scheduler dec
 # The pairs the page opens on: (run A's batching, run B's) for a scenario; ?pair= in the URL.
 PAIRS = {"batching": ("static", "continuous"), "schedulers": ("continuous", "sglang")}
 PAIR_NAMES = {"batching": "static vs continuous", "schedulers": "vLLM vs SGLang"}
-DEFAULT_PAIR = {"vllm-vs-sglang": "schedulers"}  # the scenario made to show the two schedulers apart
 
 
 UPLOAD = "upload a file…"
@@ -59,9 +59,10 @@ def _new_pair() -> None:
 
 def _pair(scenario: str) -> str:
     """Which pair the pickers start from: static vs continuous, or vLLM vs SGLang where ``scenario`` ships an
-    SGLang trace (``?pair=``; by default the scenario's own, ``DEFAULT_PAIR``)."""
+    SGLang trace (``?pair=``; by default the scenario's own, ``visuals.stories.default_pair``)."""
     options = [p for p, (_, b) in PAIRS.items() if b in recorded_policies(scenario)]
-    wanted = st.query_params.get("pair", DEFAULT_PAIR.get(scenario, "batching"))
+    own = next(p for p, runs in PAIRS.items() if runs == default_pair(scenario))
+    wanted = st.query_params.get("pair", own)
     if len(options) < 2:
         return options[0]
     pair = st.segmented_control(

@@ -8,7 +8,7 @@ import streamlit as st
 from engine.workload import list_scenarios
 from steplog import trace
 from steplog.view import TraceView
-from ui.common import badge, md, query_int, recorded_records
+from ui.common import badge, md, query_int, recorded_policies, recorded_records
 from ui.state import live_runs
 from ui.web_player import web_player
 from visuals.packing import span_size, spans
@@ -65,7 +65,8 @@ def choose_trace(prefix: str = "trace", follow_url: bool = True) -> tuple[list[d
     ``prefix`` keys the widgets (other pages reuse this picker); with ``follow_url`` the URL's ``scenario`` and
     ``policy`` (or ``live``) choose the default and the choice is written back, so the page can be linked to."""
     names = sorted(list_scenarios(), key=lambda n: n != "seed-abcd")  # the walkthrough's story first
-    options = [f"recorded: {sc} / {p}" for sc in names for p in ("continuous", "static")]
+    order = ("continuous", "static", "sglang")
+    options = [f"recorded: {sc} / {p}" for sc in names for p in sorted(recorded_policies(sc), key=order.index)]
     live = live_runs()
     options += [f"live run: {p}" for p in live]
     options.append("upload a file…")

@@ -1,4 +1,5 @@
-"""Walkthrough: the seed-abcd story, one step at a time, narrated from the log."""
+"""Walkthrough: a story one step at a time, narrated from the log: continuous batching (seed-abcd) or SGLang's
+scheduler against vLLM's (vllm-vs-sglang); the stories are ``visuals.stories``."""
 
 from __future__ import annotations
 
@@ -6,32 +7,44 @@ import streamlit as st
 
 from ui.common import badge, recorded_view
 from ui.web_player import web_player
+from visuals.stories import STORIES
 
-INTRO = """
-An LLM server keeps a **queue** of requests and, before every model step, builds the next batch under two
-limits: a **token budget** (`max_num_batched_tokens`) and the free **KV-cache blocks**. A new request first
-**prefills** (all its prompt tokens in parallel, possibly split into chunks), then **decodes** one token per step.
-With **continuous batching**, a request that finishes leaves at once and a waiting one takes its slot at the very
-next step. Four requests, A to D, on three slots; press Play or step through. Everything below is read from the step
-log of a real run.
-"""
+
+def _story() -> str:
+    wanted = st.query_params.get("story")
+    story = st.segmented_control(
+        "Story",
+        list(STORIES),
+        default=wanted if wanted in STORIES else "seed-abcd",
+        format_func=lambda s: STORIES[s].title,
+        key="walk:story",
+        help="which scenario to follow",
+    )
+    story = story or "seed-abcd"
+    if story == "seed-abcd":
+        st.query_params.pop("story", None)
+    else:
+        st.query_params["story"] = story
+    return story
 
 
 def page() -> None:
     st.title("Walkthrough: one scheduling loop, step by step")
-    st.markdown(INTRO)
-    options = ["continuous", "static"]
-    wanted = st.query_params.get("policy")  # any other value of ?policy= opens the default
+    story = STORIES[_story()]
+    st.markdown(story.intro)
+    options = list(story.policies)
+    wanted = st.query_params.get("policy")  # any other value of ?policy= opens the story's default
     policy = st.segmented_control(
-        "Batching",
+        "Scheduler" if "sglang" in options else "Batching",
         options,
-        default=wanted if wanted in options else "continuous",
-        key="walk:policy",
-        help="the same requests under either batching mode",
+        default=wanted if wanted in options else options[0],
+        format_func=lambda p: story.names[options.index(p)],
+        key=f"walk:policy:{story.scenario}",
+        help="the same requests under either",
     )
-    policy = policy or "continuous"
+    policy = policy or options[0]
     st.query_params["policy"] = policy
-    view = recorded_view("seed-abcd", policy)
+    view = recorded_view(story.scenario, policy)
     badge(view)
 
-    web_player([view], f"seed-abcd ({policy})", key="walk")
+    web_player([view], f"{story.scenario} ({policy})", key="walk" if story.scenario == "seed-abcd" else "walk2")

@@ -2,12 +2,14 @@
 
 ``story_beats`` names them: ``mixed`` (prefill and decode of different requests in one forward), ``handoff`` (a
 request finishes and the very next step a waiting request is admitted into its slot), ``preemption``, ``padding``
-(static batching keeps a finished row), ``drain`` (the batch shrinks because nobody is waiting). ``BEAT_TEXT`` says
-each in two sentences; the step's narration (``visuals.narration``) says what happened in it.
+(static batching keeps a finished row), ``drain`` (the batch shrinks because nobody is waiting), and SGLang's
+``prefill_first`` (a prefill batch runs alone while decodes wait) and ``retraction`` (read from the decision
+records). ``BEAT_TEXT`` says each in two sentences; the step's narration (``visuals.narration``) says what happened.
 """
 
 from __future__ import annotations
 
+from steplog.decisions import decisions
 from steplog.view import TraceView
 
 
@@ -21,7 +23,10 @@ def story_beats(view: TraceView) -> dict[int, list[str]]:
         if kinds == {"prefill", "decode"}:
             beats.setdefault(i, []).append("mixed")
         if st["preempted"]:
-            beats.setdefault(i, []).append("preemption")
+            rules = {p["rule"] for p in decisions(view, i).get("preemptions", [])}
+            beats.setdefault(i, []).append("retraction" if rules == {"sglang_retract"} else "preemption")
+        if decisions(view, i).get("batch", {}).get("decodes_waiting"):
+            beats.setdefault(i, []).append("prefill_first")
         if st["padding_slots"] and not view.steps[i - 1]["padding_slots"] if i else False:
             beats.setdefault(i, []).append("padding")
         if i + 1 < len(view.steps) and st["finished"] and view.steps[i + 1]["admitted"]:
@@ -56,5 +61,10 @@ BEAT_TEXT = {
     "cache (preemption by recompute, as vLLM V1 does; no swapping to CPU).",
     "padding": "Static batching: a finished request keeps its row until the slowest member of the batch ends; "
     "the row is padding, yet the weights are still read for it every step.",
+    "prefill_first": "Prefill first (SGLang): when a prefill batch can be formed it runs alone, and the running "
+    "requests skip their decode for a step; vLLM would compute the prompt and their next tokens in one forward.",
+    "retraction": "Retraction (SGLang): the decode batch no longer fits the pool, because admission counted only "
+    "part of the running requests' remaining output (new_token_ratio). A request goes back to the queue; what the "
+    "radix cache keeps of its prompt it will not compute again, and the ratio jumps back up.",
     "drain": "Nobody is waiting, so the batch shrinks: fewer rows share each read of the weights.",
 }

@@ -1,12 +1,13 @@
 """The glossary's terms: a few sentences of our own each, the formula where there is one, and the rule that finds
 where the term happens in a trace (``glossary_finders``). ``home``: the traces searched first. The memory and
 serving terms (KV bytes, fragmentation, memory-bound decode, GQA, head-of-line blocking, vLLM's metric names) are
-listed in ``glossary_serving`` and come last."""
+listed in ``glossary_serving`` and come last, after SGLang's scheduler's (``glossary_sglang``)."""
 
 from __future__ import annotations
 
 from visuals import glossary_finders as gf
 from visuals.glossary_serving import SERVING_TERMS
+from visuals.glossary_sglang import SGLANG_TERMS
 from visuals.glossary_term import Key, Term
 
 __all__ = ["TERMS", "Key", "Term"]
@@ -202,5 +203,6 @@ TERMS = (
         gf.goodput,
         (SIXTEEN_C,),
     ),
+    *SGLANG_TERMS,  # SGLang's scheduler: radix cache, prefill first, estimated output, retraction, the ratio
     *SERVING_TERMS,  # the memory and serving terms: KV bytes, fragmentation, memory-bound decode, GQA, ...
 )

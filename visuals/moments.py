@@ -13,7 +13,8 @@ step's scheduled work, finishes and padding rows), in step order:
 - ``prefix_hit``: an admission finds prompt tokens in the prefix cache;
 - ``preemption``: the KV pool ran out and the queue's victim rule gave a running request's blocks back;
 - ``recompute``: a preempted request is admitted again and computes its dropped tokens a second time;
-- ``end``: the last request finishes.
+- ``end``: the last request finishes;
+- SGLang's ``prefill_first``, ``reserved_output`` and ``retraction`` (``visuals.moments_sglang``).
 
 A scenario's tour (``tour`` in ``engine/scenarios/NAME.json``) picks moments by kind, batching policy and request
 (``{"kind", "policy"?, "request"?, "note"?}``); ``tour_of`` resolves it against the traces, so its steps always
@@ -27,7 +28,9 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from steplog.decisions import decisions
+from steplog.reasons import BATCHING_NAMES
 from steplog.view import TraceView
+from visuals.moments_sglang import RETRACT, sglang_moments
 
 MAX_NOTE = 300  # characters of a teacher's note
 MAX_MOMENTS = 50
@@ -112,6 +115,8 @@ def _kv_moments(view: TraceView, k: int) -> list[Moment]:
     """preemption and recompute moments of step position ``k`` (the decision records)."""
     out, d = [], decisions(view, k)
     for p in d.get("preemptions", []):
+        if p["rule"] == RETRACT:  # SGLang's retraction: its own moment (``moments_sglang``)
+            continue
         victim, req = view.label(p["request_id"]), p.get("requester")
         cause = f"{view.label(req)} needed a KV block and none was free" if req else "the KV pool ran out"
         note = (
@@ -125,10 +130,16 @@ def _kv_moments(view: TraceView, k: int) -> list[Moment]:
             found = f" ({hit} found in the prefix cache)" if hit else ""
             note = (
                 f"{view.label(a['request_id'])} is admitted again and computes {a['num_recompute_tokens']} tokens a "
-                f"second time{found}: the cost of its preemption."
+                f"second time{found}: the cost of its {_sent_back(view, k, a['request_id'])}."
             )
             out.append(_m(view, k, "recompute", a["request_id"], note))
     return out
+
+
+def _sent_back(view: TraceView, k: int, rid: str) -> str:
+    """ "retraction" if ``rid`` last left the batch before step ``k`` by SGLang's retraction, else "preemption"."""
+    rules = [p["rule"] for j in range(k) for p in decisions(view, j).get("preemptions", []) if p["request_id"] == rid]
+    return "retraction" if rules and rules[-1] == RETRACT else "preemption"
 
 
 def _padding(view: TraceView, k: int) -> list[Moment]:
@@ -151,11 +162,13 @@ def found_moments(view: TraceView) -> list[Moment]:
     out: list[Moment] = []
     for k in range(view.num_steps):
         out += _work_moments(view, k) + _handoffs(view, k) + _padding(view, k) + _kv_moments(view, k)
+        out += [_m(view, k, m["kind"], m["request"], m["note"]) for m in sglang_moments(view, k)]
     if view.steps and view.summary.get("requests"):
         k = view.num_steps - 1
         last = view.steps[k]["finished"]
         if last:
-            note = f"{view.policy.capitalize()} batching finishes its last request at step {view.step_number(k)}."
+            name = BATCHING_NAMES.get(view.policy, f"{view.policy.capitalize()} batching")
+            note = f"{name} finishes its last request at step {view.step_number(k)}."
             out.append(_m(view, k, "end", last[-1]["request_id"], note))
     view.memo["moments"] = out
     return out
@@ -193,7 +206,10 @@ def tour_for(views: list[TraceView], spec: list[dict[str, Any]] | None) -> list[
 
 def default_tour(views: list[TraceView]) -> list[dict[str, Any]]:
     """A tour for traces without a scenario's: the first moment of each kind in each view."""
-    kinds = ("first_chunk", "mixed", "prefix_hit", "handoff", "next_batch", "padding", "preemption", "recompute", "end")
+    kinds = (
+        *("first_chunk", "mixed", "prefix_hit", "handoff", "next_batch", "padding", "preemption", "recompute"),
+        *("prefill_first", "reserved_output", "retraction", "end"),
+    )
     return tour_of(views, [{"kind": kind, "policy": v.policy} for v in views for kind in kinds])
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from visuals import quiz_memory, quiz_more, quiz_sched
+from visuals import quiz_memory, quiz_more, quiz_sched, quiz_sglang
 
 KINDS: dict[str, Callable] = {
     "admitted": quiz_sched.admitted,
@@ -24,6 +24,8 @@ KINDS: dict[str, Callable] = {
     "ttft": quiz_more.ttft,
     "tpot": quiz_more.tpot,
     "e2e": quiz_more.e2e,
+    "batch_kind": quiz_sglang.batch_kind,
+    "reserved_output": quiz_sglang.reserved_output,
 }
 
 KIND_TITLES = {
@@ -43,4 +45,6 @@ KIND_TITLES = {
     "ttft": "TTFT",
     "tpot": "TPOT",
     "e2e": "E2E latency",
+    "batch_kind": "Prefill first (SGLang)",
+    "reserved_output": "Reserved output (SGLang)",
 }

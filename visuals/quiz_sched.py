@@ -235,7 +235,7 @@ def finished(view: TraceView, step: int, rng: random.Random) -> Question | None:
         return None
     freed = released_blocks(view, step)
     ids = tuple(f["request_id"] for f in st["finished"])
-    count = sum(len(b) for b in freed.values())
+    count = len({b for blocks in freed.values() for b in blocks})  # a block two finishing requests shared: once
     value = (ids, count)
     tables = view.block_tables(step)
     held = sum(len(tables.get(r, [])) for r in ids)  # counting shared blocks too: a plausible mistake

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from steplog.view import TraceView
+from visuals.stories import STORIES
 
 
 @dataclass(frozen=True)
@@ -105,13 +106,15 @@ def int_choices(right: int, wrong: list[int], rng: random.Random, unit: str = ""
 
 
 def show_me(view: TraceView, step: int) -> Target:
-    """The page that shows this trace at ``step``: the Walkthrough for the recorded seed-abcd story, the Trace page
-    for other recorded scenarios and for the Playground's live runs (named by their label, the view's
-    ``filename``: a policy or "run A"), nothing for an imported file."""
+    """The page that shows this trace at ``step``: the Walkthrough for a recorded trace of one of its stories
+    (``visuals.stories``), the Trace page for other recorded scenarios and for the Playground's live runs (named by
+    their label, the view's ``filename``: a policy or "run A"), nothing for an imported file."""
     source = getattr(view, "source", "recorded")
     scenario = view.header.get("scenario")
-    if source == "recorded" and scenario == "seed-abcd":
-        return Target("walkthrough", {"policy": view.policy, "step": str(step)})
+    story = STORIES.get(scenario or "")
+    if source == "recorded" and story and view.policy in story.policies:
+        extra = {} if scenario == "seed-abcd" else {"story": story.scenario}
+        return Target("walkthrough", {**extra, "policy": view.policy, "step": str(step)})
     if source == "recorded" and scenario:
         return Target("trace", {"scenario": scenario, "policy": view.policy, "step": str(step)})
     if source == "live":
