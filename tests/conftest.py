@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -24,6 +25,36 @@ def case_workload(name: str) -> list[dict]:
 
 
 RECORDED = ROOT / "assets" / "traces"  # the shipped traces, recorded on SmolLM2
+RECORDED_TRACES = sorted(RECORDED.glob("*.jsonl"))
+
+
+class Parts(NamedTuple):
+    """A trace's records by kind: its header, its step records in order, its summary."""
+
+    header: dict
+    steps: list[dict]
+    summary: dict
+
+
+def step_records(records: list[dict]) -> list[dict]:
+    """The step records of a whole trace (between its header and its summary)."""
+    return records[1:-1]
+
+
+def parts(records: list[dict]) -> Parts:
+    """A whole trace's records as (header, steps, summary)."""
+    return Parts(records[0], step_records(records), records[-1])
+
+
+def recorded_path(scenario: str, policy: str) -> Path:
+    """The shipped trace of ``scenario`` under ``policy`` (``seed-abcd``, ``continuous``)."""
+    return RECORDED / f"{scenario}-{policy}.jsonl"
+
+
+def recorded(scenario: str, policy: str) -> Parts:
+    """A shipped trace as its raw JSON lines (no reader in between, so a test can check a reader against it), by
+    kind: ``header, steps, summary = recorded("seed-abcd", "continuous")``."""
+    return parts([json.loads(line) for line in recorded_path(scenario, policy).read_text().splitlines()])
 
 
 def recorded_pair(scenario: str) -> list:

@@ -8,6 +8,8 @@ import json
 import warnings
 from pathlib import Path
 
+from conftest import step_records
+
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.request import Request, SamplingParams
@@ -51,7 +53,7 @@ def run_fake(requests, natural_lengths=None, **config):
     cfg = EngineConfig(**config)
     runner = FakeRunner(natural_lengths)
     records = LLMEngine(runner, cfg, eos_token_ids={EOS}).run(requests)
-    return records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}, records
+    return step_records(records), {r["request_id"]: r for r in records[-1]["requests"]}, records
 
 
 def table(steps):

@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.__main__ import main
+from conftest import RECORDED, ROOT
 
-TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
+from engine.__main__ import main
 
 
 def test_html_writes_one_self_contained_player_for_a_pair(tmp_path, capsys):
     out = tmp_path / "pair.html"
-    pair = [str(TRACES / "seed-abcd-static.jsonl"), str(TRACES / "seed-abcd-continuous.jsonl")]
+    pair = [str(RECORDED / "seed-abcd-static.jsonl"), str(RECORDED / "seed-abcd-continuous.jsonl")]
     assert main(["html", *pair, "--out", str(out), "--step", "3"]) == 0
     html = out.read_text(encoding="utf-8")
     assert 'id="bs-payload"' in html and '"initial_step": 3' in html.replace('"initial_step":3', '"initial_step": 3')
@@ -23,10 +23,10 @@ def test_html_writes_one_self_contained_player_for_a_pair(tmp_path, capsys):
 
 def test_html_refuses_two_workloads_and_out_of_range_values(tmp_path, capsys):
     out = str(tmp_path / "x.html")
-    two = [str(TRACES / "seed-abcd-static.jsonl"), str(TRACES / "sixteen-continuous.jsonl")]
+    two = [str(RECORDED / "seed-abcd-static.jsonl"), str(RECORDED / "sixteen-continuous.jsonl")]
     assert main(["html", *two, "--out", out]) == 2
     assert "not of one workload" in capsys.readouterr().err
-    one = str(TRACES / "seed-abcd-static.jsonl")
+    one = str(RECORDED / "seed-abcd-static.jsonl")
     assert main(["html", one, "--out", out, "--speed", "500"]) == 2
     assert "--speed=500" in capsys.readouterr().err
     assert main(["html", one, "--out", out, "--step", "9999"]) == 2
@@ -44,12 +44,12 @@ def test_html_of_a_busy_servers_long_trace_holds_the_span_of_its_step(tmp_path, 
         body = re.search(r'id="bs-payload">(.*?)</script>', path.read_text(encoding="utf-8"), re.DOTALL).group(1)
         return json.loads(body)
 
-    pair = [str(TRACES / "sixteen-static.jsonl"), str(TRACES / "sixteen-continuous.jsonl")]
+    pair = [str(RECORDED / "sixteen-static.jsonl"), str(RECORDED / "sixteen-continuous.jsonl")]
     assert main(["html", *pair, "--out", str(tmp_path / "pair.html"), "--step", "1100"]) == 0
     assert payload(tmp_path / "pair.html")["span"] == [0, 1221]
     server = tmp_path / "server.jsonl"
     args = ["--out", str(server), "--requests", "200", "--steps", "1500", "--max-num-seqs", "64"]
-    subprocess.run([sys.executable, str(TRACES.parents[1] / "scripts" / "synth_vllm_trace.py"), *args], check=True)
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "synth_vllm_trace.py"), *args], check=True)
     capsys.readouterr()
     assert main(["html", str(server), "--out", str(tmp_path / "server.html"), "--step", "1100"]) == 0
     p = payload(tmp_path / "server.html")

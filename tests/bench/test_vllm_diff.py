@@ -9,10 +9,11 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import RECORDED
 
 from bench.vllm_diff import ROOT, VLLM_PYTHON_ENV, add_vllm_diff, vllm_python
 
-TRACE = ROOT / "assets" / "traces" / "seed-abcd-continuous.jsonl"
+TRACE = RECORDED / "seed-abcd-continuous.jsonl"
 VLLM = Path(os.environ.get(VLLM_PYTHON_ENV) or ROOT / ".venv-vllm" / "bin" / "python")
 
 

@@ -5,6 +5,7 @@ step-by-step agreement with vLLM 0.33's scheduler is ``tests_vllm/test_vllm_diff
 from __future__ import annotations
 
 import pytest
+from conftest import step_records
 
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
@@ -57,7 +58,7 @@ def run():
 def test_abort_steps_end_requests_in_each_state_before_the_step(run):
     records, runner = run
     validate_records(records)
-    steps = records[1:-1]
+    steps = step_records(records)
     assert [[(s["request_id"], s["num_tokens"]) for s in st["scheduled"]] for st in steps] == [
         [("A", 10), ("B", 6)], [("A", 1), ("D", 4)], [("A", 1), ("D", 1)], []]  # fmt: skip
     assert [st["finished"] for st in steps] == [
@@ -82,7 +83,7 @@ def test_abort_steps_end_requests_in_each_state_before_the_step(run):
 def test_metrics_of_aborted_requests_follow_vllm(run):
     """Hand times: step k runs from k to k + 0.5; A was aborted at 2.75, B at 0.75, C at 0; D arrived at 1.0."""
     records, _ = run
-    for st in records[1:-1]:
+    for st in step_records(records):
         st["t_start"], st["t_end"] = float(st["step"]), st["step"] + 0.5
     times = {"A": (0.0, 0.0, 0.5, 2.75), "B": (0.0, 0.0, None, 0.75), "C": (0.0, None, None, 0.0),
              "D": (1.0, 1.0, 1.5, 2.5)}  # fmt: skip
@@ -146,7 +147,9 @@ def test_cancel_aborts_before_the_next_step_and_ignores_finished_or_unknown_ids(
 
     records = engine.run(reqs, on_step=cancel)
     validate_records(records)
-    finished = [(st["step"], f["request_id"], f["aborted"]["state"]) for st in records[1:-1] for f in st["finished"]]
+    finished = [
+        (st["step"], f["request_id"], f["aborted"]["state"]) for st in step_records(records) for f in st["finished"]
+    ]
     assert finished == [(1, "B", "running"), (1, "D", "waiting")]
     assert len(records) == 4  # header, steps 0 and 1, summary
     assert "B was cancelled at step 1 (LLMEngine.abort" in narrate(TraceView(records), 1)
@@ -154,7 +157,7 @@ def test_cancel_aborts_before_the_next_step_and_ignores_finished_or_unknown_ids(
     fresh = [r for r in workload() if r.request_id == "B"]
     fresh[0].abort_step = None
     again = engine.run(fresh)
-    assert [f["reason"] for st in again[1:-1] for f in st["finished"]] == ["length"]
+    assert [f["reason"] for st in step_records(again) for f in st["finished"]] == ["length"]
 
 
 @pytest.mark.parametrize(

@@ -12,11 +12,9 @@ import time
 
 import pytest
 from clikit import assert_clear_error, cli, run_workload
-from conftest import CASES, ROOT
+from conftest import CASES, RECORDED, ROOT
 
 from steplog import trace
-
-TRACES = ROOT / "assets" / "traces"
 
 
 @pytest.mark.parametrize(
@@ -107,7 +105,9 @@ def test_help_shows_defaults_and_an_example_per_command_and_version():
 
 
 def test_metrics_validates_and_prints_side_by_side():
-    code, out, err = cli("metrics", str(TRACES / "seed-abcd-static.jsonl"), str(TRACES / "seed-abcd-continuous.jsonl"))
+    code, out, err = cli(
+        "metrics", str(RECORDED / "seed-abcd-static.jsonl"), str(RECORDED / "seed-abcd-continuous.jsonl")
+    )
     assert code == 0, err
     assert "valid trace" in out and "ttft_s" in out and "padding_slot_steps" in out
     row = next(line for line in out.splitlines() if line.startswith("num_steps"))

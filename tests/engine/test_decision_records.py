@@ -10,9 +10,9 @@ from __future__ import annotations
 import copy
 import json
 import warnings
-from pathlib import Path
 
 import pytest
+from conftest import RECORDED_TRACES, ROOT, step_records
 from fakes import FakeRunner, make_request, rerun, run_fake
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -26,7 +26,6 @@ from steplog.inference import infer_all
 from steplog.metrics import summarize
 from steplog.view import TraceView
 
-TRACES = sorted((Path(__file__).resolve().parents[2] / "assets" / "traces").glob("*.jsonl"))
 VARIANTS = {
     "as recorded": {},
     "caching off": {"enable_prefix_caching": False},
@@ -38,17 +37,17 @@ VARIANTS = {
 def assert_inference_reproduces(records: list[dict]) -> None:
     """Strip the recorded decisions; the inference alone must give them back, step by step."""
     stripped = copy.deepcopy(records)
-    for st_ in stripped[1:-1]:
+    for st_ in step_records(stripped):
         del st_["decisions"]
     inferred = infer_all(TraceView(stripped))
     assert len(inferred) == len(records) - 2
-    for k, (step, got) in enumerate(zip(records[1:-1], inferred)):
+    for k, (step, got) in enumerate(zip(step_records(records), inferred)):
         assert got.pop("inferred") is True
         assert got == step["decisions"], f"step {k}: inferred {got} != recorded {step['decisions']}"
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
+@pytest.mark.parametrize("path", RECORDED_TRACES, ids=[p.stem for p in RECORDED_TRACES])
 def test_inference_reproduces_the_recorded_decisions_of_every_shipped_workload(path, variant):
     assert_inference_reproduces(rerun(path, **VARIANTS[variant]))
 
@@ -117,7 +116,7 @@ def test_inference_reproduces_the_recorded_decisions_of_random_workloads(workloa
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         records = LLMEngine(FakeRunner(natural), config, eos_token_ids={2}).run(requests)
-    for k, step in enumerate(records[1:-1]):  # the records are consistent with the step they explain
+    for k, step in enumerate(step_records(records)):  # the records are consistent with the step they explain
         d = step["decisions"]
         assert [p["request_id"] for p in d["preemptions"]] == step["preempted"]
         assert [a["request_id"] for a in d["admissions"]] == step["admitted"]
@@ -172,19 +171,19 @@ def test_a_preempted_request_finds_part_of_its_kv_in_the_cache_hand_computed():
 
 
 def test_recorded_decisions_are_read_as_recorded_and_inferred_ones_say_so():
-    records = rerun(TRACES[0])
+    records = rerun(RECORDED_TRACES[0])
     view = TraceView(records)
     assert "inferred" not in decisions(view, 0)
     old = copy.deepcopy(records)
-    for st_ in old[1:-1]:
+    for st_ in step_records(old):
         del st_["decisions"]
     assert decisions(TraceView(old), 0)["inferred"] is True
 
 
-@pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
+@pytest.mark.parametrize("path", RECORDED_TRACES, ids=[p.stem for p in RECORDED_TRACES])
 def test_every_shipped_trace_records_its_decisions_and_the_inference_gives_them_back(path):
     records = trace.read(path)
-    assert all("decisions" in st for st in records[1:-1]), f"{path.name}: re-record with `make traces`"
+    assert all("decisions" in st for st in step_records(records)), f"{path.name}: re-record with `make traces`"
     assert_inference_reproduces(records)
 
 
@@ -192,7 +191,7 @@ def test_the_schema_allows_exactly_the_words_of_steplog_reasons():
     """The limit and rule names are defined once (steplog/reasons.py); the schema's enums must list the same."""
     from steplog.reasons import LIMIT_NAMES, LIMIT_SHORT, LIMIT_UNITS, LIMIT_WHY, QUEUE_ORDERS, VICTIM_RULES
 
-    schema = json.loads((Path(__file__).resolve().parents[2] / "steplog" / "trace.schema.json").read_text())
+    schema = json.loads((ROOT / "steplog" / "trace.schema.json").read_text())
     d = schema["$defs"]["decisions"]["properties"]
     limits = set(d["head"]["properties"]["limit"]["enum"])
     assert limits == set(LIMIT_UNITS) == set(LIMIT_NAMES) == set(LIMIT_WHY) == set(LIMIT_SHORT)

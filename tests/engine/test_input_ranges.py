@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 from clikit import assert_clear_error, run_workload
+from conftest import RECORDED, ROOT
 from fakes import EOS, FakeRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -31,7 +31,6 @@ from engine.validation import RequestError, validate_request
 from engine.workload import WorkloadError, parse_workload_text, render_prompt
 from steplog import trace
 
-ROOT = Path(__file__).resolve().parents[2]
 JS_MAX = 2**53 - 1
 BASE = {"request_id": "A", "prompt_token_ids": [1, 2], "max_tokens": 2}
 
@@ -197,10 +196,9 @@ def number_fields(node) -> set[str]:
 
 
 NUMBER_FIELDS = number_fields(SCHEMA)
-TRACES = ROOT / "assets" / "traces"
 SHIPPED = ("seed-abcd-continuous", "seed-abcd-static", "priority-continuous", "shared-prefix-continuous",
            "preemption-continuous")  # fmt: skip
-FILES = [*(TRACES / f"{s}.jsonl" for s in SHIPPED), ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"]
+FILES = [*(RECORDED / f"{s}.jsonl" for s in SHIPPED), ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"]
 
 
 def int_leaves(value, path=()):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import hf_greedy
+from conftest import hf_greedy, step_records
 
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
@@ -26,7 +26,7 @@ def run(model, config: EngineConfig, runner_cls=ModelRunner, **runner_kw):
         for i, (p, m) in enumerate(zip(prompts(), MAX_TOKENS))
     ]
     records = LLMEngine(runner_cls(model, config, **runner_kw), config).run(reqs)
-    return records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}
+    return step_records(records), {r["request_id"]: r for r in records[-1]["requests"]}
 
 
 CONFIGS = {
@@ -140,9 +140,9 @@ def test_greedy_matches_generate_with_prefix_caching(tiny_model, name):
     summary = {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}
     expected = [hf_greedy(tiny_model, p, m) for p, m in zip(shared_prompts(), lengths)]
     assert [summary[f"r{i}"] for i in range(len(expected))] == expected
-    hits = [n for st in records[1:-1] for n in st["num_prefix_hit_tokens"].values()]
+    hits = [n for st in step_records(records) for n in st["num_prefix_hit_tokens"].values()]
     assert sum(hits) >= 5 * 4 * 3, hits  # most requests found the stem's blocks in the cache
     if name == "same-step-hits":
         assert records[1]["num_prefix_hit_tokens"]["r3"] == 20  # admitted after r0 in step 0: r0's blocks
     if name == "preemption-priority":
-        assert any(st["preempted"] for st in records[1:-1])
+        assert any(st["preempted"] for st in step_records(records))

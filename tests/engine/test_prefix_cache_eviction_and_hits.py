@@ -22,6 +22,7 @@ of L tokens hits ((L - 1) // block_size) blocks and computes 1 to block_size tok
 from __future__ import annotations
 
 import pytest
+from conftest import step_records
 from fakes import EOS, FakeRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -77,7 +78,7 @@ def check_run(records: list[dict], config: EngineConfig) -> dict[str, int]:
     prompts = {r["request_id"]: list(r["prompt_token_ids"]) for r in records[0]["requests"]}
     outputs: dict[str, list[int]] = {rid: [] for rid in prompts}
     seen = {"hit_tokens": 0, "evicted": 0, "full_prompt_waits": 0}
-    for step in records[1:-1]:
+    for step in step_records(records):
         kv = step["kv"]
         tables = kv["block_tables"]
         expected_evicted = []
@@ -217,7 +218,7 @@ def second_of_two_identical(length: int, block_size: int, arrives: int, max_toke
     ]
     config = EngineConfig(max_num_seqs=2, block_size=block_size, num_kv_blocks=64, max_num_batched_tokens=64)
     records = LLMEngine(FakeRunner(), config, eos_token_ids={EOS}).run(requests)
-    step = next(st for st in records[1:-1] if "second" in st["admitted"])
+    step = next(st for st in step_records(records) if "second" in st["admitted"])
     return step, next(s for s in step["scheduled"] if s["request_id"] == "second")
 
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 import pytest
-from conftest import hf_greedy
+from conftest import hf_greedy, step_records
 from fakes import EOS, FakeRunner, make_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -155,7 +155,7 @@ def run_workload(w: Workload):
     runner.engine = engine
     records = engine.run(requests)
     check_records(records)  # the trace checks (times, ids, slots, blocks, tokens) hold for every run the engine makes
-    return records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}, runner
+    return step_records(records), {r["request_id"]: r for r in records[-1]["requests"]}, runner
 
 
 def check_run(w: Workload, steps: list[dict], summary: dict[str, dict], free_lists: list[list[int]]) -> None:
@@ -477,7 +477,7 @@ def test_step_clock_arrival_does_not_wait_behind_a_later_wall_clock_one(monkeypa
     a.arrival_time = 5.0
     b = make_request("B", 3, 2, arrival_step=0)
     records = LLMEngine(FakeRunner(), EngineConfig(block_size=4, num_kv_blocks=8), eos_token_ids={EOS}).run([a, b])
-    steps, summary = records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}
+    steps, summary = step_records(records), {r["request_id"]: r for r in records[-1]["requests"]}
     assert [(st["step"], st["t_start"], st["admitted"]) for st in steps] == [
         (0, 0.0, ["B"]),
         (1, 0.0, []),

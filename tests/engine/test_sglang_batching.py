@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import hf_greedy
+from conftest import hf_greedy, step_records
 
 from engine.batching import make_scheduler
 from engine.config import ConfigError, EngineConfig
@@ -53,7 +53,7 @@ def run_sglang(model, workload, **config):
     ]
     engine = LLMEngine(ModelRunner(model, cfg), cfg)
     records = engine.run(reqs, on_step=lambda _: engine.scheduler.memory.check_slots())  # type: ignore[union-attr]
-    return records[1:-1], {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}
+    return step_records(records), {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -151,7 +151,7 @@ def test_the_trace_page_opens_an_sglang_trace():
 
     reqs = [make_request("A", 2, 40), make_request("B", 2, 40), make_request("C", 2, 40, arrival_step=1)]
     *_, records = run_fake(reqs, batching="sglang", block_size=1, num_kv_blocks=103, max_num_seqs=3)
-    assert any(st.get("preempted") for st in records[1:-1])  # a retraction to narrate
+    assert any(st.get("preempted") for st in step_records(records))  # a retraction to narrate
     at = AppTest.from_string("from ui import page_trace\npage_trace.page()", default_timeout=120)
     at.session_state["playground:live-runs"] = {"sglang": records}
     at.query_params["live"] = "sglang"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import ROOT
+
 SCRIPT = ROOT / "scripts" / "vllm-gpu-check.sh"
 
 

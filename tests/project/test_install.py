@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import RECORDED, ROOT
 
 
 def test_plain_install_works_from_another_folder(tmp_path):
@@ -31,7 +30,7 @@ def test_plain_install_works_from_another_folder(tmp_path):
     assert run("-c", "import engine; print(engine.__file__)").startswith(str(site))
     names = [line.split()[0] for line in run("-m", "engine", "scenarios").splitlines()]
     assert {"seed-abcd", "sixteen", "preemption"} <= set(names)
-    trace = ROOT / "assets" / "traces" / "seed-abcd-continuous.jsonl"
+    trace = RECORDED / "seed-abcd-continuous.jsonl"
     code = f"from steplog import trace; print(len(trace.read({str(trace)!r})))"
     assert int(run("-c", code)) > 2
     assert "bench" in run("-m", "engine", "--help")

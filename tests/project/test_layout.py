@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("engine", "steplog", "visuals", "ui", "bench")
 MAX_FILE_LINES = 300
 MAX_FUNCTION_LINES = 60

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 from clikit import metrics_cli
-from conftest import CASES, case_workload, hf_greedy
+from conftest import CASES, case_workload, hf_greedy, step_records
 from fakes import EOS, FakeRunner
 
 from engine.config import EngineConfig
@@ -85,7 +85,7 @@ EXPECTED_STEPS = [
 
 def test_each_step_allocates_evicts_and_hits_as_computed_by_hand():
     records, _ = run()
-    assert [step_facts(st) for st in records[1:-1]] == EXPECTED_STEPS
+    assert [step_facts(st) for st in step_records(records)] == EXPECTED_STEPS
 
 
 def test_a_finished_request_gives_its_blocks_back_tail_first_hashed_to_the_back():
@@ -121,7 +121,7 @@ def test_on_the_model_the_schedule_is_the_same_and_the_outputs_are_the_reference
     computes only positions 8-15 over A's cached K/V, included."""
     records = generate_trace(smollm, case_workload("e01"), EngineConfig(**CONFIG))
     trace.validate_records(records)
-    assert [step_facts(st) for st in records[1:-1]] == EXPECTED_STEPS
+    assert [step_facts(st) for st in step_records(records)] == EXPECTED_STEPS
     outputs = {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}
     for spec in case_workload("e01"):
         assert outputs[spec["request_id"]] == hf_greedy(smollm.model, spec["prompt_token_ids"], 1), spec["request_id"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 from clikit import metrics_cli
-from conftest import CASES, case_workload, hf_greedy
+from conftest import CASES, case_workload, hf_greedy, step_records
 from fakes import EOS, FakeRunner
 
 from engine.config import EngineConfig
@@ -94,7 +94,7 @@ def check_e02b(steps: list[dict]) -> None:
 
 
 def test_e02a_a_full_prompt_hit_leaves_the_last_token_to_compute():
-    check_e02a(run("e02a")[1:-1])
+    check_e02a(step_records(run("e02a")))
 
 
 def test_e02a_hit_rate_is_12_of_25(capsys, tmp_path):
@@ -111,7 +111,7 @@ def test_e02a_hit_rate_is_12_of_25(capsys, tmp_path):
 
 def test_e02b_the_admission_counts_the_hit_held_by_a_running_request():
     records = run("e02b")
-    check_e02b(records[1:-1])
+    check_e02b(step_records(records))
     s = summarize(records)
     assert (s["prefix_cache_queries"], s["prefix_cache_hits"]) == (20, 8)
 
@@ -123,7 +123,7 @@ def test_e02b_what_the_hit_changes_in_the_full_prompt_rule(num_kv_blocks, cachin
     held by E, so it misses 3 - 2 = 1; without, 3. Admitted at step 1 iff that fits the free blocks; otherwise it
     waits (head limit ``kv_blocks_full_prompt``) until E finishes at step 5 and is admitted at step 6 (the case's
     5 blocks without the hit: 3 > 2, F would wait)."""
-    steps = run("e02b", num_kv_blocks=num_kv_blocks, enable_prefix_caching=caching)[1:-1]
+    steps = step_records(run("e02b", num_kv_blocks=num_kv_blocks, enable_prefix_caching=caching))
     need, free = (1 if caching else 3), num_kv_blocks - 3
     admitted_at = next(st["step"] for st in steps if "F" in st["admitted"])
     assert admitted_at == (1 if need <= free else 6)
@@ -143,7 +143,7 @@ def test_on_the_model_the_schedules_are_the_same_and_the_outputs_are_the_case_te
     for name, check in (("e02a", check_e02a), ("e02b", check_e02b)):
         records = generate_trace(smollm, case_workload(name), EngineConfig(**CONFIGS[name]))
         trace.validate_records(records)
-        check(records[1:-1])
+        check(step_records(records))
         outputs.update({r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]})
     assert outputs["A"] == outputs["B"] == [3575, 282, 4649]
     assert outputs["C"] == [282, 4649] and outputs["F"] == [7268]

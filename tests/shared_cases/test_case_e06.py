@@ -13,7 +13,7 @@ import time
 
 import pytest
 from clikit import assert_clear_error, cli
-from conftest import CASES
+from conftest import CASES, step_records
 from fakes import EOS, FakeRunner
 
 from engine.config import EngineConfig
@@ -33,14 +33,14 @@ def run(policy: str) -> list[dict]:
 
 def test_priority_policy_runs_lowest_first_without_clamping_ties_by_arrival():
     records = run("priority")
-    assert [st["admitted"] for st in records[1:-1]] == [["P2"], ["P6"], ["P4"], ["P3"], ["P5"], ["P1"]]
+    assert [st["admitted"] for st in step_records(records)] == [["P2"], ["P6"], ["P4"], ["P3"], ["P5"], ["P1"]]
 
 
 def test_fcfs_runs_in_file_order_and_says_once_that_priorities_are_ignored():
     with pytest.warns(PriorityIgnoredWarning) as warned:
         records = run("fcfs")
     assert len(warned) == 1
-    assert [st["admitted"] for st in records[1:-1]] == [[f"P{i}"] for i in range(1, 7)]
+    assert [st["admitted"] for st in step_records(records)] == [[f"P{i}"] for i in range(1, 7)]
     requests = to_requests(read_workload(CASES / "e06.jsonl"), tokenizer=None)
     assert priority_ignored_message(requests, EngineConfig(**CONFIG)) == (
         "priority is ignored with scheduling_policy='fcfs' (set on 5 request(s), e.g. 'P1'); use "

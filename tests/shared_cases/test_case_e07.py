@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import copy
 import re
-from pathlib import Path
 
 import pytest
 from clikit import cli
+from conftest import RECORDED, ROOT
 
 from steplog import trace
 from steplog.metrics import request_metrics, summarize
@@ -22,9 +22,8 @@ from steplog.view import TraceView
 from visuals.compare_runs import REQUEST_FIELDS, metrics_strip, same_workload
 from visuals.playback import player_payload
 
-ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"
-OURS = ROOT / "assets" / "traces" / "seed-abcd-continuous.jsonl"
+OURS = RECORDED / "seed-abcd-continuous.jsonl"
 PROMPTS = {"B": 5, "C": 3, "A": 71, "D": 7}  # the seed-abcd scenario's prompt lengths
 
 

@@ -15,7 +15,7 @@ import zlib
 
 import pytest
 from clikit import cli
-from conftest import CASES
+from conftest import CASES, step_records
 from fakes import make_request, run_fake
 
 from steplog import trace
@@ -104,7 +104,7 @@ def expect(records: list[dict], kept_steps: int) -> None:
     tokens are those steps' samples, and a request those steps did not finish has no finish."""
     summary = records[-1]
     assert summary["cut_short"] == "no_summary"
-    steps = records[1:-1]
+    steps = step_records(records)
     assert len(steps) == kept_steps and summary["truncated_at_step"] == steps[-1]["step"] + 1
     for r in summary["requests"]:
         assert r["output_token_ids"] == [
@@ -143,7 +143,7 @@ def test_a_trace_cut_at_any_byte_of_its_last_two_lines_opens_with_its_complete_s
         else:
             assert isinstance(got, list), (cut, got)
             expect(got, whole - 1)
-            assert got[1:-1] == records[1:whole], cut
+            assert step_records(got) == records[1:whole], cut
     assert num_steps == 3  # A: 3 prompt tokens, 2 out; B: 2 prompt tokens, 3 out; both prefill in step 0
 
 
@@ -180,7 +180,7 @@ def test_a_gzip_trace_cut_at_any_byte_of_its_last_two_lines_opens_with_its_compl
             kept = len(got) - 2
             assert kept + 1 in (flushed, flushed + 1) and flushed < len(ends), cut
             expect(got, kept)
-            assert got[1:-1] == records[1 : kept + 1]
+            assert step_records(got) == records[1 : kept + 1]
         else:
             assert got == records and cut >= ends[-1] - 8, cut  # the summary line decoded whole
     for cut in range(0, 10):  # inside the gzip header: nothing decoded (one byte is not even gzip's magic number)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import case_workload, hf_greedy
+from conftest import case_workload, hf_greedy, step_records
 
 from engine.config import EngineConfig
 from engine.llm import generate_trace
@@ -30,7 +30,7 @@ def run(smollm, specs, **config):
     config.setdefault("enable_prefix_caching", False)  # the case texts' schedules (see the module docstring)
     records = generate_trace(smollm, specs, EngineConfig(**config))
     trace.validate_records(records)
-    return records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}
+    return step_records(records), {r["request_id"]: r for r in records[-1]["requests"]}
 
 
 def outputs(summary):
@@ -110,7 +110,7 @@ def test_c07_prefix_caching_shares_blocks_and_outputs_stay_exact(smollm):
     engine = build_engine(smollm, config)
     records = engine.run(to_requests(specs, smollm.tokenizer))
     trace.validate_records(records)
-    steps, summary = records[1:-1], {r["request_id"]: r for r in records[-1]["requests"]}
+    steps, summary = step_records(records), {r["request_id"]: r for r in records[-1]["requests"]}
     assert outputs(summary) == {"X": HAIKU, "Y": HAIKU, "Z": HAIKU}
     assert steps[0]["num_prefix_hit_tokens"] == {"X": 0, "Y": 36}
     assert [s["num_tokens"] for s in steps[0]["scheduled"]] == [38, 2]

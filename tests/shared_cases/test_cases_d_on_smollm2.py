@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from clikit import assert_clear_error, cli
-from conftest import CASES, case_workload, hf_greedy
+from conftest import CASES, case_workload, hf_greedy, step_records
 
 from engine.config import EngineConfig
 from engine.engine import RequestError, validate_request
@@ -79,7 +79,7 @@ def test_d03_one_token_prompt_tail_is_a_prefill_next_to_a_decode(smollm):
         num_kv_blocks=32,
         enable_prefix_caching=False,  # the case's values: B computes its whole prompt (A's chat prefix not reused)
     )
-    steps = records[1:-1]
+    steps = step_records(records)
     sched = [[(s["request_id"], s["kind"], s["num_tokens"]) for s in st["scheduled"]] for st in steps]
     assert sched[:4] == [
         [("A", "prefill", 37)],
@@ -97,7 +97,7 @@ def test_d04_step_clock_arrivals_gate_admission_and_idle_steps_cost_nothing(smol
     records = run(
         smollm, case_workload("d04"), max_num_seqs=2, max_num_batched_tokens=64, block_size=4, num_kv_blocks=32
     )
-    steps = records[1:-1]
+    steps = step_records(records)
     assert [st["step"] for st in steps] == [0, 1, 2, 3, 4, 5, 9, 10]  # steps 6-8 empty: skipped, recorded once
     assert [st.get("idle_steps_before", 0) for st in steps] == [0, 0, 0, 0, 0, 0, 3, 0]
     m = {r["request_id"]: r for r in request_metrics(records)}
@@ -152,7 +152,7 @@ def test_d06_static_padding_rows_never_emit_tokens_nor_lengthen_the_batch(smollm
         block_size=4,
         num_kv_blocks=64,
     )
-    steps, s = records[1:-1], summarize(records)
+    steps, s = step_records(records), summarize(records)
     assert outputs(records) == {"CAT": CAT, "FR": [504, 3575, 282, 4649, 314, 7042, 30, 2], "SKY": [282, 260, 970]}
     if batching == "static":
         assert len(steps) == 11 and s["padding_slot_steps"] == 4
@@ -180,7 +180,7 @@ def test_d08_preempted_request_goes_back_to_the_head_of_the_queue(smollm):
         num_kv_blocks=21,
         enable_prefix_caching=False,  # the case's values: no shared chat-template blocks between A, B and C
     )
-    steps = records[1:-1]
+    steps = step_records(records)
     summary = {r["request_id"]: r for r in records[-1]["requests"]}
     assert len(steps) == 20
     assert steps[5]["preempted"] == ["B"] and steps[5]["waiting"][:2] == ["B", "C"]
@@ -232,5 +232,7 @@ def test_d14_text_grows_by_whole_characters(smollm):
     texts = [text_so_far(view, k)["EMO"] for k in range(view.num_steps)]
     assert texts == ["", "", "🌱", "🌱", "🌱", "🌱🌱"]
     assert texts[-1] == records[-1]["requests"][0]["output_text"]
-    assert all(t["partial"] for st in records[1:-1] for t in st["sampled"])  # each token alone: part of a character
+    assert all(
+        t["partial"] for st in step_records(records) for t in st["sampled"]
+    )  # each token alone: part of a character
     assert "\ufffd" not in "".join(texts)

@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import RECORDED, ROOT
 
 from steplog import fastread, trace
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACES = [*sorted((ROOT / "assets" / "traces").glob("*.jsonl*")), ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"]
+TRACES = [*sorted(RECORDED.glob("*.jsonl*")), ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"]
 
 
 def strict(data: bytes | str) -> list[dict] | str:

@@ -16,12 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import RECORDED, ROOT
 
 from engine.__main__ import main
 from steplog.trace import write_bytes_atomic
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACES = ROOT / "assets" / "traces"
 UMASKS = {0o022: 0o644, 0o027: 0o640, 0o077: 0o600}
 
 
@@ -53,7 +52,7 @@ def test_an_atomic_write_keeps_the_users_umask(tmp_path, mask):
 @pytest.mark.parametrize("mask", [0o022, 0o027], ids=oct)
 def test_html_out_gets_the_umasks_mode(tmp_path, mask):
     out = tmp_path / "pair.html"
-    pair = [str(TRACES / f"seed-abcd-{p}.jsonl") for p in ("static", "continuous")]
+    pair = [str(RECORDED / f"seed-abcd-{p}.jsonl") for p in ("static", "continuous")]
     with umask(mask):
         assert main(["html", *pair, "--out", str(out)]) == 0
     assert mode(out) == UMASKS[mask]

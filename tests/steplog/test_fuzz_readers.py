@@ -9,10 +9,9 @@ never a hang (a deadline per example), never unbounded memory (lines and nesting
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from conftest import CASES
+from conftest import CASES, RECORDED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,8 +30,7 @@ from visuals.slots import slot_grid, slot_occupancy
 from visuals.stepinfo import event_steps, freed_blocks, queues, text_so_far
 from visuals.timeline import timeline
 
-TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
-BASE_TRACES = [trace.read(TRACES / f"seed-abcd-{p}.jsonl") for p in ("continuous", "static")]
+BASE_TRACES = [trace.read(RECORDED / f"seed-abcd-{p}.jsonl") for p in ("continuous", "static")]
 FUZZ = settings(max_examples=300, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = (

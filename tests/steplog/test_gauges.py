@@ -9,6 +9,7 @@ import math
 
 import pytest
 from appkit import page, player_payload
+from conftest import step_records
 
 from steplog import gauges as g
 from steplog import trace
@@ -24,7 +25,7 @@ def raw(name: str) -> list[dict]:
 
 def from_raw_lines(records: list[dict]) -> dict[str, list]:
     """The metrics by their definitions (vllm/v1/metrics), straight from the step lines of a version 1 trace."""
-    header, steps = records[0], records[1:-1]
+    header, steps = records[0], step_records(records)
     prompt = {r["request_id"]: r["num_prompt_tokens"] for r in header["requests"]}
     out: dict[str, list] = {name: [] for name in g.NAMES}
     admitted_before, emitted, first_hit, pending = set(), set(), {}, {}
@@ -116,7 +117,7 @@ def test_what_a_trace_cannot_tell_is_none():
         [records[0]]
         + [
             {k: v for k, v in st.items() if k not in ("num_prefix_hit_tokens", "num_cached_tokens", "decisions")}
-            for st in records[1:-1]
+            for st in step_records(records)
         ]
         + [records[-1]]
     )

@@ -22,7 +22,7 @@ import itertools
 import math
 
 import pytest
-from conftest import case_workload
+from conftest import case_workload, step_records
 from fakes import make_request, run_fake
 
 from engine.workload import poisson_arrivals
@@ -306,7 +306,7 @@ def test_c13_one_token_request_on_the_real_model(smollm):
         case_workload("c13"),
         EngineConfig(batching="continuous", max_num_seqs=2, max_num_batched_tokens=128, block_size=4, num_kv_blocks=32),
     )
-    t_end = [st["t_end"] for st in records[1:-1]]
+    t_end = [st["t_end"] for st in step_records(records)]
     m = {r["request_id"]: r for r in metrics.request_metrics(records)}
     one, cat = m["one"], m["cat"]
     assert one["num_output_tokens"] == 1
@@ -385,9 +385,9 @@ def test_prefix_cache_hit_rate_is_vllms_hits_over_queried_tokens():
     assert (s["prefix_cache_queries"], s["prefix_cache_hits"]) == (26, 8)
     assert s["prefix_cache_hit_rate"] == pytest.approx(8 / 26)
     assert (s["preempted_prefix_cache_queries"], s["preempted_prefix_cache_hits"]) == (0, 0)
-    for st in records[1:-1]:
+    for st in step_records(records):
         st.pop("decisions")  # the hits are still in num_prefix_hit_tokens (an older trace)
     assert summarize(records)["prefix_cache_hit_rate"] == pytest.approx(8 / 26)
-    for st in records[1:-1]:
+    for st in step_records(records):
         st.pop("num_prefix_hit_tokens")  # now nothing records a hit count
     assert summarize(records)["prefix_cache_hit_rate"] is None

@@ -23,14 +23,14 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+from conftest import RECORDED, ROOT, step_records
 
 from engine.__main__ import main
 from steplog import perfetto, trace
 from steplog.view import TraceView
 
-ROOT = Path(__file__).resolve().parents[2]
 TRACES = [
-    *sorted((ROOT / "assets" / "traces").glob("*.jsonl")),
+    *sorted(RECORDED.glob("*.jsonl")),
     ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl",
     ROOT / "tests" / "cases" / "e10-longid.jsonl",
     ROOT / "tests" / "cases" / "e11-crash.jsonl",
@@ -176,7 +176,7 @@ def test_the_cases_hold_aborts_preemptions_and_finishes(converted):
 
 
 def test_a_preemption_carries_its_decision_record(converted):
-    steps = raw_steps(ROOT / "assets" / "traces" / "preemption-continuous.jsonl")
+    steps = raw_steps(RECORDED / "preemption-continuous.jsonl")
     recorded = {(st["step"], p["request_id"]): p for st in steps for p in st["decisions"].get("preemptions", [])}
     instants = [e for e in of(converted["preemption-continuous.jsonl"], "i") if e["name"].startswith("preempt ")]
     assert instants and len(instants) == len(recorded)
@@ -248,7 +248,7 @@ def _retimed(path: Path, times) -> TraceView:
     """A copy of a trace with its step times replaced by ``times(position) -> (t_start, t_end)``: not a file the
     reader would accept, a view to convert."""
     records = copy.deepcopy(trace.read(path))
-    for k, st in enumerate(records[1:-1]):
+    for k, st in enumerate(step_records(records)):
         st["t_start"], st["t_end"] = times(k)
     return TraceView(records)
 
@@ -256,7 +256,7 @@ def _retimed(path: Path, times) -> TraceView:
 def test_steps_without_durations_fall_back_to_the_step_clock():
     """All steps at one instant: 1 ms per step on the step clock, whose idle stretches (``idle_steps_before``)
     stay gaps, as on the metrics' step clock."""
-    path = ROOT / "assets" / "traces" / "shared-prefix-continuous.jsonl"
+    path = RECORDED / "shared-prefix-continuous.jsonl"
     view = _retimed(path, lambda k: (0.0, 0.0))
     assert view.has_idle_gaps
     doc = perfetto.trace_events(view)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import RECORDED, ROOT, step_records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +16,6 @@ from steplog import trace
 from steplog.blocks import to_v2
 from steplog.schemacheck import compile_schema, explain
 
-ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads(trace.schema_text())
 KINDS = ("header", "step_v1", "step_v2", "summary")
 CHECKS = {k: compile_schema(SCHEMA, k) for k in KINDS}
@@ -24,10 +23,10 @@ VALIDATORS = {k: jsonschema.Draft202012Validator({**SCHEMA["$defs"][k], "$defs":
 
 
 def samples() -> list[tuple[str, dict]]:
-    v1 = trace.read(ROOT / "assets" / "traces" / "preemption-continuous.jsonl")
+    v1 = trace.read(RECORDED / "preemption-continuous.jsonl")
     out = [("header", v1[0]), ("summary", v1[-1])] + [("step_v1", s) for s in v1[1:30]]
     vllm = trace.read(ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl")
-    out += [("header", vllm[0]), ("summary", vllm[-1])] + [("step_v2", s) for s in vllm[1:-1]]
+    out += [("header", vllm[0]), ("summary", vllm[-1])] + [("step_v2", s) for s in step_records(vllm)]
     out += [("step_v2", s) for s in to_v2(v1)[1:30]]
     return out
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from appkit import page
-from conftest import RECORDED, recorded_pair
+from conftest import RECORDED, ROOT, recorded_pair
 
 from steplog.step_cost import decode_by_batch, fit, step_costs
 from visuals.step_cost import step_cost_figure, step_cost_sentence
@@ -54,7 +54,7 @@ def test_the_fit_recovers_a_known_fixed_cost_and_price_per_token():
 
 def test_the_chart_draws_the_floor_only_for_the_model_it_was_measured_on():
     """The floor is engine bench's: the model's weight bytes / the read bandwidth it measured (assets/bench.json)."""
-    bench = json.loads((RECORDED.parents[1] / "assets" / "bench.json").read_text())["decode_step"]
+    bench = json.loads((ROOT / "assets" / "bench.json").read_text())["decode_step"]
     static, cont = recorded_pair("seed-abcd")
     fig = step_cost_figure({"static": static, "continuous": cont})
     floor_ms = bench["weight_bytes"] / (bench["read_bandwidth_GBps"] * 1e9) * 1e3

@@ -6,17 +6,15 @@ from __future__ import annotations
 import copy
 import json
 import time
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import RECORDED, ROOT
 
 from steplog import trace
 from steplog.timing import SPIKE_RATIO, Spike, check_timing
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACES = ROOT / "assets" / "traces"
-SHIPPED = sorted(TRACES.glob("*.jsonl"))
+SHIPPED = sorted(RECORDED.glob("*.jsonl"))
 # Recorded on a busy machine (2026-11-30); empty this once `make traces` has re-recorded them on a quiet one.
 DECODE = (2, 2)  # (num_batched_tokens, rows): two requests decoding
 
@@ -120,7 +118,7 @@ def stretched(records: list, step: int, by: float) -> list:
 def test_a_shipped_trace_with_one_step_stretched(tmp_path, capsys, factor, flagged):
     from engine.__main__ import main
 
-    records = trace.read(TRACES / "sixteen-continuous.jsonl")
+    records = trace.read(RECORDED / "sixteen-continuous.jsonl")
     seconds = records[1 + 300]["t_end"] - records[1 + 300]["t_start"]
     path = tmp_path / "stretched.jsonl"
     trace.write(stretched(records, 300, (factor - 1) * seconds), path)  # still a valid trace

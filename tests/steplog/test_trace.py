@@ -4,27 +4,27 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
+from conftest import RECORDED_TRACES
 
 from steplog import trace
 
-TRACES = sorted((Path(__file__).resolve().parents[2] / "assets" / "traces").glob("*.jsonl"))
-
 
 def test_all_four_recorded_traces_are_shipped():
-    assert {p.stem for p in TRACES} >= {f"{s}-{p}" for s in ("seed-abcd", "sixteen") for p in ("static", "continuous")}
+    assert {p.stem for p in RECORDED_TRACES} >= {
+        f"{s}-{p}" for s in ("seed-abcd", "sixteen") for p in ("static", "continuous")
+    }
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", RECORDED_TRACES, ids=lambda p: p.stem)
 def test_recorded_traces_validate_and_were_recorded_on_the_real_model(path):
     records = trace.read(path)
     assert records[0]["model"] == "SmolLM2-135M-Instruct"
     assert records[0]["policy"] in path.stem
 
 
-@pytest.mark.parametrize("path", [p for p in TRACES if p.stem.startswith("sixteen")], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [p for p in RECORDED_TRACES if p.stem.startswith("sixteen")], ids=lambda p: p.stem)
 def test_policies_give_identical_tokens(path):
     swap = {"static": "continuous", "continuous": "static"}
     other = path.with_name(re.sub(r"static|continuous", lambda m: swap[m.group(0)], path.name))
@@ -33,7 +33,7 @@ def test_policies_give_identical_tokens(path):
 
 
 def good_text():
-    return TRACES[0].read_text()
+    return RECORDED_TRACES[0].read_text()
 
 
 @pytest.mark.parametrize(

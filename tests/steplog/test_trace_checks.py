@@ -7,16 +7,15 @@ from __future__ import annotations
 import copy
 import json
 import math
-from pathlib import Path
 
 import pytest
-from conftest import CASES
+from conftest import CASES, RECORDED, step_records
 
 from steplog import trace
 from steplog.metrics import LATENCY_METRICS, request_metrics, summarize
 from steplog.strict_json import MAX_DEPTH, MAX_LINE_CHARS, JSONLineError, parse_line
 
-SEED = Path(__file__).resolve().parents[2] / "assets" / "traces" / "seed-abcd-continuous.jsonl"
+SEED = RECORDED / "seed-abcd-continuous.jsonl"
 STATIC = SEED.with_name("seed-abcd-static.jsonl")
 
 
@@ -145,8 +144,8 @@ def test_a_partial_trace_with_unfinished_requests_is_accepted_and_measured():
     summary = cut[-1]
     summary["partial"] = True
     sampled: dict[str, list[int]] = {}
-    finished = {f["request_id"]: f["reason"] for st in cut[1:-1] for f in st["finished"]}
-    for st in cut[1:-1]:
+    finished = {f["request_id"]: f["reason"] for st in step_records(cut) for f in st["finished"]}
+    for st in step_records(cut):
         for s in st["sampled"]:
             sampled.setdefault(s["request_id"], []).append(s["token_id"])
     for r in summary["requests"]:

@@ -7,23 +7,21 @@ from __future__ import annotations
 import gzip
 import json
 import random
-from pathlib import Path
 
 import pytest
+from conftest import RECORDED_TRACES, ROOT, step_records
 
 from steplog import trace
 from steplog.blocks import BlockTables, to_v1, to_v2
 from steplog.view import TraceView
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACES = sorted((ROOT / "assets" / "traces").glob("*.jsonl"))
 FIXTURE = ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"
 
 
 def test_vllm_tracer_fixture_validates_with_jsonschema():
     records = trace.read(FIXTURE)
     assert records[0]["source"] == "vllm" and records[0]["schema_version"] == 2
-    for i, rec in enumerate(records[1:-1], start=2):
+    for i, rec in enumerate(step_records(records), start=2):
         errors = list(trace._validators()["step_v2"].iter_errors(rec))
         assert errors == [], f"line {i}: {errors[0].message}"
     view = TraceView(records)
@@ -31,23 +29,25 @@ def test_vllm_tracer_fixture_validates_with_jsonschema():
     assert view.provenance().startswith("vLLM 0.33.0 server, model-free")
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", RECORDED_TRACES, ids=lambda p: p.stem)
 @pytest.mark.parametrize("every", [1, 3, 64])
 def test_deltas_rebuild_every_steps_tables(path, every):
     v1 = trace.read(path)
     v2 = to_v2(v1)
     trace.validate_records(v2)
-    tables = BlockTables(v2[1:-1], 2, every=every)
-    for k, st in enumerate(v1[1:-1]):
+    tables = BlockTables(step_records(v2), 2, every=every)
+    for k, st in enumerate(step_records(v1)):
         assert {r: list(t) for r, t in tables(k).items()} == st["kv"]["block_tables"], f"step {k}"
         kv2 = v2[k + 1]["kv"]
         hits = kv2.get("cache_hits", {})
         written = {r: [b for b in bs if b not in hits.get(r, ())] for r, bs in kv2["allocated"].items()}
         assert st["kv"].get("allocated", {}) == {r: bs for r, bs in written.items() if bs}  # newly written blocks
-    assert [s["kv"]["block_tables"] for s in to_v1(v2)[1:-1]] == [s["kv"]["block_tables"] for s in v1[1:-1]]
+    assert [s["kv"]["block_tables"] for s in step_records(to_v1(v2))] == [
+        s["kv"]["block_tables"] for s in step_records(v1)
+    ]
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", RECORDED_TRACES, ids=lambda p: p.stem)
 def test_visual_facts_are_the_same_from_either_version(path):
     from visuals.narration import narrate
     from visuals.pool import block_map_cells
@@ -63,15 +63,15 @@ def test_visual_facts_are_the_same_from_either_version(path):
 
 
 def test_gzip_round_trip_and_transparent_read(tmp_path):
-    records = trace.read(TRACES[0])
+    records = trace.read(RECORDED_TRACES[0])
     trace.write(records, tmp_path / "t.jsonl.gz")
     assert (tmp_path / "t.jsonl.gz").read_bytes()[:2] == b"\x1f\x8b"
     assert trace.read(tmp_path / "t.jsonl.gz") == records
-    assert trace.loads(gzip.compress(TRACES[0].read_bytes())) == records
+    assert trace.loads(gzip.compress(RECORDED_TRACES[0].read_bytes())) == records
 
 
 def test_size_limit_is_on_the_uncompressed_text(monkeypatch):
-    text = TRACES[0].read_bytes()
+    text = RECORDED_TRACES[0].read_bytes()
     monkeypatch.setattr(trace, "MAX_TRACE_BYTES", len(text) - 1)
     bomb = gzip.compress(text)
     assert len(bomb) < trace.MAX_TRACE_BYTES
@@ -82,7 +82,7 @@ def test_size_limit_is_on_the_uncompressed_text(monkeypatch):
 
 
 def test_other_versions_and_broken_gzip_are_refused_clearly():
-    lines = TRACES[0].read_text().splitlines()
+    lines = RECORDED_TRACES[0].read_text().splitlines()
     header = json.loads(lines[0])
     with pytest.raises(trace.TraceError, match="reads versions 1 and 2"):
         trace.loads("\n".join([json.dumps({**header, "schema_version": 3}), *lines[1:]]))

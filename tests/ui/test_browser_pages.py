@@ -10,15 +10,14 @@ on a tiny model complete for two users at once. Live runs use a tiny random Llam
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
+from conftest import RECORDED, ROOT
 
 from bench.app_server import streamlit_app
 
 pytestmark = pytest.mark.app
 
-ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / ("docs/screenshots" if os.environ.get("BATCHSCOPE_UPDATE_SCREENSHOTS") else "artifacts/screenshots")
 # A limit, not a wait: every wait is on the app's own signal. Sized for a machine loaded by other work (a first
 # Playground visit loads the model; seen over 90 s with a CI run and a test suite sharing 2 cores).
@@ -188,8 +187,8 @@ def test_export_then_import_gives_back_the_same_trace_and_a_bad_file_is_refused(
         page.locator(".st-key-trace-export button").click()
     exported = tmp_path / "exported.jsonl"
     dl.value.save_as(exported)
-    original = trace.read(ROOT / "assets" / "traces" / "seed-abcd-continuous.jsonl")
-    assert trace.read(exported) == trace.read(ROOT / "assets" / "traces" / dl.value.suggested_filename)
+    original = trace.read(RECORDED / "seed-abcd-continuous.jsonl")
+    assert trace.read(exported) == trace.read(RECORDED / dl.value.suggested_filename)
     page.locator(".st-key-trace-choice").click()
     page.get_by_role("option", name="upload a file").click()
     bad = tmp_path / "bad.jsonl"
@@ -267,13 +266,13 @@ def test_compare_page_takes_an_uploaded_trace_and_refuses_another_workload(brows
     page.get_by_role("option", name="upload a file").click()
     page.get_by_text("Upload the trace to compare").wait_for()
     upload = page.locator(".st-key-lock-b-upload [data-testid='stFileUploaderDropzoneInput']")
-    upload.set_input_files(str(ROOT / "assets" / "traces" / "seed-abcd-continuous.jsonl"))
+    upload.set_input_files(str(RECORDED / "seed-abcd-continuous.jsonl"))
     page.get_by_text("Imported file").first.wait_for()
     page.wait_for_function(
         """() => { const f = document.querySelector('iframe'), w = f && f.contentWindow;
           return !!(w && w.bsPlayer && w.document.body.textContent.includes('Continuous · step 0')); }"""
     )
-    upload.set_input_files(str(ROOT / "assets" / "traces" / "sixteen-continuous.jsonl"))
+    upload.set_input_files(str(RECORDED / "sixteen-continuous.jsonl"))
     page.get_by_text("not of one workload").wait_for()
     assert page.locator('[data-testid="stException"]').count() == 0
     page.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import recorded_pair
+from conftest import RECORDED, ROOT, recorded_pair
 
 from steplog import trace
 from steplog.view import TraceView
@@ -25,8 +25,6 @@ from visuals.lockstep import lockstep_counters
 
 pytestmark = pytest.mark.app
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACES = ROOT / "assets" / "traces"
 SHOTS = ROOT / "artifacts" / "screenshots"
 READY = "window.bsPlayer && bsPlayer.state.drawn >= 0"
 
@@ -312,7 +310,7 @@ def test_prefix_cache_hits_are_marked_in_the_block_map():
     request's table. shared-prefix: B finds A1's first 3 blocks (24 tokens) at step 0."""
     from visuals.kv import HIT_LINE, HIT_MARK, block_marks
 
-    view = TraceView(trace.read(TRACES / "shared-prefix-continuous.jsonl"))
+    view = TraceView(trace.read(RECORDED / "shared-prefix-continuous.jsonl"))
     m = block_marks(view, 0)
     assert view.steps[0]["num_prefix_hit_tokens"]["B"] == 24 and view.header["config"]["block_size"] == 8
     assert [b for b, t in enumerate(m["text"]) if HIT_MARK in t] == list(view.block_tables(0)["B"][:3])

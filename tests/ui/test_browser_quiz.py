@@ -5,9 +5,9 @@ computed here from the trace with ``visuals.quiz`` (deterministic given trace, s
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
+from conftest import RECORDED
 from test_browser_pages import open_page, player_frame
 
 from bench.app_server import streamlit_app
@@ -16,8 +16,6 @@ from steplog.view import TraceView
 from visuals.quiz import question
 
 pytestmark = pytest.mark.app
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +39,7 @@ def answer(page, q, right: bool) -> None:
 
 
 def test_quiz_right_then_wrong_then_show_me(browser, server):
-    view = TraceView(trace.read(ROOT / "assets" / "traces" / "seed-abcd-continuous.jsonl"))
+    view = TraceView(trace.read(RECORDED / "seed-abcd-continuous.jsonl"))
     page = open_page(browser, server + "/?step=5", 2200)  # the Walkthrough, left at another step
     player_frame(page, step=5, min_charts=4).get_by_text("Step 5:").first.wait_for()
     page.locator('[data-testid="stSidebarNav"]').get_by_text("Quiz", exact=True).click()

@@ -13,6 +13,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from conftest import RECORDED
 from test_url_params import LAST, SPEEDS, STEPS
 
 from bench.app_server import streamlit_app
@@ -20,7 +21,6 @@ from engine.__main__ import main
 
 pytestmark = pytest.mark.app
 
-TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
 READY = "window.bsPlayer && bsPlayer.state.drawn >= 0 && document.querySelectorAll('.js-plotly-plot').length >= 4"
 
 
@@ -28,7 +28,7 @@ READY = "window.bsPlayer && bsPlayer.state.drawn >= 0 && document.querySelectorA
 def exported(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("e12") / "dir with spaces" / "seed abcd #1.html"
     out.parent.mkdir()
-    pair = [str(TRACES / f"seed-abcd-{p}.jsonl") for p in ("static", "continuous")]
+    pair = [str(RECORDED / f"seed-abcd-{p}.jsonl") for p in ("static", "continuous")]
     assert main(["html", *pair, "--out", str(out)]) == 0
     return out
 

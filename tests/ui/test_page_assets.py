@@ -7,12 +7,10 @@ import os
 import re
 from pathlib import Path
 
-from conftest import recorded_pair
+from conftest import ROOT, recorded_pair
 
 from visuals.export import plotly_file, plotly_js, render
 from visuals.playback import player_payload
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_page_player_refers_to_plotly_and_the_file_carries_it():

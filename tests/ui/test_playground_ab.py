@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from appkit import click, page, player_payload, wait_for_live_run
+from conftest import step_records
 from streamlit.testing.v1 import AppTest
 
 from engine.config import EngineConfig
@@ -85,7 +86,7 @@ def test_playground_a_vs_b_runs_both_settings_and_opens_on_the_compare_page():
     }
     assert tokens[RUN_A] == tokens[RUN_B] and all(len(t) == 6 for t in tokens[RUN_A].values())
     # with 2 slots, at most 2 requests run in any step of B; A runs all 4 at once
-    width = {label: max(len(s["scheduled"]) for s in rec[1:-1]) for label, rec in runs.items()}
+    width = {label: max(len(s["scheduled"]) for s in step_records(rec)) for label, rec in runs.items()}
     assert width == {RUN_A: 4, RUN_B: 2}
     text = " ".join(m.value for m in at.markdown)
     assert "max\\_num\\_seqs: 4 → 2" in text or "max_num_seqs: 4 → 2" in text

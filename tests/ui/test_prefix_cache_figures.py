@@ -6,16 +6,14 @@ a version 2 trace's requests (declared in the steps where they arrive) as the pa
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from appkit import page
 from clikit import metrics_cli
+from conftest import RECORDED, ROOT, step_records
 
 from steplog import trace
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACES = ROOT / "assets" / "traces"
 PREFIX_ROWS = (
     "prefix_cache_queries",
     "prefix_cache_hits",
@@ -37,7 +35,7 @@ SHARED_PREFIX = {
 
 
 def test_engine_metrics_shows_the_prefix_cache_figures_worked_out_by_hand(capsys):
-    paths = [TRACES / f"shared-prefix-{p}.jsonl" for p in ("static", "continuous")]
+    paths = [RECORDED / f"shared-prefix-{p}.jsonl" for p in ("static", "continuous")]
     _, rows = metrics_cli(capsys, *paths)
     for i, policy in enumerate(("static", "continuous")):
         want = SHARED_PREFIX[policy]
@@ -55,7 +53,7 @@ def test_engine_metrics_counts_re_admissions_apart(capsys):
     tokens of K/V (prompt 6 + 29 of its 30 sampled tokens: 8 full blocks and 3 tokens), is admitted again at step
     36 and looks up all 36 known tokens apart: H took its 8th full block (block 4) at step 34, so it finds 7 (28
     tokens), recomputes 35 - 28 = 7 and computes 1 new."""
-    _, rows = metrics_cli(capsys, TRACES / "priority-continuous.jsonl")
+    _, rows = metrics_cli(capsys, RECORDED / "priority-continuous.jsonl")
     got = {name: rows[name][1][0] for name in (*PREFIX_ROWS, "num_dropped_tokens", "num_recomputed_tokens")}
     assert got == {
         "prefix_cache_queries": "28",
@@ -72,7 +70,7 @@ def test_engine_metrics_counts_re_admissions_apart(capsys):
 def without_hit_counts(records: list[dict]) -> list[dict]:
     """The trace as recorded before steps carried hit counts (no decision records, no ``num_prefix_hit_tokens``)."""
     out = json.loads(json.dumps(records))
-    for st in out[1:-1]:
+    for st in step_records(out):
         for field in ("decisions", "num_prefix_hit_tokens", "num_cached_tokens"):
             st.pop(field, None)
     return out
@@ -80,7 +78,7 @@ def without_hit_counts(records: list[dict]) -> list[dict]:
 
 def test_a_trace_without_hit_counts_says_n_a(capsys, tmp_path):
     old = tmp_path / "old.jsonl"
-    trace.write(without_hit_counts(trace.read(TRACES / "shared-prefix-continuous.jsonl")), old)
+    trace.write(without_hit_counts(trace.read(RECORDED / "shared-prefix-continuous.jsonl")), old)
     _, rows = metrics_cli(capsys, old)
     assert {name: rows[name][1] for name in PREFIX_ROWS} == {name: ["n/a"] for name in PREFIX_ROWS}
 
@@ -109,7 +107,7 @@ def test_metrics_page_shows_the_prefix_cache_figures():
 def test_metrics_page_says_n_a_where_a_trace_records_no_hit_counts():
     from streamlit.testing.v1 import AppTest
 
-    runs = {p: without_hit_counts(trace.read(TRACES / f"priority-{p}.jsonl")) for p in ("static", "continuous")}
+    runs = {p: without_hit_counts(trace.read(RECORDED / f"priority-{p}.jsonl")) for p in ("static", "continuous")}
     at = AppTest.from_string("from ui import page_metrics\npage_metrics.page()", default_timeout=120)
     at.session_state["playground:live-runs"] = runs
     at.query_params["scenario"] = "last playground run"

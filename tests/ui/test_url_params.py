@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from appkit import page, player_payload
+from conftest import ROOT
 
 from visuals.export import _URL_NUMBER, payload_json, url_number, url_step
 
-ROOT = Path(__file__).resolve().parents[2]
 LAST = 21  # seed-abcd: static and continuous on one clock, 22 steps
 
 # ?step= of the seed-abcd pair (default 0, steps 0..21): the case's values, and more of each kind

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from conftest import RECORDED
 
 from steplog import trace
 from steplog.decisions import decisions
 from steplog.view import TraceView
 from visuals.checklist import checklist_text, head_checklist
 
-TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
-
 
 def _view(name: str) -> TraceView:
-    return TraceView(trace.read(TRACES / f"{name}.jsonl"))
+    return TraceView(trace.read(RECORDED / f"{name}.jsonl"))
 
 
 def test_d_waits_for_the_budget_then_for_a_row_in_the_seed_story():
@@ -36,7 +34,7 @@ def test_d_waits_for_the_budget_then_for_a_row_in_the_seed_story():
 
 
 def test_the_binding_item_is_the_recorded_limit_and_only_earlier_checks_passed():
-    for path in sorted(TRACES.glob("*.jsonl")):
+    for path in sorted(RECORDED.glob("*.jsonl")):
         view = TraceView(trace.read(path))
         for k, st in enumerate(view.steps):
             items = head_checklist(view, k)

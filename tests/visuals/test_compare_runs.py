@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
+
+from conftest import RECORDED, step_records
 
 from steplog import trace
 from steplog.metrics import summarize
 from steplog.view import TraceView
 from visuals.compare_runs import config_diff, metrics_strip, same_workload
 
-TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
-
 
 def load(name: str) -> list[dict]:
-    return trace.read(TRACES / f"{name}.jsonl")
+    return trace.read(RECORDED / f"{name}.jsonl")
 
 
 def variant(records: list[dict], **config) -> TraceView:
@@ -69,7 +68,7 @@ def test_metrics_strip_reads_summarize_for_both_runs():
     ss, sc = summarize(s.records), summarize(c.records)
     assert (rows["steps"]["a"], rows["steps"]["b"]) == (1222, 531) == (ss["num_steps"], sc["num_steps"])
     assert rows["steps"]["delta"] == 531 - 1222 and rows["steps"]["better"] == "b"
-    padding = sum(len(st["padding_slots"]) for st in s.records[1:-1])  # one padding row per slot-step
+    padding = sum(len(st["padding_slots"]) for st in step_records(s.records))  # one padding row per slot-step
     assert padding > 0 and rows["padding slot-steps"]["a"] == padding and rows["padding slot-steps"]["b"] == 0
     assert rows["mean TTFT"]["a"] == ss["ttft_steps"]["mean"] and rows["mean TPOT"]["b"] == sc["tpot_steps"]["mean"]
     assert rows["throughput"]["better"] == "b"

@@ -4,9 +4,8 @@ the narration, the teaching beats, the checklist and every quiz explanation."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import RECORDED_TRACES
 from fakes import rerun
 
 from steplog import trace
@@ -18,16 +17,15 @@ from visuals.checklist import checklist_text
 from visuals.narration import narrate
 from visuals.quiz import questions
 
-TRACES = sorted((Path(__file__).resolve().parents[2] / "assets" / "traces").glob("*.jsonl"))
 QUIZ_EVERY = {"sixteen-static": 37, "sixteen-continuous": 17}  # long traces: the quiz on every n-th step
 
 
 def _views():
-    for path in TRACES:
+    for path in RECORDED_TRACES:
         yield path.stem, TraceView(trace.read(path))
     other = {"fcfs": "priority", "priority": "fcfs"}
     for name in ("priority-continuous", "preemption-continuous"):
-        path = next(p for p in TRACES if p.stem == name)
+        path = next(p for p in RECORDED_TRACES if p.stem == name)
         policy = trace.read(path)[0]["config"]["scheduling_policy"]
         yield f"{name} under {other[policy]}", TraceView(rerun(path, scheduling_policy=other[policy]))
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
+from conftest import RECORDED
 
 from steplog import trace
 from steplog.view import PADDING_COLOR, TraceView
@@ -14,14 +14,12 @@ from visuals.pool import block_map_cells
 from visuals.slots import slot_occupancy
 from visuals.timeline import request_phases, timeline
 
-TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
-
 
 @pytest.fixture(
     scope="module", params=[f"{s}-{p}" for s in ("seed-abcd", "preemption") for p in ("continuous", "static")]
 )
 def seed(request):
-    return TraceView(trace.read(TRACES / f"{request.param}.jsonl"))
+    return TraceView(trace.read(RECORDED / f"{request.param}.jsonl"))
 
 
 def test_slot_bars_cover_exactly_the_scheduled_and_padding_cells(seed):
@@ -89,7 +87,7 @@ def test_timeline_phases_follow_the_log(seed):
 
 
 def test_preemption_is_visible_as_recompute_cells_and_freed_blocks():
-    view = TraceView(trace.read(TRACES / "preemption-continuous.jsonl"))
+    view = TraceView(trace.read(RECORDED / "preemption-continuous.jsonl"))
     step = next(st["step"] for st in view.steps if st["preempted"])
     victim = view.steps[step]["preempted"][0]
     lost = view.steps[step - 1]["kv"]["block_tables"][victim]
@@ -108,7 +106,7 @@ def test_recompute_wording_matches_the_metrics():
     narration, the summary and the decision records say the same numbers."""
     from visuals.narration import narrate
 
-    view = TraceView(trace.read(TRACES / "preemption-continuous.jsonl"))
+    view = TraceView(trace.read(RECORDED / "preemption-continuous.jsonl"))
     victim_step = next(k for k, st in enumerate(view.steps) if st["preempted"])
     victim = view.steps[victim_step]["preempted"][0]
     text = narrate(view, victim_step)
@@ -129,7 +127,7 @@ def test_prefix_cache_hits_shared_and_cached_blocks_are_drawn_from_the_log():
     from visuals.narration import narrate
 
     for name in ("sixteen-continuous", "shared-prefix-continuous"):
-        view = TraceView(trace.read(TRACES / f"{name}.jsonl"))
+        view = TraceView(trace.read(RECORDED / f"{name}.jsonl"))
         seen_hit = seen_shared = seen_cached = False
         for k, st in enumerate(view.steps):
             text = narrate(view, k)
@@ -154,7 +152,7 @@ def test_static_padding_rows_show_at_the_budget_and_reserved_blocks_differ_from_
     from visuals.budget import budget_title
     from visuals.kv import block_marks, cell_body
 
-    view = TraceView(trace.read(TRACES / "seed-abcd-static.jsonl"))
+    view = TraceView(trace.read(RECORDED / "seed-abcd-static.jsonl"))
     seen_pad = seen_res = False
     for k, st in enumerate(view.steps):
         pads = len(st["padding_slots"])

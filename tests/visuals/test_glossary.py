@@ -4,10 +4,10 @@ of the linked trace; the worked latency example does its arithmetic on a real re
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from conftest import RECORDED, recorded, step_records
 from test_glossary_serving import SERVING, serving_visible
 
 from steplog import trace
@@ -15,13 +15,12 @@ from steplog.view import TraceView
 from visuals.glossary import entries, see_it, worked_example
 from visuals.glossary_terms import TERMS
 
-TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
 KEYS = [(sc, p) for sc in ("seed-abcd", "preemption", "sixteen", "shared-prefix") for p in ("continuous", "static")]
 
 
 @pytest.fixture(scope="module")
 def views() -> dict:
-    return {k: TraceView(trace.read(TRACES / f"{k[0]}-{k[1]}.jsonl")) for k in KEYS}
+    return {k: TraceView(trace.read(RECORDED / f"{k[0]}-{k[1]}.jsonl")) for k in KEYS}
 
 
 def _first_and_last_tokens(steps: list[dict]) -> tuple[dict, dict, dict]:
@@ -38,7 +37,7 @@ def visible(term: str, records: list[dict], k: int, other: list[dict] | None = N
     """Whether ``term`` can be seen in step ``k`` of ``records``: an independent reading of the trace format."""
     if term in SERVING:  # the memory and serving terms: read apart (test_glossary_serving)
         return serving_visible(term, records, k)
-    header, steps = records[0], records[1:-1]
+    header, steps = records[0], step_records(records)
     st, cfg = steps[k], header["config"]
     plen = {r["request_id"]: r["num_prompt_tokens"] for r in header["requests"]}
     sched = st["scheduled"]
@@ -83,11 +82,11 @@ def test_every_see_it_link_lands_on_a_step_where_the_term_is_visible(views):
         url = urlparse(where.target.url)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         assert int(query["step"]) == where.step, term.key
-        records = trace.read(TRACES / f"{where.scenario}-{where.policy}.jsonl")
+        records = trace.read(RECORDED / f"{where.scenario}-{where.policy}.jsonl")
         other = None
         if term.key == "batching":
             assert url.path == "/compare" and query["scenario"] == where.scenario
-            other = trace.read(TRACES / f"{where.scenario}-static.jsonl")[1:-1]
+            other = recorded(where.scenario, "static").steps
         elif where.scenario == "seed-abcd":
             assert url.path == "/walkthrough" and query["policy"] == where.policy
         else:
@@ -103,14 +102,14 @@ def test_links_go_to_the_home_scenarios_and_are_the_first_occurrence(views):
     assert (found["prefix_caching"].scenario, found["prefix_caching"].policy) == ("shared-prefix", "continuous")
     for key in ("prefill", "chunked_prefill", "preemption", "padding", "prefix_caching"):
         w = found[key]
-        records = trace.read(TRACES / f"{w.scenario}-{w.policy}.jsonl")
+        records = trace.read(RECORDED / f"{w.scenario}-{w.policy}.jsonl")
         assert not any(visible(key, records, k) for k in range(w.step)), key
 
 
 def test_prefix_caching_links_to_a_trace_that_records_hits(views):
     found = see_it(next(t for t in TERMS if t.key == "prefix_caching"), views)
     assert found is not None and (found.scenario, found.policy) == ("shared-prefix", "continuous")
-    records = trace.read(TRACES / "shared-prefix-continuous.jsonl")
+    records = trace.read(RECORDED / "shared-prefix-continuous.jsonl")
     hit = next((rid, n) for rid, n in records[found.step + 1]["num_prefix_hit_tokens"].items() if n > 0)
     assert visible("prefix_caching", records, found.step) and f"{hit[0]} finds {hit[1]} " in found.what
     assert not any(visible("prefix_caching", records, k) for k in range(found.step))

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from pathlib import Path
 
 import pytest
+from conftest import RECORDED, step_records
 
 from steplog import trace
 from steplog.view import TraceView
 from visuals.glossary import see_it
 from visuals.glossary_terms import TERMS
 
-TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
 SCENARIOS = ("seed-abcd", "preemption", "sixteen", "shared-prefix", "priority")
 KEYS = [(sc, p) for sc in SCENARIOS for p in ("continuous", "static")]
 PER_TOKEN, PER_TOKEN_MHA = 2 * 30 * 3 * 64 * 4, 2 * 30 * 9 * 64 * 4  # bytes: K and V × layers × heads × dim × 4
@@ -64,7 +63,7 @@ def _head_of_line(header: dict, steps: list[dict], k: int) -> bool:
 
 def serving_visible(term: str, records: list[dict], k: int) -> bool:
     """Whether ``term`` can be seen in step ``k`` of ``records``: a reading of the raw records."""
-    header, steps = records[0], records[1:-1]
+    header, steps = records[0], step_records(records)
     kv = steps[k]["kv"]
     bs = kv["block_size"]
     unused = [len(t) * bs - kv["num_cached_tokens"][r] for r, t in kv["block_tables"].items()]
@@ -81,12 +80,12 @@ def serving_visible(term: str, records: list[dict], k: int) -> bool:
 
 @pytest.fixture(scope="module")
 def places() -> dict:
-    views = {key: TraceView(trace.read(TRACES / f"{key[0]}-{key[1]}.jsonl")) for key in KEYS}
+    views = {key: TraceView(trace.read(RECORDED / f"{key[0]}-{key[1]}.jsonl")) for key in KEYS}
     return {t.key: see_it(t, views) for t in TERMS if t.key in SERVING}
 
 
 def _records(where) -> list[dict]:
-    return trace.read(TRACES / f"{where.scenario}-{where.policy}.jsonl")
+    return trace.read(RECORDED / f"{where.scenario}-{where.policy}.jsonl")
 
 
 def test_each_term_lands_on_the_first_step_that_shows_it(places):
@@ -123,7 +122,7 @@ def test_the_figures_each_term_quotes_are_the_hand_computed_ones(places):
     assert f"vllm:num_requests_running = {len(running)}, vllm:num_requests_waiting = {len(waiting)} " in where.what
     assert f"vllm:kv_cache_usage_perc = {len(held) / n:.2f} ({len(held)} of {n} blocks)" in where.what
     victim = st["preempted"][0]  # vLLM's frontend counts the preemption with the victim's next output
-    steps = _records(where)[1:-1]
+    steps = step_records(_records(where))
     nxt = next(k for k in range(where.step, len(steps)) if any(s["request_id"] == victim for s in steps[k]["sampled"]))
     assert where.what.startswith(f"{victim} is preempted") and where.what.endswith(
         f"at step {nxt}, {victim}'s next token"
@@ -150,7 +149,7 @@ def test_the_metric_entry_names_vllms_own_metrics():
 
 
 def test_a_trace_of_an_unknown_model_has_no_kv_figures(places):
-    records = trace.read(TRACES / "seed-abcd-continuous.jsonl")
+    records = trace.read(RECORDED / "seed-abcd-continuous.jsonl")
     other = TraceView([{**records[0], "model": "some-other-model"}, *records[1:]])
     for key in ("kv_bytes", "gqa"):
         term = next(t for t in TERMS if t.key == key)

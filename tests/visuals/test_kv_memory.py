@@ -6,16 +6,14 @@ num_attention_heads 9, num_key_value_heads 3, head_dim 64; float32 is 4 bytes an
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import RECORDED
 
 from steplog import trace
 from steplog.view import TraceView
 from visuals.kv_memory import MODEL_SHAPES, ModelShape, bytes_per_token, fmt_bytes, kv_bytes_per_token
 from visuals.quiz import question
 
-TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
 SMOL_PER_TOKEN = 2 * 30 * 3 * 64 * 4  # K and V × layers × KV heads × head_dim × bytes: 46,080 bytes
 SMOL_WITHOUT_GQA = 2 * 30 * 9 * 64 * 4  # one KV head per query head
 
@@ -56,7 +54,7 @@ def test_the_table_matches_the_loaded_default_model_and_its_pool(smollm):
 
 
 def _view(name: str) -> TraceView:
-    return TraceView(trace.read(TRACES / f"{name}.jsonl"))
+    return TraceView(trace.read(RECORDED / f"{name}.jsonl"))
 
 
 def test_kv_memory_questions_price_the_blocks_in_use_by_hand():

@@ -4,9 +4,9 @@ printable) and every figure, chip and caption shows them as text."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from conftest import RECORDED
 from streamlit.testing.v1 import AppTest
 
 from steplog import trace
@@ -17,7 +17,7 @@ from visuals.kv import block_map, kv_usage
 from visuals.slots import slot_grid, slot_occupancy
 from visuals.timeline import timeline
 
-SEED = Path(__file__).resolve().parents[2] / "assets" / "traces" / "seed-abcd-continuous.jsonl"
+SEED = RECORDED / "seed-abcd-continuous.jsonl"
 EVIL = {
     "A": '<img src="https://example.com/x.png">',
     "B": "[x](https://example.com/)",

@@ -14,9 +14,9 @@ import json
 import random
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
+from conftest import RECORDED, step_records
 
 from steplog import trace
 from steplog.view import TraceView
@@ -33,13 +33,12 @@ from visuals.slots import grid_range, slot_grid
 from visuals.stepinfo import event_steps, queues, request_status, text_so_far
 from visuals.timeline import timeline
 
-TRACES = Path(__file__).resolve().parents[2] / "assets" / "traces"
-SCENARIOS = sorted({p.name.rsplit("-", 1)[0] for p in TRACES.glob("*.jsonl")})
+SCENARIOS = sorted({p.name.rsplit("-", 1)[0] for p in RECORDED.glob("*.jsonl")})
 WINDOW = 8
 
 
 def pair(scenario: str) -> list[TraceView]:
-    return [TraceView(trace.read(TRACES / f"{scenario}-{p}.jsonl")) for p in ("static", "continuous")]
+    return [TraceView(trace.read(RECORDED / f"{scenario}-{p}.jsonl")) for p in ("static", "continuous")]
 
 
 @pytest.fixture(scope="module", params=SCENARIOS)
@@ -209,7 +208,7 @@ def test_slot_grid_windows_turn_like_pages():
 def test_a_large_pool_is_drawn_one_cell_per_group_with_exact_counts():
     views = pair("sixteen")
     records = copy.deepcopy(views[1].records)
-    for st in records[1:-1]:
+    for st in step_records(records):
         st["kv"]["num_blocks"] = 1000  # the same tables in a pool of 1000 blocks
     view = TraceView(records)
     p = player_payload([view], "big pool")
@@ -272,7 +271,7 @@ def test_text_so_far_is_exact_with_accents_emoji_and_empty_tokens():
     views = pair("seed-abcd")
     records = copy.deepcopy(views[1].records)
     extra = ["é", "😀", "", " ⏎\n", "中文"]
-    for i, st in enumerate(records[1:-1]):
+    for i, st in enumerate(step_records(records)):
         for j, s in enumerate(st["sampled"]):
             s["text"] = extra[(i + j) % len(extra)] + s["text"]
     view = TraceView(records)
@@ -297,8 +296,8 @@ def test_the_incremental_grouped_map_equals_the_map_drawn_step_by_step(name):
     preemption, static releases and priority victims; each pool is enlarged to be drawn grouped."""
     from visuals.blockgroups import AGGREGATE_ABOVE, MARK_FIELDS, grouped_marks, grouped_marks_all
 
-    records = copy.deepcopy(trace.read(TRACES / f"{name}.jsonl"))
-    for st in records[1:-1]:
+    records = copy.deepcopy(trace.read(RECORDED / f"{name}.jsonl"))
+    for st in step_records(records):
         st["kv"]["num_blocks"] = AGGREGATE_ABOVE + 1 + 7 * len(name)  # groups of 4 blocks, the last one shorter
     view = TraceView(records)
     fast = grouped_marks_all(view)

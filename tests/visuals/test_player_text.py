@@ -4,8 +4,8 @@ idle steps is indexed by position."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+from conftest import RECORDED, step_records
 from fakes import EOS, FakeRunner, make_request
 
 from engine.config import EngineConfig
@@ -13,7 +13,7 @@ from engine.engine import LLMEngine
 from steplog import trace
 from steplog.view import TraceView
 
-SEED = Path(__file__).resolve().parents[2] / "assets" / "traces" / "seed-abcd-continuous.jsonl"
+SEED = RECORDED / "seed-abcd-continuous.jsonl"
 
 
 def test_the_browser_player_grows_text_by_the_recorded_deltas_and_skips_idle_steps():
@@ -25,7 +25,7 @@ def test_the_browser_player_grows_text_by_the_recorded_deltas_and_skips_idle_ste
     from visuals.stepinfo import text_so_far
 
     records = json.loads(json.dumps(trace.read(SEED)))
-    for st in records[1:-1]:  # every token is one byte of an emoji: three make a character
+    for st in step_records(records):  # every token is one byte of an emoji: three make a character
         for s in st["sampled"]:
             s["text"], s["partial"] = "\ufffd", True
     for r in records[-1]["requests"]:
@@ -35,7 +35,7 @@ def test_the_browser_player_grows_text_by_the_recorded_deltas_and_skips_idle_ste
         if n % 3:
             deltas[-1] = "\ufffd" * (n % 3)  # the flush at the end: an unfinished character
         it = iter(deltas)
-        for st in records[1:-1]:
+        for st in step_records(records):
             for s in st["sampled"]:
                 if s["request_id"] == r["request_id"]:
                     s["text_delta"] = next(it)

@@ -7,22 +7,20 @@ import copy
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from conftest import RECORDED_TRACES, ROOT, step_records
 
 from steplog import trace
 from steplog.view import TraceView
 from visuals.quiz import question, questions, random_step
-
-TRACES = sorted((Path(__file__).resolve().parents[2] / "assets" / "traces").glob("*.jsonl"))
 
 
 class Raw:
     """Independent facts from the records: a second reading of docs/trace-format.md."""
 
     def __init__(self, records: list[dict]):
-        self.header, self.steps, self.summary = records[0], records[1:-1], records[-1]
+        self.header, self.steps, self.summary = records[0], step_records(records), records[-1]
         self.cfg = self.header["config"]
         reqs = self.header["requests"]
         self.prompt = {r["request_id"]: r["num_prompt_tokens"] for r in reqs}
@@ -155,7 +153,7 @@ class Raw:
         return total
 
 
-@pytest.fixture(scope="module", params=TRACES, ids=[p.stem for p in TRACES])
+@pytest.fixture(scope="module", params=RECORDED_TRACES, ids=[p.stem for p in RECORDED_TRACES])
 def generated(request):
     records = trace.read(request.param)
     view = TraceView(records)
@@ -205,7 +203,7 @@ def test_recompute_answers_add_up_to_the_summary(generated):
 
 def test_at_least_eight_kinds_across_the_shipped_scenarios():
     kinds = Counter()
-    for path in TRACES:
+    for path in RECORDED_TRACES:
         view = TraceView(trace.read(path))
         for k in range(0, view.num_steps, 1 if view.num_steps < 100 else 7):
             kinds.update(q.kind for q in questions(view, k))
@@ -217,12 +215,12 @@ def test_at_least_eight_kinds_across_the_shipped_scenarios():
 
 def test_prefix_cache_and_priority_questions_come_from_the_traces_that_show_them():
     asked = {}
-    for path in TRACES:
+    for path in RECORDED_TRACES:
         view = TraceView(trace.read(path))
         qs = [q for k in range(view.num_steps) for q in questions(view, k)]
         asked[path.stem] = {q.kind for q in qs if q.kind in ("prefix_hit", "queue_order")}
         hits = [q.value for q in qs if q.kind == "prefix_hit"]
-        recorded = any(n > 0 for st in view.records[1:-1] for n in st.get("num_prefix_hit_tokens", {}).values())
+        recorded = any(n > 0 for st in step_records(view.records) for n in st.get("num_prefix_hit_tokens", {}).values())
         assert not recorded or max(hits) > 0, path.stem  # a trace that records hits asks about a real one
     assert "prefix_hit" in asked["shared-prefix-continuous"] and "prefix_hit" in asked["sixteen-static"]
     assert "queue_order" in asked["priority-continuous"] and "queue_order" in asked["priority-static"]
@@ -230,8 +228,8 @@ def test_prefix_cache_and_priority_questions_come_from_the_traces_that_show_them
 
 
 def test_prefix_cache_questions_appear_when_the_trace_records_hits():
-    records = copy.deepcopy(trace.read(TRACES[0].parent / "seed-abcd-continuous.jsonl"))
-    for st in records[1:-1]:
+    records = copy.deepcopy(trace.read(RECORDED_TRACES[0].parent / "seed-abcd-continuous.jsonl"))
+    for st in step_records(records):
         st["num_prefix_hit_tokens"] = {r: (8 if r == "A" else 0) for r in st["admitted"]}
     view, raw = TraceView(records), Raw(records)
     qs = [q for k in range(view.num_steps) for q in questions(view, k, seed=3) if q.kind == "prefix_hit"]
@@ -241,7 +239,7 @@ def test_prefix_cache_questions_appear_when_the_trace_records_hits():
 
 
 def test_questions_are_deterministic_and_seeds_vary_them():
-    path = TRACES[0].parent / "sixteen-continuous.jsonl"
+    path = RECORDED_TRACES[0].parent / "sixteen-continuous.jsonl"
     a, b = TraceView(trace.read(path)), TraceView(trace.read(path))
     for seed in (0, 1, "x"):
         k = random_step(a, seed)
@@ -252,9 +250,9 @@ def test_questions_are_deterministic_and_seeds_vary_them():
 
 
 def test_show_me_opens_the_page_the_trace_belongs_to():
-    seed = TraceView(trace.read(TRACES[0].parent / "seed-abcd-static.jsonl"))
+    seed = TraceView(trace.read(RECORDED_TRACES[0].parent / "seed-abcd-static.jsonl"))
     assert question(seed, 4, 0).target.url == "/walkthrough?policy=static&step=4"
-    pre = TraceView(trace.read(TRACES[0].parent / "preemption-continuous.jsonl"))
+    pre = TraceView(trace.read(RECORDED_TRACES[0].parent / "preemption-continuous.jsonl"))
     assert question(pre, 27, 0, "preempted").target.url == "/trace?scenario=preemption&policy=continuous&step=27"
     pre.source = "live"
     assert question(pre, 27, 0).target.url == "/trace?live=continuous&step=27"
@@ -263,7 +261,7 @@ def test_show_me_opens_the_page_the_trace_belongs_to():
 
 
 def test_a_kind_that_does_not_apply_is_not_generated():
-    view = TraceView(trace.read(TRACES[0].parent / "seed-abcd-continuous.jsonl"))
+    view = TraceView(trace.read(RECORDED_TRACES[0].parent / "seed-abcd-continuous.jsonl"))
     assert question(view, 5, 0, "preempted") is None  # nobody is preempted in seed-abcd
     assert question(view, 5, 0, "padding") is None  # continuous batching has no padding rows
     assert question(view, 5, 0, "admitted") is None  # nobody is waiting at step 5
@@ -274,6 +272,6 @@ def test_quiz_glossary_and_compare_logic_load_without_torch():
         "import sys, visuals.quiz, visuals.quiz_kinds, visuals.glossary, visuals.compare_runs; "
         "print(sorted(m for m in ('torch', 'transformers', 'streamlit') if m in sys.modules))"
     )
-    root = TRACES[0].parents[2]
+    root = ROOT
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
