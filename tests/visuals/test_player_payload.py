@@ -3,7 +3,8 @@ visuals compute for that step; the exported HTML file is self-contained and with
 
 The payload is decoded here the way ``visuals/web/*.js`` decodes it (slice the whole-trace slot grid to the
 step's window, look blocks up through delta rows, take a prefix of the final text...), and each decoded figure is
-compared, whole, with the figure the Python visual draws at that step.
+compared, whole, with the figure the Python visual draws at that step. The JS decoder itself is checked at the same
+steps in Chromium: tests/ui/test_browser_decoder.py.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import random
 import re
 from html.parser import HTMLParser
 
 import pytest
 from conftest import RECORDED, step_records
+from payloadkit import WINDOW, sample_steps
 
 from steplog import trace
 from steplog.view import TraceView
@@ -34,7 +35,6 @@ from visuals.stepinfo import event_steps, queues, request_status, text_so_far
 from visuals.timeline import timeline
 
 SCENARIOS = sorted({p.name.rsplit("-", 1)[0] for p in RECORDED.glob("*.jsonl")})
-WINDOW = 8
 
 
 def pair(scenario: str) -> list[TraceView]:
@@ -45,13 +45,6 @@ def pair(scenario: str) -> list[TraceView]:
 def packed(request):
     views = pair(request.param)
     return views, player_payload(views, request.param, window=WINDOW, counters=lockstep_counters(*views))
-
-
-def sample_steps(num_steps: int, events: list[int]) -> list[int]:
-    """First, second, last, a few events and a few seeded random steps of the shared clock."""
-    rng = random.Random(num_steps)
-    picks = {0, 1, num_steps - 1, *events[:3], *events[-2:], *rng.sample(range(num_steps), min(6, num_steps))}
-    return sorted(k for k in picks if 0 <= k < num_steps)
 
 
 # --- the decoder: what visuals/web/*.js does with the payload --------------------------------------------------
@@ -274,7 +267,9 @@ def test_text_so_far_is_exact_with_accents_emoji_and_empty_tokens():
     for i, st in enumerate(step_records(records)):
         for j, s in enumerate(st["sampled"]):
             s["text"] = extra[(i + j) % len(extra)] + s["text"]
+            s["text_delta"] = extra[(i + j) % len(extra)] + s.get("text_delta", "")  # what text_so_far adds up
     view = TraceView(records)
+    assert "😀" in "".join(text_so_far(view, view.num_steps - 1).values())
     v = player_payload([view], "text")["views"][0]
     for s in range(view.num_steps):
         assert [decode_text(v, i, s) for i in range(len(view.request_ids))] == list(text_so_far(view, s).values())
