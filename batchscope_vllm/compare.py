@@ -144,6 +144,9 @@ def _view(step: dict[str, Any]) -> dict[str, Any]:
     return {
         "scheduled": {s["request_id"]: (s["num_tokens"], s["num_computed_tokens"]) for s in step.get("scheduled", [])},
         "order": [s["request_id"] for s in step.get("scheduled", [])],
+        "drafts": {
+            s["request_id"]: s["draft_token_ids"] for s in step.get("scheduled", []) if s.get("draft_token_ids")
+        },
         "admitted": set(step.get("admitted", [])),
         "preempted": list(step.get("preempted", [])),
         "finished": {(f["request_id"], f["reason"]) for f in step.get("finished", [])},
@@ -189,6 +192,7 @@ def _step_differences(bs: dict[str, Any], vl: dict[str, Any]) -> list[str]:
         None
         if b["scheduled"] != v["scheduled"] or b["order"] == v["order"]
         else f"batch order differs: Batchscope {b['order']}, vLLM {v['order']}",
+        _dict_diff("draft tokens", b["drafts"], v["drafts"], str),
         _plain("admitted", sorted(b["admitted"]), sorted(v["admitted"])),
         _plain("preempted", b["preempted"], v["preempted"]),
         _plain("finished", sorted(b["finished"]), sorted(v["finished"])),
@@ -212,7 +216,8 @@ def compare(bs_steps: list[dict[str, Any]], vllm_steps: list[dict[str, Any]]) ->
 
     ``bs_steps``: Batchscope step records (a whole trace is fine: header and summary are skipped).
     ``vllm_steps``: ``run_vllm``'s records. Steps are matched by position. Per step: scheduled (request ->
-    tokens and computed tokens before the step; and, when those agree, the batch order), admitted (as a set),
+    tokens and computed tokens before the step; and, when those agree, the batch order), the draft token ids of
+    each speculative decode (n-gram drafts; -1 a placeholder), admitted (as a set),
     preempted (in order), finished (request and reason), prefix-cache hit tokens per admitted request, blocks per
     request and (when those agree) the block ids of every table, ``num_used_blocks``, reference counts, the cached
     free blocks in eviction order, and the evicted blocks; each fact only when both records have it (see

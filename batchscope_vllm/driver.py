@@ -32,13 +32,22 @@ from typing import Any
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # read when vllm is first imported
 
 from vllm import SamplingParams
-from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig
+from vllm.config import (
+    CacheConfig,
+    DeviceConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+    VllmConfig,
+)
 from vllm.utils.hashing import get_hash_fn_by_name
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-from vllm.v1.outputs import ModelRunnerOutput
+from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
+from vllm.v1.spec_decode import ngram_proposer
 from vllm.v1.structured_output import StructuredOutputManager
 
 # A generated Llama config.json is all ModelConfig reads (skip_tokenizer_init=True): no weights, no tokenizer.
@@ -102,6 +111,7 @@ def make_scheduler(config: dict[str, Any], scheduler_cls: type[Scheduler] = Sche
         cache_config=cache_cfg,
         scheduler_config=sched_cfg,
         device_config=DeviceConfig(device="cpu"),
+        speculative_config=_speculative_config(config, model_cfg),
     )
     num_blocks = int(config["num_kv_blocks"]) + 1  # + vLLM's null block 0
     vllm_cfg.cache_config.num_gpu_blocks = num_blocks
@@ -136,6 +146,45 @@ def make_scheduler(config: dict[str, Any], scheduler_cls: type[Scheduler] = Sche
     if got != want:
         raise RuntimeError(f"vLLM changed the scheduler settings: asked {want}, got {got}")
     return sched
+
+
+def _speculative_config(config: dict[str, Any], model_cfg: ModelConfig) -> SpeculativeConfig | None:
+    """vLLM's ``SpeculativeConfig`` for the workload's ``speculative_config`` (n-gram drafts only), or None."""
+    spec = config.get("speculative_config")
+    if not spec:
+        return None
+    if spec.get("method", "ngram") != "ngram":
+        raise ValueError(f"speculative_config.method={spec.get('method')!r}: only 'ngram' is driven model-free")
+    return SpeculativeConfig(
+        method="ngram",
+        num_speculative_tokens=int(spec["num_speculative_tokens"]),
+        prompt_lookup_min=int(spec["prompt_lookup_min"]),
+        prompt_lookup_max=int(spec["prompt_lookup_max"]),
+        target_model_config=model_cfg,
+        target_parallel_config=ParallelConfig(),
+    )
+
+
+def _propose_drafts(sched: Scheduler, requests: dict[str, Request], sampled_ids: list[str]) -> None:
+    """The n-gram drafts for the next step, as vLLM's model runner proposes them after a step and its engine core
+    hands them to the scheduler: vLLM's own ``_find_longest_matched_ngram_and_propose_tokens`` over each request's
+    known tokens, for the requests that sampled (``Scheduler.update_draft_token_ids`` drops those that finished)."""
+    spec = sched.vllm_config.speculative_config
+    if spec is None or not sampled_ids:
+        return
+    max_len = sched.max_model_len
+    drafts = []
+    for rid in sampled_ids:
+        req = requests[rid]
+        tokens = ngram_proposer.np.asarray(list(req.all_token_ids), dtype=ngram_proposer.np.int32)
+        if len(tokens) >= max_len:
+            drafts.append([])
+            continue
+        found = ngram_proposer._find_longest_matched_ngram_and_propose_tokens(
+            tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, max_len, spec.num_speculative_tokens
+        )
+        drafts.append([int(t) for t in found])
+    sched.update_draft_token_ids(DraftTokenIds(req_ids=list(sampled_ids), draft_token_ids=drafts))
 
 
 def _block_hasher(config: dict[str, Any]):
@@ -175,11 +224,14 @@ def _max_steps(workload: dict[str, Any]) -> int:
 
 
 def _sampled_tokens(
-    scheduled_ids, requests: dict[str, Request], sampled: dict[str, list[int]]
+    scheduled_ids, requests: dict[str, Request], sampled: dict[str, list[int]], drafts: dict[str, list[int]]
 ) -> tuple[list[list[int]], list[str]]:
-    """The fake forward pass: per scheduled request (in order), ``[next sampled token]`` if it samples this step
-    (its computed tokens reach its known tokens once ``schedule()`` has advanced them), else ``[]``; plus the
-    requests that sample but whose ``sampled`` list is used up (to be aborted)."""
+    """The fake forward pass: per scheduled request (in order), its next sampled token if it samples this step
+    (its computed tokens reach its known tokens once ``schedule()`` has advanced them), else ``[]``; with drafts
+    (``drafts``, vLLM's ``scheduled_spec_decode_tokens``), verification as a greedy target model does it: each
+    draft is accepted while it equals the next recorded token, then one more token (the model's own at the first
+    mismatch, or the bonus token); plus the requests that sample but whose ``sampled`` list is used up (to be
+    aborted)."""
     tokens: list[list[int]] = []
     exhausted: list[str] = []
     for rid in scheduled_ids:
@@ -188,7 +240,12 @@ def _sampled_tokens(
         if req.num_computed_tokens < req.num_tokens:
             tokens.append([])  # a prefill chunk that stops short of the known tokens samples nothing
         elif k < len(todo):
-            tokens.append([int(todo[k])])
+            out = []
+            for draft in drafts.get(rid, []):
+                if k + len(out) >= len(todo) or int(todo[k + len(out)]) != draft:
+                    break
+                out.append(draft)
+            tokens.append(out + [int(t) for t in todo[k + len(out) : k + len(out) + 1]])
         else:
             tokens.append([])
             exhausted.append(rid)
@@ -343,8 +400,10 @@ def run_vllm(
 
         out = sched.schedule()
 
+        spec_tokens = {rid: list(t) for rid, t in out.scheduled_spec_decode_tokens.items()}
         scheduled = [
             {"request_id": rid, "num_tokens": n, "num_computed_tokens": requests[rid].num_computed_tokens - n}
+            | ({"draft_token_ids": spec_tokens[rid]} if spec_tokens.get(rid) else {})
             for rid, n in out.num_scheduled_tokens.items()
         ]
         admitted = [s["request_id"] for s in scheduled if s["request_id"] in was_waiting]
@@ -353,7 +412,7 @@ def run_vllm(
         }
         pool_facts = _pool_facts(sched, num_kv_blocks)
 
-        tokens, aborted = _sampled_tokens(out.num_scheduled_tokens, requests, sampled)
+        tokens, aborted = _sampled_tokens(out.num_scheduled_tokens, requests, sampled, spec_tokens)
         if aborted:
             sched.finish_requests(aborted, RequestStatus.FINISHED_ABORTED)
         ids = list(out.num_scheduled_tokens)
@@ -361,6 +420,7 @@ def run_vllm(
             out,
             ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=tokens),
         )
+        _propose_drafts(sched, requests, [rid for rid, t in zip(ids, tokens) if t])
         finished = aborts + [
             {"request_id": rid, "reason": str(requests[rid].get_finished_reason())}
             for rid in ids

@@ -192,6 +192,7 @@ class TraceBook:
                     "slot": self._slot(rid),
                     "recompute": kind == "prefill" and again > 0,
                 }
+                | ({"draft_token_ids": [int(t) for t in spec[rid]]} if spec.get(rid) else {})
             )
             info = self.requests.get(rid)
             if info is not None:
@@ -344,6 +345,12 @@ class TraceBook:
         if entry is None:
             return
         record, reqs, lens = entry
+        for entry in record["scheduled"]:  # speculative decoding: update_from_output rolled the rejected drafts back
+            drafts = entry.get("draft_token_ids")
+            req = reqs.get(entry["request_id"])
+            if drafts and req is not None and not getattr(out, "num_invalid_spec_tokens", None):
+                rejected = entry["num_computed_tokens"] + entry["num_tokens"] - int(req.num_computed_tokens)
+                entry["num_accepted_tokens"] = max(0, min(len(drafts), len(drafts) - rejected))
         for rid, req in reqs.items():
             new = list(req.output_token_ids[lens.get(rid, len(req.output_token_ids)) :])
             record["sampled"] += [{"request_id": rid, "token_id": int(t)} for t in new]

@@ -112,9 +112,22 @@ def _header(sched: Any, record_text: bool) -> dict:
             "scheduling_policy": str(sched.policy.value),
             "async_scheduling": sc.async_scheduling,
             "max_model_len": int(cfg.max_model_len),
+            **_speculative(sched.vllm_config.speculative_config),
         },
         "requests": [],
     }
+
+
+def _speculative(spec: Any) -> dict:
+    """The header's ``speculative_config`` (vLLM's ``--speculative-config``: method, draft count, n-gram sizes);
+    empty without speculative decoding."""
+    if spec is None or not getattr(spec, "num_speculative_tokens", 0):
+        return {}
+    out = {"method": str(spec.method), "num_speculative_tokens": int(spec.num_speculative_tokens)}
+    for name in ("prompt_lookup_min", "prompt_lookup_max"):
+        if getattr(spec, name, None):  # n-gram methods only
+            out[name] = int(getattr(spec, name))
+    return {"speculative_config": out}
 
 
 def _decoder(vllm_config: Any):

@@ -125,6 +125,12 @@ class BlockManager:
             self._cached_this_step.setdefault(rid, []).append(table[i])
         self._num_cached[rid] = max(start, end)
 
+    def cache_computed(self, req: Request) -> None:
+        """Register in the cache every full block of ``req``'s known tokens that has K/V (after a speculative step
+        the accepted tokens fill blocks allocated for drafts; vLLM's ``cache_blocks`` after ``update_from_output``)."""
+        if self.enable_caching and req.request_id in self.block_tables:
+            self._cache_full_blocks(req, min(req.num_computed_tokens, req.num_tokens))
+
     def new_step(self) -> None:
         """Called before each step is scheduled."""
         self._cached_this_step.clear()

@@ -15,6 +15,9 @@ from steplog.checks import V1_LIMITS
 # Allowed ranges, shared by the CLI, the app's knobs and validation: the limits a version 1 trace (what this engine
 # writes) is checked against, so the engine accepts exactly what its traces may say.
 LIMITS = V1_LIMITS
+# Speculative decoding's integer settings (``EngineConfig.validate_speculation``): vLLM allows more drafts; past 16
+# a picture of one decode row stops being readable, and prompt lookup past 64 tokens matches almost nothing.
+SPEC_LIMITS = {"num_speculative_tokens": (0, 16), "prompt_lookup_min": (1, 64), "prompt_lookup_max": (1, 64)}
 
 
 class ConfigError(ValueError):
@@ -57,6 +60,10 @@ class EngineConfig:
     does: running requests then take turns, the earliest admitted first, and the head of the running list still
     computes every step, so every request still finishes.
 
+    Speculative decoding with n-gram drafts (``engine.spec_decode``; vLLM's ``--speculative-config '{"method":
+    "ngram", ...}'``): ``num_speculative_tokens`` drafts at most per decode step (0: off), from a matched n-gram of
+    ``prompt_lookup_min`` to ``prompt_lookup_max`` tokens (vLLM's defaults: 5 and 5). Continuous batching only.
+
     Defaults keep the block map readable for a handful of requests: 64 blocks of 16 tokens.
     """
 
@@ -69,6 +76,9 @@ class EngineConfig:
     scheduling_policy: str = "fcfs"
     enable_prefix_caching: bool = True
     reserve_full_prompt: bool = True
+    num_speculative_tokens: int = 0
+    prompt_lookup_min: int = 5
+    prompt_lookup_max: int = 5
 
     def validate(self, queues: Iterable[str] = QUEUES) -> None:
         """Raise ``ConfigError`` naming the first bad field and its allowed range: every field but ``batching``,
@@ -82,9 +92,27 @@ class EngineConfig:
         for name in ("enable_chunked_prefill", "enable_prefix_caching", "reserve_full_prompt"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, getattr(self, name), "true or false")
+        self.validate_speculation()
+
+    def validate_speculation(self) -> None:
+        """``num_speculative_tokens`` in [0, 16] (0: off); ``prompt_lookup_min`` <= ``prompt_lookup_max``, both in
+        [1, 64] (vLLM's ``SpeculativeConfig`` refuses min > max); drafts under static batching are refused."""
+        for name, (lo, hi) in SPEC_LIMITS.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not (lo <= value <= hi):
+                raise ConfigError(name, value, f"an integer in [{lo}, {hi}]")
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            allowed = f"an integer in [1, prompt_lookup_max={self.prompt_lookup_max}]"
+            raise ConfigError("prompt_lookup_min", self.prompt_lookup_min, allowed)
+        if self.num_speculative_tokens and self.batching != "continuous":
+            allowed = f"0 under --batching {self.batching} (speculative decoding runs with continuous batching)"
+            raise ConfigError("num_speculative_tokens", self.num_speculative_tokens, allowed)
 
     def header_dict(self) -> dict:
         """The ``config`` object of a trace header (the batching mode is recorded beside it, as ``policy``)."""
         d = asdict(self)
         d.pop("batching")
+        spec = {name: d.pop(name) for name in SPEC_LIMITS}
+        if spec["num_speculative_tokens"]:  # vLLM's --speculative-config, recorded only when it is on
+            d["speculative_config"] = {"method": "ngram", **spec}
         return d

@@ -41,7 +41,7 @@ from steplog.records import FinishedRecord, HeaderRecord, SampledRecord, StepRec
 class Runner(Protocol):
     """What the engine needs from a model runner (the real ``ModelRunner`` or a test's fake)."""
 
-    def execute(self, out: SchedulerOutput, block_tables: dict[str, list[int]]) -> dict[str, int]: ...
+    def execute(self, out: SchedulerOutput, block_tables: dict[str, list[int]]) -> dict[str, list[int]]: ...
 
     def release(self, request_id: str) -> None: ...
 
@@ -71,6 +71,7 @@ class LLMEngine:
     ):
         self.runner, self.config = runner, config
         self.scheduler = make_scheduler(config, eos_token_ids)
+        self.scheduler.max_model_len = max_model_len
         self.decode = decode or (lambda ids: " ".join(map(str, ids)))
         self.max_model_len, self.vocab_size = max_model_len, vocab_size
         self.detok: dict[str, IncrementalDetokenizer] = {}
@@ -237,12 +238,14 @@ class LLMEngine:
 
     def _sampled(self, sampled: list[SampledRecord], finished: set[str]) -> list[SampledRecord]:
         """Each sampled token plus ``partial`` (its text alone is part of a character) and ``text_delta``, what it
-        adds to the request's output text (``engine.detokenizer``)."""
-        for entry in sampled:
+        adds to the request's output text (``engine.detokenizer``); a request's last token of a finishing step
+        flushes its text."""
+        last = {entry["request_id"]: i for i, entry in enumerate(sampled)}
+        for i, entry in enumerate(sampled):
             rid = entry["request_id"]
             if is_partial(entry["text"]):
                 entry["partial"] = True
-            entry["text_delta"] = self.detok[rid].add(entry["token_id"], final=rid in finished)
+            entry["text_delta"] = self.detok[rid].add(entry["token_id"], final=rid in finished and last[rid] == i)
         return sampled
 
     def _header(self, requests: list[Request], seed: int | None = None) -> HeaderRecord:

@@ -6,7 +6,7 @@ import argparse
 from dataclasses import fields
 
 from engine.batching import SCHEDULERS, mode_config, validate_config
-from engine.config import LIMITS, EngineConfig
+from engine.config import LIMITS, SPEC_LIMITS, EngineConfig
 from engine.request_queue import QUEUES
 from engine.sglang_policy import POLICIES
 
@@ -43,6 +43,14 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="admit a request when its first chunk fits, not its whole prompt (vLLM's scheduler_reserve_full_isl)",
     )
+    spec_help = {
+        "num_speculative_tokens": "n-gram (prompt-lookup) drafts per decode step, vLLM's speculative decoding; 0: off",
+        "prompt_lookup_min": "shortest n-gram matched for drafts (default 5, vLLM's)",
+        "prompt_lookup_max": "longest n-gram matched for drafts (default 5, vLLM's)",
+    }
+    for name, (lo, hi) in SPEC_LIMITS.items():
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=int, default=None, help=f"integer in [{lo}, {hi}]: {spec_help[name]}")
     parser.add_argument(
         "--model", default="SmolLM2-135M-Instruct", help="HF causal-LM id (in the local cache) or local folder"
     )
@@ -53,8 +61,8 @@ def config_from_args(args, overrides: dict) -> EngineConfig:
     """The ``EngineConfig`` of a scenario's or workload's ``overrides`` with the command's flags on top."""
     cfg: dict = {f.name: f.default for f in fields(EngineConfig)}
     cfg.update(overrides)
-    for name in LIMITS:
-        if getattr(args, name) is not None:
+    for name in [*LIMITS, *SPEC_LIMITS]:
+        if getattr(args, name, None) is not None:
             cfg[name] = getattr(args, name)
     flags = {
         "enable_chunked_prefill": args.no_chunked_prefill,

@@ -39,6 +39,7 @@ from engine.paged_attention import ATTN_IMPL, KVCachePool, PagedBatch
 from engine.request import Request
 from engine.sampler import make_generator, sample
 from engine.scheduler import SchedulerOutput
+from engine.spec_decode import PLACEHOLDER, verify
 
 
 def mkl_packing_available(device: torch.device, dtype: torch.dtype) -> bool:
@@ -169,21 +170,23 @@ class ModelRunner:
     def build_batch(self, out: SchedulerOutput, block_tables: dict[str, list[int]]):
         """Flatten the step. Returns ``(input_ids [1,T], position_ids [1,T], PagedBatch, sample_rows, sample_reqs)``."""
         bs = self.block_size
-        ids, pos, slots, ctx, masks, sample_rows, sample_reqs = [], [], [], [], [], [], []
+        ids: list[int] = []
+        sample_rows: list[int] = []
+        pos, slots, ctx, masks, sample_reqs = [], [], [], [], []
         num_q = 0
         for s in out.scheduled:
             req, c, n = s.request, s.num_computed_tokens, s.num_tokens
             table = torch.tensor(block_tables[req.request_id], dtype=torch.long)
             all_pos = torch.arange(c + n)
             all_slots = table[all_pos // bs] * bs + all_pos % bs
-            ids.extend(req.all_token_ids[c : c + n])
+            ids.extend(t if t != PLACEHOLDER else self.pad_token_id for t in s.token_ids)  # a placeholder: any id
             pos.append(all_pos[c:])
             slots.append(all_slots[c:])
             ctx.append(all_slots)
             masks.append(all_pos[None, :] <= all_pos[c:, None])  # [n, c+n] causal within the request
             num_q += n
-            if s.samples:
-                sample_rows.append(num_q - 1)
+            if s.samples:  # with drafts: every position of the row (its last token's and each draft's)
+                sample_rows.extend(range(num_q - 1 - len(s.draft_token_ids), num_q))
                 sample_reqs.append(req)
         for _row, _rid in out.padding:  # a finished static member: one dummy token on the scratch slot
             ids.append(self.pad_token_id)
@@ -199,8 +202,9 @@ class ModelRunner:
         return input_ids, position_ids, batch, sample_rows, sample_reqs
 
     @torch.inference_mode()
-    def execute(self, out: SchedulerOutput, block_tables: dict[str, list[int]]) -> dict[str, int]:
-        """Run one forward pass for ``out`` and sample. Returns ``{request_id: sampled token id}``."""
+    def execute(self, out: SchedulerOutput, block_tables: dict[str, list[int]]) -> dict[str, list[int]]:
+        """Run one forward pass for ``out`` and sample. Returns ``{request_id: [token ids]}`` for the requests that
+        sample: one token, or with drafts the accepted ones and the next (``engine.spec_decode.verify``)."""
         if out.is_empty:
             if self.time_forward:
                 self.forward_times.append(0.0)
@@ -227,8 +231,25 @@ class ModelRunner:
             self.forward_times.append(time.perf_counter() - t0)
         if not rows:
             return {}
-        tokens = sample(logits, [r.sampling for r in reqs], [self._generator(r) for r in reqs])
-        return {r.request_id: t for r, t in zip(reqs, tokens)}
+        return self._sample(out, logits, reqs)
+
+    def _sample(self, out: SchedulerOutput, logits: torch.Tensor, reqs: list[Request]) -> dict[str, list[int]]:
+        """``logits`` ``[rows, vocab]``: one row per sampling request, ``1 + drafts`` for one with drafts."""
+        drafts = {s.request.request_id: s.draft_token_ids for s in out.scheduled if s.draft_token_ids}
+        if not drafts:
+            tokens = sample(logits, [r.sampling for r in reqs], [self._generator(r) for r in reqs])
+            return {r.request_id: [t] for r, t in zip(reqs, tokens)}
+        result, row = {}, 0
+        for r in reqs:
+            d = drafts.get(r.request_id, [])
+            rows = logits[row : row + 1 + len(d)]
+            result[r.request_id] = (
+                verify(rows, d, r.sampling, self._generator(r))
+                if d
+                else sample(rows, [r.sampling], [self._generator(r)])
+            )
+            row += 1 + len(d)
+        return result
 
     def _generator(self, req: Request) -> torch.Generator | None:
         if req.sampling.temperature == 0.0:

@@ -135,6 +135,10 @@ class Request:
     num_kv_high: int = 0  # most tokens it has held K/V for (its computed tokens when it was last preempted)
     num_dropped_tokens: int = 0  # tokens of K/V its preemptions dropped
     num_recomputed_tokens: int = 0  # tokens computed again after a preemption (dropped and not found in the cache)
+    spec_token_ids: list[int] = field(
+        default_factory=list
+    )  # n-gram drafts for its next decode step (engine.spec_decode)
+    is_prefill_chunk: bool = False  # its last scheduled chunk stopped short of its known tokens (vLLM's flag)
     first_scheduled_time: float | None = None
     first_token_time: float | None = None
     finish_time: float | None = None

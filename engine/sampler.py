@@ -43,8 +43,10 @@ def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[
     return tokens
 
 
-def _sample_row(logits: torch.Tensor, p: SamplingParams, generator: torch.Generator | None) -> int:
-    logits = logits / p.temperature
+def probabilities(logits: torch.Tensor, p: SamplingParams) -> torch.Tensor:
+    """The distribution a sampled request draws from: ``logits`` ``[vocab_size]`` after temperature, top-k and top-p,
+    softmaxed (float32, on CPU)."""
+    logits = logits.float().cpu() / p.temperature
     if p.top_k > 0 and p.top_k < logits.numel():
         kth = torch.topk(logits, p.top_k).values[-1]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -54,5 +56,17 @@ def _sample_row(logits: torch.Tensor, p: SamplingParams, generator: torch.Genera
         drop = cum - sorted_logits.softmax(-1) >= p.top_p  # mass before this token already reaches top_p
         drop[0] = False  # always keep the most likely token
         logits = logits.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
-    probs = logits.softmax(-1)
+    return logits.softmax(-1)
+
+
+def sample_excluding(probs: torch.Tensor, token: int, generator: torch.Generator | None) -> int:
+    """A draw from ``probs`` ``[vocab_size]`` with ``token`` removed (renormalized): the token a speculative step
+    yields where it rejects the draft ``token`` (``engine.spec_decode.verify``). ``token < 0`` removes nothing."""
+    if token >= 0 and float(probs[token]) < 1.0:
+        probs = probs.clone()
+        probs[token] = 0.0
     return int(torch.multinomial(probs, 1, generator=generator).item())
+
+
+def _sample_row(logits: torch.Tensor, p: SamplingParams, generator: torch.Generator | None) -> int:
+    return int(torch.multinomial(probabilities(logits, p), 1, generator=generator).item())

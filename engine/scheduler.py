@@ -24,6 +24,10 @@ Continuous batching (iteration-level scheduling, Orca / vLLM V1):
    mid-prompt and be preempted over and over (vllm#25538). With the rule off, only the first chunk must fit.
 4. Prefix caching (``enable_prefix_caching``): an admitted request first adopts the blocks of its longest cached
    prefix (``engine.block_manager``) and computes only the rest.
+5. Speculative decoding (``num_speculative_tokens``, ``engine.spec_decode``): a running decode is scheduled with its
+   n-gram drafts too, cut to the budget; after the forward the rejected drafts are rolled back. An admission with
+   exactly one token to compute is padded to ``1 + num_speculative_tokens`` with placeholder drafts when decodes but
+   no prefill run (vLLM keeps its decode batches uniform so), and waits if the padded size does not fit the budget.
 
 Which waiting request is the head and who is the preemption victim is the waiting queue's policy
 (``engine.request_queue``); static batching is the subclass ``engine.static_scheduler.StaticScheduler``.
@@ -40,19 +44,19 @@ tokens. A request keeps its batch *row* (``0 .. max_num_seqs-1``, a row of the p
 
 from __future__ import annotations
 
-from typing import cast
-
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
-from engine.request import FinishReason, Request, RequestStatus
+from engine.request import Request, RequestStatus
 from engine.request_queue import QUEUES
 from engine.scheduler_output import ScheduledRequest, SchedulerOutput, admission_record
-from steplog.records import AbortRecord, AbortState, HeadWaitRecord, KVExtras, PreemptionRecord
+from engine.scheduler_update import SchedulerUpdate
+from engine.spec_decode import PLACEHOLDER, NgramProposer
+from steplog.records import HeadWaitRecord, KVExtras, PreemptionRecord
 
 __all__ = ["ScheduledRequest", "Scheduler", "SchedulerOutput"]
 
 
-class Scheduler:
+class Scheduler(SchedulerUpdate):
     """Continuous batching: holds the waiting queue, the running list, row assignment and the block manager.
 
     Subclasses change batch formation through three hooks: ``_admit_waiting`` (who joins this step),
@@ -68,6 +72,8 @@ class Scheduler:
         self.running: list[Request] = []  # admission order
         self.rows: dict[str, int] = {}  # request_id -> batch row, while admitted
         self.num_arrived = 0
+        self.max_model_len: int | None = None  # the model's context (set by the engine; caps decodes with drafts)
+        self.proposer = NgramProposer.from_config(config)  # None: speculative decoding off
 
     # -- queue -------------------------------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -109,6 +115,9 @@ class Scheduler:
         preempted request being admitted again also waits until its whole recompute fits the budget left, as in
         vLLM, unless it exceeds the whole budget (vLLM's config forbids such a small budget; here it would never
         resume): then it is split, and a running request continues its recompute chunk by chunk."""
+        if num_computed is None and req.spec_token_ids:  # a decode with drafts: cut to the budget, never waits
+            room = budget if self.max_model_len is None else min(budget, self.max_model_len - req.num_tokens)
+            return max(0, min(1 + len(req.spec_token_ids), room))  # vLLM: positions stay below max_model_len - 1
         n = req.num_tokens - (req.num_computed_tokens if num_computed is None else num_computed)
         if n <= budget or self.config.enable_chunked_prefill:
             return min(n, budget)
@@ -140,6 +149,7 @@ class Scheduler:
                 if self.waiting.continue_after_self_preemption:
                     continue  # ``running[i]`` is now the next request
                 break
+            out.running_prefill |= req.is_prefill_chunk  # (a victim unscheduled later leaves it set, as in vLLM)
             self._schedule(req, n, out)
             budget -= n
             i += 1
@@ -157,6 +167,7 @@ class Scheduler:
         """Admit from the head of the queue while the budget, a row and free blocks allow; nobody overtakes. The
         first limit that holds the head is recorded (``out.head``)."""
         bm = self.block_manager
+        ran_running = bool(out.scheduled)  # before any admission of this step
         while self.waiting:  # vLLM's order of checks: the budget, a free row, chunking, then KV blocks
             if budget <= 0:
                 return self._hold_head(out, "token_budget", 1, 0)
@@ -170,6 +181,10 @@ class Scheduler:
             # the head waits, and so does everyone behind it
             if n == 0:
                 return self._hold_head(out, "chunked_prefill_off", req.num_tokens - num_hit, budget)
+            drafts = self._admission_padding(req, num_hit, out, ran_running)
+            if drafts and 1 + len(drafts) > budget:  # vLLM prefers not to schedule it over scheduling it unpadded
+                return self._hold_head(out, "token_budget", 1 + len(drafts), budget)
+            n += len(drafts)
             if self.config.reserve_full_prompt and not bm.can_allocate(req.request_id, req.num_tokens, hits):
                 need = bm.num_blocks_to_allocate(req.request_id, req.num_tokens, hits)
                 return self._hold_head(out, "kv_blocks_full_prompt", need, free)
@@ -178,8 +193,21 @@ class Scheduler:
                 return self._hold_head(out, "kv_blocks", need, free)
             self.waiting.pop()
             self._admit(req, out, hits)
-            self._schedule(req, n, out)
+            self._schedule(req, n, out, drafts)
             budget -= n
+
+    def _admission_padding(self, req: Request, num_hit: int, out: SchedulerOutput, ran_running: bool) -> list[int]:
+        """Placeholder drafts for an admission with exactly one token to compute, while decodes but no prefill chunk
+        of a running request run this step (vLLM 0.33 pads it to the uniform ``1 + num_speculative_tokens`` of a
+        speculative decode batch, if the positions stay within the model's context); else none."""
+        if self.proposer is None or req.num_tokens - num_hit != 1 or out.running_prefill:
+            return []
+        k = self.proposer.k
+        if not (ran_running or num_hit > 0) or (
+            self.max_model_len is not None and num_hit + k + 2 > self.max_model_len
+        ):
+            return []
+        return [PLACEHOLDER] * k
 
     def _hold_head(self, out: SchedulerOutput, limit: str, need: int | None = None, left: int | None = None) -> None:
         """Record why the head of the waiting queue is not admitted in this step (``steplog.reasons``)."""
@@ -210,11 +238,17 @@ class Scheduler:
         if hits:
             self.block_manager.allocate(req, req.num_computed_tokens, hits)
 
-    def _schedule(self, req: Request, n: int, out: SchedulerOutput) -> None:
+    def _schedule(self, req: Request, n: int, out: SchedulerOutput, drafts: list[int] | None = None) -> None:
+        """``req`` computes ``n`` tokens this step: its blocks grow to hold them; of its drafts, those the ``n`` reach
+        are verified (``drafts``: an admission's placeholders instead), and the rest dropped, as vLLM does."""
         new_blocks = self.block_manager.allocate(req, req.num_computed_tokens + n)
         if new_blocks:
             out.allocated_blocks[req.request_id] = new_blocks
-        out.scheduled.append(ScheduledRequest(req, n, req.num_computed_tokens, self.rows[req.request_id]))
+        if drafts is None:
+            drafts = req.spec_token_ids[: max(0, req.num_computed_tokens + n - req.num_tokens)]
+            req.spec_token_ids = []  # new ones are proposed after the step (``update``)
+        req.is_prefill_chunk = req.num_computed_tokens + n < req.num_tokens
+        out.scheduled.append(ScheduledRequest(req, n, req.num_computed_tokens, self.rows[req.request_id], drafts))
 
     def _preempt(self, req: Request, out: SchedulerOutput, why: PreemptionRecord | dict) -> None:
         """Preempt by recompute: drop all K/V, back to the waiting queue (FCFS: at its head). ``why``: the
@@ -232,57 +266,11 @@ class Scheduler:
         req.num_kv_high = max(req.num_kv_high, req.num_computed_tokens)
         req.num_dropped_tokens += req.num_computed_tokens
         req.num_computed_tokens = 0
+        req.spec_token_ids = []
         req.num_preemptions += 1
         req.status = RequestStatus.PREEMPTED
         self.waiting.prepend(req)
         out.preempted_req_ids.append(req.request_id)
-
-    # -- after the forward pass ----------------------------------------------------------------------------
-    def update(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[tuple[str, FinishReason]]:
-        """Advance every scheduled request, append sampled tokens, finish and free. Returns who finished."""
-        finished = []
-        for s in out.scheduled:
-            req = s.request
-            req.num_computed_tokens += s.num_tokens
-            req.num_recomputed_tokens += s.num_recomputed
-            token = sampled.get(req.request_id)
-            if token is None:
-                continue
-            req.output_token_ids.append(token)
-            reason = self._finish_reason(req, token)
-            if reason is not None:
-                req.status, req.finish_reason = RequestStatus.FINISHED, reason
-                self.running.remove(req)
-                self.block_manager.free(req.request_id)
-                self.block_manager.forget(req.request_id)
-                self._release_row(req)
-                finished.append((req.request_id, reason))
-        return finished
-
-    def abort(self, req: Request) -> AbortRecord | None:
-        """Finish ``req`` from outside the step loop, as vLLM's ``Scheduler.finish_requests(ids,
-        FINISHED_ABORTED)`` does (vllm/v1/core/sched/scheduler.py): out of the running list or the waiting queue,
-        its blocks freed (tail first, as at a finish), status finished with reason ``abort``. Returns what it took
-        away (``steplog.records.AbortRecord``: its state, tokens, table length), or None if it had finished."""
-        if req.is_finished:
-            return None
-        state = cast(AbortState, req.status.value)  # waiting, running or preempted (unfinished)
-        if req.status == RequestStatus.RUNNING:
-            self.running.remove(req)
-            self._release_row(req)
-        else:
-            self.waiting.remove(req)
-        table = self.block_manager.free(req.request_id)
-        self.block_manager.forget(req.request_id)
-        req.status, req.finish_reason = RequestStatus.FINISHED, FinishReason.ABORT
-        return {"state": state, "num_output_tokens": len(req.output_token_ids), "num_freed_blocks": len(table)}
-
-    def _finish_reason(self, req: Request, token: int) -> FinishReason | None:
-        if token in self.eos_token_ids and not req.sampling.ignore_eos:
-            return FinishReason.STOP
-        if len(req.output_token_ids) >= req.sampling.max_tokens:
-            return FinishReason.LENGTH
-        return None
 
     def _check_invariants(self, out: SchedulerOutput) -> None:
         assert out.num_batched_tokens <= self.config.max_num_batched_tokens, "token budget exceeded"

@@ -18,21 +18,29 @@ class ScheduledRequest:
     num_tokens: int
     num_computed_tokens: int  # before this step
     row: int  # batch row (the trace's ``slot``)
+    draft_token_ids: list[int] = field(default_factory=list)  # the last ``len`` of the tokens: drafts to verify
     kind: Literal["prefill", "decode"] = field(
         init=False
     )  # "decode": computing exactly the last sampled token; else "prefill"
     samples: bool = field(init=False)  # this step reaches the end of the known tokens, so a token is sampled
     num_recomputed: int = field(init=False)  # tokens of this chunk that had K/V before a preemption
     recompute: bool = field(init=False)  # a prefill that redoes K/V dropped by a preemption
+    num_accepted: int | None = field(default=None, init=False)  # drafts kept by verification (set by ``update``)
 
     def __post_init__(self):
         req = self.request
-        start, end = self.num_computed_tokens, self.num_computed_tokens + self.num_tokens
+        start, end = self.num_computed_tokens, self.num_computed_tokens + self.num_tokens - len(self.draft_token_ids)
         self.samples = end == req.num_tokens
-        is_decode = self.num_tokens == 1 and bool(req.output_token_ids) and self.samples
+        is_decode = end - start == 1 and bool(req.output_token_ids) and self.samples
         self.kind = "decode" if is_decode else "prefill"
         self.num_recomputed = max(0, min(end, req.num_kv_high) - start)
         self.recompute = self.kind == "prefill" and self.num_recomputed > 0
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The ``num_tokens`` token ids the step computes for this request (known tokens, then the drafts)."""
+        c = self.num_computed_tokens
+        return self.request.all_token_ids[c : c + self.num_tokens - len(self.draft_token_ids)] + self.draft_token_ids
 
 
 @dataclass
@@ -50,6 +58,7 @@ class SchedulerOutput:
     preemptions: list[PreemptionRecord] = field(default_factory=list)
     head: HeadWaitRecord | None = None
     batch: BatchRecord | None = None  # SGLang family: the batch kind and the ratio (``engine.sglang_batching``)
+    running_prefill: bool = False  # a running request continued its prefill this step (vLLM's prefill_scheduled)
 
     @property
     def num_batched_tokens(self) -> int:

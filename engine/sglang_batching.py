@@ -88,6 +88,7 @@ class SGLangBatching:
     def __init__(self, config: EngineConfig, eos_token_ids: frozenset[int] = frozenset()):
         validate_sglang(config)
         self.config, self.eos_token_ids = config, frozenset(eos_token_ids)
+        self.max_model_len: int | None = None  # set by the engine (this family never schedules drafts)
         self.memory = SlotMemory(config.num_kv_blocks, config.enable_prefix_caching)
         self.core = SGLangScheduler(
             config.max_num_seqs,
@@ -189,16 +190,18 @@ class SGLangBatching:
             out.head["need"], out.head["left"] = need, left
         out.head["order"] = QUEUE_ORDER[self.config.scheduling_policy]
 
-    def update(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[tuple[str, FinishReason]]:
-        """Apply the step's sampled tokens: the core's state, then the engine's requests. Returns who finished."""
+    def update(self, out: SchedulerOutput, sampled: dict[str, list[int]]) -> list[tuple[str, FinishReason]]:
+        """Apply the step's sampled tokens (one per request that samples: no speculation in this family): the core's
+        state, then the engine's requests. Returns who finished."""
         assert self.last is not None
-        done = set(self.core.update(self.last, sampled))
+        one = {rid: tokens[0] for rid, tokens in sampled.items() if tokens}
+        done = set(self.core.update(self.last, one))
         finished = []
         for s in out.scheduled:
             req = s.request
             req.num_computed_tokens = s.num_computed_tokens + s.num_tokens
             req.num_recomputed_tokens += s.num_recomputed
-            token = sampled.get(req.request_id)
+            token = one.get(req.request_id)
             if token is not None:
                 req.output_token_ids.append(token)
             if req.request_id in done:

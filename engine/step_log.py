@@ -13,13 +13,14 @@ from typing import cast
 from engine.batching import EngineScheduler
 from engine.config import EngineConfig
 from engine.request import FinishReason, Request
-from engine.scheduler import SchedulerOutput
+from engine.scheduler import ScheduledRequest, SchedulerOutput
 from steplog.records import (
     ConfigRecord,
     DecisionsRecord,
     HeaderRecord,
     KVRecord,
     RequestSpecRecord,
+    ScheduledRecord,
     StepRecord,
     SummaryRecord,
 )
@@ -93,7 +94,7 @@ def step_record(
     out: SchedulerOutput,
     running: list[str],
     kv: KVRecord,
-    sampled: dict[str, int],
+    sampled: dict[str, list[int]],
     finished: list[tuple[str, FinishReason]],
     decode: Callable[[list[int]], str],
 ) -> StepRecord:
@@ -103,19 +104,11 @@ def step_record(
         "step": step,
         "t_start": times[0],
         "t_end": times[1],
-        "scheduled": [
-            {
-                "request_id": s.request.request_id,
-                "kind": s.kind,
-                "num_tokens": s.num_tokens,
-                "num_computed_tokens": s.num_computed_tokens,
-                "slot": s.row,
-                "recompute": s.recompute,
-            }
-            for s in out.scheduled
-        ],
+        "scheduled": [scheduled_record(s) for s in out.scheduled],
         "num_batched_tokens": out.num_batched_tokens,
-        "sampled": [{"request_id": rid, "token_id": tok, "text": decode([tok])} for rid, tok in sampled.items()],
+        "sampled": [
+            {"request_id": rid, "token_id": tok, "text": decode([tok])} for rid, toks in sampled.items() for tok in toks
+        ],
         "admitted": out.admitted_req_ids,
         "num_prefix_hit_tokens": out.prefix_hit_tokens,
         "finished": [{"request_id": rid, "reason": reason.value} for rid, reason in finished],
@@ -126,6 +119,23 @@ def step_record(
         "kv": kv,
         "decisions": decisions_record(out),
     }
+
+
+def scheduled_record(s: ScheduledRequest) -> ScheduledRecord:
+    """One request's work in the step; with drafts, which were scheduled and how many verification kept."""
+    record: ScheduledRecord = {
+        "request_id": s.request.request_id,
+        "kind": s.kind,
+        "num_tokens": s.num_tokens,
+        "num_computed_tokens": s.num_computed_tokens,
+        "slot": s.row,
+        "recompute": s.recompute,
+    }
+    if s.draft_token_ids:
+        record["draft_token_ids"] = list(s.draft_token_ids)
+        if s.num_accepted is not None:
+            record["num_accepted_tokens"] = s.num_accepted
+    return record
 
 
 def decisions_record(out: SchedulerOutput) -> DecisionsRecord:

@@ -50,6 +50,12 @@ def summary_frame(runs: dict[str, list[dict]]) -> pd.DataFrame:
         "prefix_cache_hit_rate": "fraction",
         "preempted_prefix_cache_queries": "tokens",
         "preempted_prefix_cache_hits": "tokens",
+        # speculative decoding (steplog.spec_decode, vLLM's spec_decode counters): 0 and None without it
+        "num_drafts": "drafts",
+        "num_draft_tokens": "tokens",
+        "num_accepted_tokens": "tokens",
+        "acceptance_rate": "fraction",
+        "mean_acceptance_length": "tokens/draft",
     }
     sums = {label: summarize(recs) for label, recs in runs.items()}
     rows = []

@@ -5,21 +5,21 @@ Each figure comes in two clocks, and its name says which:
 
 - ``*_s``: **seconds** of wall clock (``time.perf_counter`` from the start of the run), as recorded in the trace.
   What a user waits; depends on the machine and its load.
-- ``*_steps``: **engine steps**, counted on a step clock where the start of step ``k`` is time ``k`` and its end is
-  time ``k + 1`` (a request that arrives before step 0 and gets its first token from step 0 has a TTFT of 1 step).
-  Reproducible: the same workload and config always give the same step figures.
+- ``*_steps``: **engine steps** on a step clock where step ``k`` runs from time ``k`` to ``k + 1`` (a request that
+  arrives before step 0 and samples in step 0 has a TTFT of 1 step); the same workload and config give the same.
 
 Per-request definitions (vLLM's ``RequestMetrics`` and ``benchmarks/benchmark_serving.py``):
 
 - queue time = first scheduled - arrival
 - TTFT (time to first token) = first token - arrival
 - E2E latency = finish - arrival (the time the last token was sampled; an aborted request's: the abort)
-- ITL (inter-token latency) = every gap between two consecutive output tokens of the request; a token's time is the
-  ``t_end`` of the step that sampled it. ``n`` output tokens give ``n - 1`` gaps; a preemption shows as one long gap
-  (recomputation never re-emits a token, so no token is counted twice).
+- ITL (inter-token latency) = every gap between two consecutive steps that sampled tokens of the request; a token's
+  time is the ``t_end`` of the step that sampled it. ``n`` output tokens give ``n - 1`` gaps (fewer with speculative
+  decoding: a step that yields several tokens is one output, as vLLM's ``inter_token_latency`` counts it); a
+  preemption shows as one long gap (recomputation never re-emits a token, so no token is counted twice).
 - TPOT (time per output token) = (last token - first token) / (n - 1), vLLM's ``mean_time_per_output_token``,
   defined only for an ended request with ``n >= 2`` (``None`` otherwise: never 0, never infinite, never an
-  exception). It equals the mean of the request's ITLs, and (E2E - TTFT) / (n - 1) for a request that finished.
+  exception). It is (E2E - TTFT) / (n - 1) for a finished request, and without speculation the mean of its ITLs.
 
 Aggregates (``summarize``): mean, p50, p90, p99 (``numpy.percentile``, linear interpolation) over requests (for
 queue time, E2E and TPOT: finished ones; aborted requests are counted apart, as vLLM does: ``steplog.finishes``); ITL
@@ -44,6 +44,7 @@ import pandas as pd
 from steplog.decisions import dropped_and_recomputed
 from steplog.finishes import counts, end_steps, in_aggregate
 from steplog.prefix_cache import prefix_cache_stats
+from steplog.spec_decode import draft_counts, request_figures, spec_decode_stats, step_starts
 from steplog.view import declared_requests
 
 PERCENTILES = (50, 90, 99)
@@ -53,7 +54,7 @@ LATENCY_METRICS = {
     "queue_time_s": ("s", "queue time: first scheduled - arrival"),
     "ttft_s": ("s", "TTFT: first token - arrival"),
     "tpot_s": ("s", "TPOT: (E2E - TTFT) / (output tokens - 1), requests with >= 2 tokens"),
-    "itl_s": ("s", "ITL: every gap between consecutive output tokens"),
+    "itl_s": ("s", "ITL: every gap between consecutive steps that sampled output tokens"),
     "e2e_s": ("s", "E2E latency: finish - arrival"),
     "queue_time_steps": ("steps", "queue time on the step clock"),
     "ttft_steps": ("steps", "TTFT on the step clock"),
@@ -74,7 +75,7 @@ def _split(records: list[dict]) -> tuple[dict, list[dict], dict]:
 
 
 def _token_steps(steps: list[dict]) -> dict[str, list[int]]:
-    """request_id -> the steps that sampled its output tokens, in order."""
+    """request_id -> the steps that sampled its output tokens, in order (a step once per token it yielded)."""
     out: dict[str, list[int]] = {}
     for st in steps:
         for s in st["sampled"]:
@@ -83,11 +84,8 @@ def _token_steps(steps: list[dict]) -> dict[str, list[int]]:
 
 
 def _arrival_steps(requests: list[dict], steps: list[dict]) -> dict[str, int]:
-    """request_id -> the first step it was visible to the scheduler (in that step's batch or waiting queue).
-
-    The engine adds an arrived request right before a step, so that step is its arrival on the step clock; for a
-    step-clock workload it equals the header's ``arrival_step``.
-    """
+    """request_id -> the first step it was visible to the scheduler (in that step's batch or waiting queue): the
+    engine adds an arrived request right before a step, so for a step-clock workload it is the ``arrival_step``."""
     out: dict[str, int] = {}
     for st in steps:
         for rid in [s["request_id"] for s in st["scheduled"]] + st["waiting"] + st["preempted"]:
@@ -138,7 +136,7 @@ def request_metrics(records: list[dict]) -> list[dict]:
     cost = dropped_and_recomputed(records)
     capped = "truncated_at_step" in summary  # the steps stop early (a size cap, a trace cut short): measure those
     done = {f["request_id"]: st["step"] for st in steps for f in st["finished"]}
-    ends = end_steps(steps)
+    ends, spec = end_steps(steps), draft_counts(steps)
     result = []
     for r in summary["requests"]:
         rid = r["request_id"]
@@ -147,8 +145,7 @@ def request_metrics(records: list[dict]) -> list[dict]:
         ended = r.get("finish_reason") is not None and (rid in done or not capped)  # within the steps
         if len(tsteps) != n:
             raise MetricsError(f"request {rid!r}: the steps sampled {len(tsteps)} tokens but the summary holds {n}")
-        ttimes = [by_step[k]["t_end"] for k in tsteps]
-        arrival = r["arrival_time"]
+        ttimes, arrival = [by_step[k]["t_end"] for k in tsteps], r["arrival_time"]
         m = {
             "request_id": rid,
             "num_prompt_tokens": prompts.get(rid),
@@ -169,7 +166,7 @@ def request_metrics(records: list[dict]) -> list[dict]:
             "token_steps": tsteps,
         }
         _add_latencies(m, n, tsteps, ttimes, arrival)
-        result.append(m)
+        result.append({**m, **request_figures(spec.get(rid))})
     return result
 
 
@@ -189,7 +186,7 @@ def _add_latencies(m: dict, n: int, tsteps: list[int], ttimes: list[float], arri
         m[f"queue_time_{clock}"] = _diff(sched, arr)
         m[f"ttft_{clock}"] = _diff(first, arr)
         m[f"e2e_{clock}"] = _diff(last, arr)
-        m[f"itl_{clock}"] = _gaps(times)
+        m[f"itl_{clock}"] = _gaps([times[i] for i in step_starts(tsteps)])
         decode_time = _diff(times[-1], times[0]) if n >= 2 and last is not None else None  # vLLM's decode_time
         m[f"tpot_{clock}"] = decode_time / (n - 1) if decode_time is not None else None
 
@@ -251,7 +248,7 @@ def summarize(records: list[dict]) -> dict:
       - ``policy``, ``num_requests``, ``num_finished`` / ``num_aborted`` (``steplog.finishes.counts``), ``num_steps``,
         ``duration_s`` (end of the last step; the run starts at 0), ``total_output_tokens``, ``total_prompt_tokens``;
       - ``output_throughput_tok_s`` (output tokens / duration_s), ``request_throughput_req_s``,
-        ``output_throughput_tok_step`` (output tokens / steps), ``request_throughput_req_step``;
+        ``output_throughput_tok_step``, ``request_throughput_req_step`` (per step);
       - one ``distribution`` (count, mean, p50, p90, p99) per metric of ``LATENCY_METRICS``, under its name
         (``itl_*`` pools all gaps; ``tpot_*`` only requests with >= 2 tokens);
       - ``slot_utilisation`` (useful rows / (steps x max_num_seqs), 0..1), ``padding_slot_steps`` (rows),
@@ -259,7 +256,7 @@ def summarize(records: list[dict]) -> dict:
         ``num_dropped_tokens`` (K/V tokens preemptions dropped) and ``num_recomputed_tokens`` (of those, computed
         again: the rest came back from the prefix cache);
       - the prefix-cache figures of ``steplog.prefix_cache.prefix_cache_stats`` (``prefix_cache_hit_rate``: vLLM's
-        hit tokens / queried tokens).
+        hit tokens / queried tokens) and speculative decoding's of ``steplog.spec_decode.spec_decode_stats``.
     A run without steps has ``None`` throughputs.
     """
     header, steps, _ = _split(records)
@@ -294,4 +291,5 @@ def summarize(records: list[dict]) -> dict:
     out["num_dropped_tokens"] = sum(r["num_dropped_tokens"] for r in reqs)
     out["num_recomputed_tokens"] = sum(r["num_recomputed_tokens"] for r in reqs)
     out.update(prefix_cache_stats(records))
+    out.update(spec_decode_stats(steps))
     return out

@@ -112,6 +112,13 @@ RETRACTION_CAUSE = "the pool could not hold the decode batch"
 RESERVED_OUTPUT = "min(max_tokens, 4096) for a new request, each running one's remaining output × new_token_ratio"
 RADIX_HIT = "a token-by-token match in SGLang's radix cache (page_size 1), not whole blocks"
 
+# Speculative decoding (n-gram drafts, ``engine.spec_decode``): what a draft is and why an admission has placeholders.
+DRAFT_SOURCE = "n-gram drafts: the tokens that followed the last few tokens where they occurred before"
+PLACEHOLDER_DRAFTS = (
+    "vLLM pads a one-token admission to the decode batch's uniform 1 + num_speculative_tokens; a placeholder is"
+    " never accepted"
+)
+
 # Each batching mode (the trace header's ``policy``) by name, as a sentence starts.
 BATCHING_NAMES = {"static": "Static batching", "continuous": "Continuous batching", "sglang": "SGLang's scheduler"}
 

@@ -79,6 +79,8 @@ class HeaderRecord(_HeaderOptional):
 
 class _ScheduledOptional(TypedDict, total=False):
     recompute: bool
+    draft_token_ids: list[int]  # speculative decoding: the last len() of num_tokens are drafts (-1: a placeholder)
+    num_accepted_tokens: int  # of them, kept by verification (the step yields num_accepted_tokens + 1 tokens)
 
 
 class ScheduledRecord(_ScheduledOptional):

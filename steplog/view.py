@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from steplog.blocks import BlockTables, Tables
 from steplog.cutshort import cut_short_note
-from steplog.records import HeaderRecord, RequestSpecRecord, StepRecord, SummaryRecord
+from steplog.records import HeaderRecord, RequestSpecRecord, ScheduledRecord, StepRecord, SummaryRecord
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with the common colour-vision deficiencies.
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
@@ -35,7 +35,7 @@ def text_color(hex_color: str) -> str:
 @dataclass(frozen=True)
 class Cell:
     """What one slot did in one step. ``kind``: prefill, recompute (a prefill redoing K/V a preemption dropped),
-    decode, or padding (a finished member of a static batch)."""
+    decode, speculative (a decode verifying draft tokens), or padding (a finished member of a static batch)."""
 
     step: int
     slot: int
@@ -44,6 +44,13 @@ class Cell:
     num_tokens: int = 0
     token_text: str = ""
     partial: bool = False  # the sampled token alone is part of a character (byte-level BPE)
+
+
+def _cell_kind(s: ScheduledRecord) -> str:
+    """A scheduled entry's cell kind: ``recompute``, ``speculative`` (a decode verifying drafts), or its ``kind``."""
+    if s.get("recompute"):
+        return "recompute"
+    return "speculative" if s["kind"] == "decode" and s.get("draft_token_ids") else s["kind"]
 
 
 @dataclass
@@ -141,14 +148,17 @@ class TraceView:
         if k not in self._cells:
             st = self.steps[k]
             sampled = {s["request_id"]: s for s in st["sampled"]}
+            texts: dict[str, str] = {}  # a speculative step yields several tokens: all of them
+            for x in st["sampled"]:
+                texts[x["request_id"]] = texts.get(x["request_id"], "") + x.get("text", "")
             out = [
                 Cell(
                     k,
                     s["slot"],
                     s["request_id"],
-                    "recompute" if s.get("recompute") else s["kind"],
+                    _cell_kind(s),
                     s["num_tokens"],
-                    sampled[s["request_id"]].get("text", "") if s["request_id"] in sampled else "",
+                    texts.get(s["request_id"], ""),
                     bool(sampled[s["request_id"]].get("partial")) if s["request_id"] in sampled else False,
                 )
                 for s in st["scheduled"]

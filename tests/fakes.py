@@ -29,7 +29,7 @@ class FakeRunner:
             if s.samples:
                 req = s.request
                 n = self.natural_lengths.get(req.request_id)
-                sampled[req.request_id] = EOS if n is not None and len(req.output_token_ids) + 1 == n else 7
+                sampled[req.request_id] = [EOS if n is not None and len(req.output_token_ids) + 1 == n else 7]
         return sampled
 
     def release(self, request_id):
@@ -69,7 +69,7 @@ class ReplayRunner:
 
     def execute(self, out, block_tables):
         return {
-            s.request.request_id: self.outputs[s.request.request_id][len(s.request.output_token_ids)]
+            s.request.request_id: [self.outputs[s.request.request_id][len(s.request.output_token_ids)]]
             for s in out.scheduled
             if s.samples
         }
@@ -98,3 +98,26 @@ def rerun(path: Path, **overrides) -> list[dict]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # priorities under FCFS
         return engine.run(requests)
+
+
+class ScriptedModel:
+    """A model-free runner for speculative decoding: the token after position p is ``script[p + 1]``, so
+    verification keeps a draft iff it is the script's token there, then yields one more script token."""
+
+    def __init__(self, script: list[int]):
+        self.script = script
+
+    def execute(self, out, block_tables):
+        sampled = {}
+        for s in out.scheduled:
+            if s.samples:
+                at, got = s.request.num_tokens, []
+                for d in [*s.draft_token_ids, None]:
+                    got.append(self.script[at + len(got)])
+                    if got[-1] != d:
+                        break
+                sampled[s.request.request_id] = got
+        return sampled
+
+    def release(self, request_id):
+        pass

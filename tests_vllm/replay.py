@@ -22,17 +22,24 @@ from engine.validation import PriorityIgnoredWarning
 
 
 class ReplayRunner:
-    """Samples ``outputs[request_id]`` token by token, whenever a scheduled request reaches its known tokens."""
+    """Samples ``outputs[request_id]`` token by token, whenever a scheduled request reaches its known tokens (with
+    drafts, the accepted ones and one more)."""
 
     def __init__(self, outputs: dict[str, list[int]]):
         self.outputs = outputs
 
-    def execute(self, out, block_tables) -> dict[str, int]:
+    def execute(self, out, block_tables) -> dict[str, list[int]]:
+        """The next recorded token of each request that samples; with drafts, greedy verification against the
+        recording: drafts kept while they equal the next recorded tokens, then one more recorded token."""
         sampled = {}
         for s in out.scheduled:
             if s.samples:
                 req = s.request
-                sampled[req.request_id] = self.outputs[req.request_id][len(req.output_token_ids)]
+                todo = self.outputs[req.request_id][len(req.output_token_ids) :]
+                kept = 0
+                while kept < len(s.draft_token_ids) and kept < len(todo) and todo[kept] == s.draft_token_ids[kept]:
+                    kept += 1
+                sampled[req.request_id] = todo[: kept + 1]
         return sampled
 
     def release(self, request_id: str) -> None:

@@ -1,4 +1,4 @@
-"""The token budget of one step: decode tokens and prefill-chunk tokens per request, against
+"""The token budget of one step: decode tokens, prefill-chunk tokens and speculative draft tokens per request, against
 ``max_num_batched_tokens``, with the unused part visible."""
 
 from __future__ import annotations
@@ -13,15 +13,22 @@ from visuals.slots import hatch
 def budget_segments(view: TraceView, step: int) -> list[dict]:
     """Segments of the budget bar in batch order, then ``unused``: ``{label, request_id, kind, num_tokens}``."""
     st = view.steps[step]
-    segs: list[dict] = [
-        {
-            "label": f"{esc(s['request_id'])} {s['kind']}",
-            "request_id": s["request_id"],
-            "kind": "recompute" if s.get("recompute") else s["kind"],
-            "num_tokens": s["num_tokens"],
-        }
-        for s in st["scheduled"]
-    ]
+    segs: list[dict] = []
+    for s in st["scheduled"]:
+        rid, drafts = s["request_id"], len(s.get("draft_token_ids") or ())
+        kind = "recompute" if s.get("recompute") else s["kind"]
+        segs.append(
+            {
+                "label": f"{esc(rid)} {s['kind']}",
+                "request_id": rid,
+                "kind": kind,
+                "num_tokens": s["num_tokens"] - drafts,
+            }
+        )
+        if drafts:  # speculative decoding: the drafts it verifies are budget tokens too
+            kept = s.get("num_accepted_tokens")
+            label = f"{esc(rid)} drafts" + ("" if kept is None else f" ({kept} of {drafts} accepted)")
+            segs.append({"label": label, "request_id": rid, "kind": "speculative", "num_tokens": drafts})
     unused = view.header["config"]["max_num_batched_tokens"] - st["num_batched_tokens"]
     segs.append({"label": "unused", "request_id": None, "kind": "unused", "num_tokens": unused})
     return segs

@@ -15,6 +15,7 @@ from steplog.records import AdmissionRecord, FinishedRecord, PreemptionRecord, S
 from steplog.view import TraceView
 from visuals.checklist import binding_reason
 from visuals.narration_sglang import prefill_first, retraction
+from visuals.narration_spec import draft_phrase
 from visuals.stepinfo import freed_blocks
 
 REASONS = {
@@ -86,11 +87,14 @@ def _work(view: TraceView, step: int) -> list[str]:
     st = view.steps[step]
     admissions = {a["request_id"]: a for a in decisions(view, step).get("admissions", [])}
     parts = []
-    decodes = [s["request_id"] for s in st["scheduled"] if s["kind"] == "decode"]
+    decodes = [s["request_id"] for s in st["scheduled"] if s["kind"] == "decode" and not s.get("draft_token_ids")]
     if decodes:
         parts.append(
             f"{_join(decodes)} decode{'s' if len(decodes) == 1 else ''} 1 token" + (" each" if len(decodes) > 1 else "")
         )
+    parts += [
+        draft_phrase(view, step, s) for s in st["scheduled"] if s.get("draft_token_ids") and s["kind"] == "decode"
+    ]
     for s in st["scheduled"]:
         if s["kind"] != "prefill":
             continue

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from steplog.view import PADDING_COLOR, Cell, TraceView
 from visuals.safe import esc
 
-PATTERN = {"prefill": "/", "recompute": "+", "decode": "", "padding": "x"}
+PATTERN = {"prefill": "/", "recompute": "+", "decode": "", "speculative": ".", "padding": "x"}
 MAX_GRID_CELLS = 1200  # slots x steps drawn by slot_grid with a window
 
 
@@ -116,9 +116,10 @@ def grid_xaxis(lo: int, hi: int) -> dict:
 
 
 def grid_title(view: TraceView, step: int) -> str:
-    return (
-        f"{esc(view.policy)}: slots at step {view.step_number(step)} (/ prefill, + recompute, solid decode, x padding)"
-    )
+    """The slot grid's title with its legend of patterns (dots, drafts verified, only for a speculative trace)."""
+    drafts = ", · drafts" if view.header["config"].get("speculative_config") else ""
+    legend = f"/ prefill, + recompute, solid decode{drafts}, x padding"
+    return f"{esc(view.policy)}: slots at step {view.step_number(step)} ({legend})"
 
 
 def slot_grid(view: TraceView, step: int, window: int | None = None, span: tuple[int, int] | None = None) -> go.Figure:

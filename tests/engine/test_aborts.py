@@ -29,8 +29,8 @@ class Sevens:
     def __init__(self) -> None:
         self.released: list[str] = []
 
-    def execute(self, out, block_tables) -> dict[str, int]:
-        return {s.request.request_id: 7 for s in out.scheduled if s.samples}
+    def execute(self, out, block_tables) -> dict[str, list[int]]:
+        return {s.request.request_id: [7] for s in out.scheduled if s.samples}
 
     def release(self, request_id: str) -> None:
         self.released.append(request_id)

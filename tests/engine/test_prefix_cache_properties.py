@@ -36,7 +36,7 @@ class ContentRunner:
         self.written: dict[int, set[int]] = {}  # block -> offsets written since it was last handed out
         self.num_hits = 0
 
-    def execute(self, out, block_tables) -> dict[str, int]:
+    def execute(self, out, block_tables) -> dict[str, list[int]]:
         bm = self.engine.scheduler.block_manager
         bs = bm.block_size
         holders = [0] * bm.num_blocks
@@ -71,7 +71,7 @@ class ContentRunner:
             if s.samples:
                 req = s.request
                 n = self.natural.get(req.request_id)
-                sampled[req.request_id] = EOS if n is not None and len(req.output_token_ids) + 1 == n else 7
+                sampled[req.request_id] = [EOS if n is not None and len(req.output_token_ids) + 1 == n else 7]
         return sampled
 
     def release(self, request_id: str) -> None:
