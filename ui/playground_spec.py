@@ -8,6 +8,8 @@ under other settings, e.g. chunked prefill on vs off or 4 vs 8 slots.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from engine.batching import mode_config
 from engine.config import LIMITS, ConfigError, EngineConfig
 from engine.engine import RequestError, validate_request
@@ -55,6 +57,9 @@ SCHEDULER_KNOBS = (
     "block_size",
     "enable_prefix_caching",
     "reserve_full_prompt",
+    "num_speculative_tokens",
+    "prompt_lookup_min",
+    "prompt_lookup_max",
 )
 RUN_A, RUN_B = "run A", "run B"
 
@@ -116,7 +121,7 @@ def b_differs(s: dict) -> list[str]:
     """Run B's settings that differ from run A's, ``"name: A → B"`` (empty outside the A vs B mode)."""
     if s["runs"] != RUN_MODES[3]:
         return []
-    a, b = engine_config(s).header_dict(), engine_config(s["b"]).header_dict()
+    a, b = (_flat(engine_config(x)) for x in (s, s["b"]))
 
     def fmt(v: object) -> str:
         return ("on" if v else "off") if isinstance(v, bool) else str(v)
@@ -126,6 +131,11 @@ def b_differs(s: dict) -> list[str]:
     a_mode, b_mode = s["batching"], s["b"]["batching"]
     batching = [f"batching: {a_mode} → {b_mode}"] if a_mode != b_mode else []
     return batching + [f"{k}: {fmt(a[k])} → {fmt(b[k])}" for k in sorted(a) if a[k] != b[k]]
+
+
+def _flat(config: EngineConfig) -> dict:
+    """A run's settings by name (the header's config, with speculative decoding's as plain fields)."""
+    return {k: v for k, v in asdict(config).items() if k != "batching"}
 
 
 def validate_config(
@@ -139,6 +149,10 @@ def validate_config(
             EngineConfig(**{name: getattr(cfg, name)}).validate()
         except ConfigError as exc:
             msgs.setdefault(exc.field, []).append(str(exc))
+    try:
+        cfg.validate_speculation()
+    except ConfigError as exc:
+        msgs.setdefault(exc.field, []).append(str(exc))
     bad: dict[str, list[RequestError]] = {}
     for req in to_requests(specs, tokenizer):
         try:
@@ -159,6 +173,11 @@ def validate(
     request specs. The settings can run when both message dicts are empty."""
     specs = build_specs(s)
     msgs = validate_config(engine_config(s), specs, tokenizer, max_model_len, vocab_size)
+    if s["runs"] in (RUN_MODES[0], RUN_MODES[2]) and engine_config(s).num_speculative_tokens:
+        msgs.setdefault("num_speculative_tokens", []).append(
+            f"num_speculative_tokens={engine_config(s).num_speculative_tokens} needs continuous batching: set it "
+            f"to 0, or pick Runs = {RUN_MODES[1]!r} or {RUN_MODES[3]!r}"
+        )
     msgs_b: dict[str, list[str]] = {}
     if s["runs"] == RUN_MODES[3]:
         msgs_b = validate_config(engine_config(s["b"]), specs, tokenizer, max_model_len, vocab_size)

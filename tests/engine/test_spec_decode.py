@@ -123,3 +123,18 @@ def test_smollm2_outputs_equal_generate_with_drafts(smollm):
     outputs = {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}
     assert [outputs["r0"], outputs["r1"]] == [hf_greedy(model, p, m) for p, m in workload]
     assert sum(s.get("num_accepted_tokens", 0) for st in step_records(records) for s in st["scheduled"]) >= 4
+
+
+def test_sampled_verification_keeps_the_target_distribution():
+    """Rejection sampling without draft probabilities (vLLM's rule for n-gram drafts): whatever the draft, the first
+    token a step yields is distributed as the request's own sampling distribution. 40,000 draws at temperature 1
+    over 4 tokens with probabilities 0.5, 0.3, 0.15, 0.05 and the draft 1: each frequency within 0.01."""
+    from engine.sampler import make_generator
+
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    logits = torch.log(probs).repeat(2, 1)  # [1 draft + 1, vocab]
+    params, g = SamplingParams(temperature=1.0, seed=0), make_generator(0)
+    counts = torch.zeros(4)
+    for _ in range(40_000):
+        counts[verify(logits, [1], params, g)[0]] += 1
+    assert torch.allclose(counts / counts.sum(), probs, atol=0.01), counts / counts.sum()

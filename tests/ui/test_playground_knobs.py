@@ -33,6 +33,8 @@ CHANGED = {
     "pg:chunked": ("toggle", False),
     "pg:blocks": ("number_input", 40),
     "pg:prefix": ("toggle", False),
+    "pg:drafts": ("number_input", 2),
+    "pg:ngram": ("slider", (2, 4)),
     "pg:temp": ("slider", 0.7),
     "pg:topk": ("number_input", 20),
     "pg:seed": ("number_input", 7),
@@ -76,3 +78,16 @@ def test_run_bs_knobs_keep_their_values_while_another_mode_is_shown():
     at.selectbox(key="pg:runs").set_value(RUN_MODES[3]).run()
     assert not at.exception, at.exception
     assert at.slider(key="pg:b:seqs").value == 2
+
+
+def test_draft_tokens_need_continuous_batching():
+    """Drafts asked for a static run: a one-line message at the knob names the field and the way out; with
+    continuous batching only, none."""
+    at = AppTest.from_string(NAV, default_timeout=120)
+    at.run()
+    at.number_input(key="pg:drafts").set_value(3).run()
+    assert not at.exception, at.exception
+    texts = " ".join(e.value for e in at.error)
+    assert "num_speculative_tokens=3 needs continuous batching" in texts
+    at.selectbox(key="pg:runs").set_value(RUN_MODES[1]).run()
+    assert "num_speculative_tokens" not in " ".join(e.value for e in at.error)
