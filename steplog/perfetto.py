@@ -15,11 +15,11 @@ events of a phase ``ph``, timestamps ``ts`` in microseconds. What a step log bec
 
 - **Slices** (``X``, complete events): one per request per step it is scheduled in, on its row, named by its
   request id; the category ``cat`` is the cell's kind as the views draw it (``TraceView.cells_at``): ``prefill``,
-  ``decode`` or ``recompute`` (a prefill redoing K/V that a preemption dropped), and ``padding`` for a finished
-  member of a static batch that still runs its row. ``draft`` (speculative tokens) is defined for the day the
-  trace records them; no trace format version records draft tokens yet, so no slice has it. ``args``: the step
-  number, ``num_tokens``, the positions computed (``start_position`` .. ``end_position`` - 1, from
-  ``num_computed_tokens``) and the token sampled, if any.
+  ``decode``, ``recompute`` (a prefill redoing K/V that a preemption dropped), ``speculative`` (a decode that
+  verifies draft tokens too) and ``padding`` for a finished member of a static batch that still runs its row.
+  ``args``: the step number, ``num_tokens``, the positions computed (``start_position`` .. ``end_position`` - 1,
+  from ``num_computed_tokens``), the last token sampled, if any, and for drafts ``draft_token_ids`` and
+  ``num_accepted_tokens``.
 - **Counters** (``C``), at each step's start, holding through the step: ``kv.num_used_blocks``, the lengths of
   ``waiting`` and ``running``, and ``num_batched_tokens``.
 - **Instants** (``i``, thread scope): admissions and preemptions at the step's start (where the scheduler decides),
@@ -56,7 +56,7 @@ CATEGORIES = {
     "prefill": "a prompt chunk: num_tokens positions from start_position get their K/V",
     "decode": "the request's last sampled token goes through the model (one token)",
     "recompute": "a prefill that computes again K/V a preemption dropped",
-    "draft": "speculative draft tokens verified in one forward (not recorded by any trace yet: unused)",
+    "speculative": "a decode that verifies speculative draft tokens in the same forward (args: drafts, accepted)",
     "padding": "a finished member of a static batch that still runs its row (wasted compute)",
 }
 EVENT_TRACKS = ("admissions", "preemptions", "finishes", "aborts")  # threads of the scheduler process, in order
@@ -168,6 +168,9 @@ def _slice(cell: Any, st: Any, sched: Any, sampled: Any, start: int, end: int) -
     if sched is not None:
         c0, n = sched["num_computed_tokens"], sched["num_tokens"]
         args.update(num_tokens=n, start_position=c0, end_position=c0 + n)
+        if sched.get("draft_token_ids"):
+            args["draft_token_ids"] = sched["draft_token_ids"]
+            args["num_accepted_tokens"] = sched.get("num_accepted_tokens")
     if sampled is not None:
         args["sampled_token_id"] = sampled["token_id"]
         if "text" in sampled:

@@ -87,6 +87,7 @@ def test_a_slice_per_scheduled_entry_and_padding_row(converted, path):
     for st in steps:
         for s in st["scheduled"]:
             kind = "recompute" if s.get("recompute") else s["kind"]
+            kind = "speculative" if kind == "decode" and s.get("draft_token_ids") else kind
             c0, n = s["num_computed_tokens"], s["num_tokens"]
             want[(st["step"], s["slot"], s["request_id"], kind, n, c0, c0 + n)] += 1
         for p in st["padding_slots"]:
@@ -97,7 +98,24 @@ def test_a_slice_per_scheduled_entry_and_padding_row(converted, path):
              a.get("end_position"))] += 1  # fmt: skip
     assert got == want
     assert sum(want.values()) == sum(len(st["scheduled"]) + len(st["padding_slots"]) for st in steps) > 0
-    assert {e["cat"] for e in of(doc, "X")} <= set(perfetto.CATEGORIES) - {"draft"}  # no trace records drafts
+    assert {e["cat"] for e in of(doc, "X")} <= set(perfetto.CATEGORIES)
+
+
+def test_a_speculative_decode_is_its_own_slice_with_its_drafts():
+    """A run with n-gram drafts (a scripted model): each decode that verified drafts is a ``speculative`` slice whose
+    args carry the drafts and the accepted count of its line; the others keep their kinds."""
+    from fakes import ScriptedModel
+
+    from engine.config import EngineConfig
+    from engine.engine import LLMEngine
+    from engine.request import Request, SamplingParams
+
+    script = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, 8]
+    cfg = EngineConfig(num_speculative_tokens=3, prompt_lookup_min=2, prompt_lookup_max=3, block_size=4)
+    records = LLMEngine(ScriptedModel(script), cfg).run([Request("A", script[:6], SamplingParams(max_tokens=6))])
+    events = of(perfetto.trace_events(TraceView(trace.loads("\n".join(map(json.dumps, records))))), "X")
+    got = [(e["cat"], e["args"].get("draft_token_ids"), e["args"].get("num_accepted_tokens")) for e in events]
+    assert got == [("prefill", None, None), ("speculative", [4, 1, 2], 3), ("speculative", [4, 1, 2], 1)]
 
 
 def test_the_kinds_the_views_draw_all_occur():
