@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from steplog import trace
+from steplog.spec_decode import spec_decode_stats
 from steplog.view import TraceView
 
 
@@ -48,6 +49,9 @@ def check_trace(path: Path, expect: int | None) -> dict:
         "max_used_blocks": max(s["kv"]["num_used_blocks"] for s in steps),
         "pool_blocks": pool,
         "preemptions": sum(len(s["preempted"]) for s in steps),
+        "aborted": sum(1 for r in summary if r["finish_reason"] == "abort"),  # clients gone, stop strings
+        "n2_children": sum(1 for r in summary if r["request_id"][:2] in ("0_", "1_")),
+        **spec_decode_stats(steps),  # drafts, draft tokens, accepted, acceptance rate
         "mean_step_ms": round(1000 * sum(s["t_end"] - s["t_start"] for s in steps) / max(1, len(steps)), 2),
         "bytes": path.stat().st_size,
     }

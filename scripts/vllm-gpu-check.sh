@@ -2,7 +2,8 @@
 # GPU check, under 5 minutes on one GPU once both venvs exist (creating vLLM's takes ~3 minutes more):
 #  1. vLLM 0.33.0 serves a small local model with Batchscope's tracing scheduler
 #     (--scheduler-cls batchscope_vllm.tracer.TracingScheduler, BATCHSCOPE_TRACE set); a local client sends a burst
-#     of requests through the OpenAI-compatible API on 127.0.0.1 (stdlib urllib); the server stops; the trace is
+#     of requests through the OpenAI-compatible API on 127.0.0.1 (stdlib urllib; stop strings, n=2, clients that give
+#     up: aborts), with n-gram speculative decoding on; the server stops; the trace is
 #     validated (schema, a summary for every request, block counts within the pool) and summarized;
 #  2. Batchscope's own engine on CUDA in bfloat16: the seed-abcd and sixteen scenarios, the share of requests
 #     token-identical to transformers generate there, and `python -m engine bench --device cuda --rounds 1`.
@@ -10,7 +11,8 @@
 #
 # Usage: scripts/vllm-gpu-check.sh [--dry-run]      (--dry-run prints the commands without running them)
 # Environment: OUT (default /tmp/batchscope-gpu-check), PORT (8765), REQUESTS (64), MODEL (default: Batchscope's
-# converted SmolLM2-135M-Instruct folder), ASYNC=1 (TracingAsyncScheduler with vLLM's async scheduling instead).
+# converted SmolLM2-135M-Instruct folder), ASYNC=1 (TracingAsyncScheduler with vLLM's async scheduling instead),
+# SPECULATE=0 (no speculative decoding).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,8 +53,12 @@ if [[ "${ASYNC:-0}" == 1 ]]; then
 else
   SCHED=(--scheduler-cls batchscope_vllm.tracer.TracingScheduler --no-async-scheduling)
 fi
+# n-gram speculative decoding on (SPECULATE=0: off), so the trace records drafts and acceptances
+SPEC_CFG='{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 3}'
+SPEC=()
+if [[ "${SPECULATE:-1}" != 0 ]]; then SPEC=(--speculative-config "$SPEC_CFG"); fi
 SERVE=(.venv-vllm/bin/vllm serve "$MODEL" --served-model-name smollm2 --host 127.0.0.1 --port "$PORT"
-  --max-model-len 2048 --gpu-memory-utilization 0.3 --enforce-eager "${SCHED[@]}")
+  --max-model-len 2048 --gpu-memory-utilization 0.3 --enforce-eager "${SCHED[@]}" "${SPEC[@]}")
 echo "+ BATCHSCOPE_TRACE=$TRACE ${SERVE[*]} > $OUT/server.log 2>&1 &"
 START=$(date +%s)
 if [[ $DRY == 0 ]]; then

@@ -25,6 +25,7 @@ def test_dry_run_prints_every_command_without_running_them(tmp_path):
         "BATCHSCOPE_TRACE=",
         "vllm serve MODEL_DIR",
         "--scheduler-cls batchscope_vllm.tracer.TracingScheduler --no-async-scheduling",
+        '--speculative-config {"method": "ngram", "num_speculative_tokens": 3',
         "scripts/openai_burst.py",
         "gpu_report.py trace",
         "engine run --scenario sixteen --device cuda",
