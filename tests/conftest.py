@@ -58,11 +58,14 @@ def recorded(scenario: str, policy: str) -> Parts:
 
 
 def recorded_pair(scenario: str) -> list:
-    """The shipped static and continuous traces of ``scenario``, as ``TraceView``s (static first)."""
+    """The shipped pair of ``scenario`` the app compares it as, as ``TraceView``s: static and continuous (static
+    first), or continuous and sglang for the scenario made to show vLLM's and SGLang's schedulers apart
+    (``visuals.stories.default_pair``)."""
     from steplog import trace
     from steplog.view import TraceView
+    from visuals.stories import default_pair
 
-    return [TraceView(trace.read(RECORDED / f"{scenario}-{p}.jsonl")) for p in ("static", "continuous")]
+    return [TraceView(trace.read(RECORDED / f"{scenario}-{p}.jsonl")) for p in default_pair(scenario)]
 
 
 @pytest.fixture(scope="session")

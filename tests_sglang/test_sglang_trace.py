@@ -22,7 +22,8 @@ from test_sglang_differential import SETTINGS, retracting, workloads
 from batchscope_sglang.driver import run_sglang
 
 RECORDED = Path(__file__).resolve().parents[1] / "assets" / "traces"
-SCENARIOS = ("seed-abcd", "shared-prefix", "preemption", "priority", "sixteen")
+SCENARIOS = ("seed-abcd", "shared-prefix", "preemption", "priority", "sixteen", "vllm-vs-sglang")
+SHIPPED = sorted(RECORDED.glob("*-sglang.jsonl"))  # the engine's SGLang traces, recorded on the model
 
 
 def _check(workload: dict) -> list[dict]:
@@ -56,6 +57,42 @@ def scenario_workload(name: str) -> dict:
         "enable_prefix_cache": cfg["enable_prefix_caching"],
     }
     return {"config": config, "requests": requests, "eos_token_ids": header["eos_token_ids"]}
+
+
+def recorded_workload(records: list[dict]) -> dict:
+    """An SGLang trace's own workload: its requests (``ignore_eos`` too), the outputs it sampled, its token pool."""
+    header, summary = records[0], records[-1]
+    cfg = header["config"]
+    outputs = {r["request_id"]: r["output_token_ids"] for r in summary["requests"]}
+    requests = [
+        {
+            "request_id": r["request_id"],
+            "prompt_token_ids": r["prompt_token_ids"],
+            "max_new_tokens": r["max_tokens"],
+            "arrival_step": r["arrival_step"] or 0,
+            "output_token_ids": outputs[r["request_id"]],
+            "ignore_eos": bool(r.get("ignore_eos")),
+        }
+        for r in header["requests"]
+    ]
+    config = {
+        "max_running_requests": cfg["max_num_seqs"],
+        "chunked_prefill_size": cfg["max_num_batched_tokens"],
+        "pool_tokens": cfg["num_kv_blocks"] * cfg["block_size"],
+        "schedule_policy": cfg["scheduling_policy"],
+        "enable_prefix_cache": cfg["enable_prefix_caching"],
+    }
+    return {"config": config, "requests": requests, "eos_token_ids": header["eos_token_ids"]}
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_recorded_sglang_traces_are_sglangs_own_schedule(path):
+    """Each shipped ``*-sglang.jsonl``, as recorded on the model, step by step against SGLang's scheduler fed the
+    same requests (with their ``ignore_eos``) and the tokens the trace sampled: so the pages that show it show what
+    SGLang 0.5.23 would have decided."""
+    records = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    verdict = compare_trace(records, run_sglang(recorded_workload(records)))
+    assert verdict.startswith("agrees"), verdict
 
 
 def test_cases():

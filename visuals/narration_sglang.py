@@ -1,10 +1,15 @@
 """The SGLang family's sentences (``policy`` ``sglang``), from the step's ``decisions``: the prefill-first wait and
 what each admission's estimate reserved (``steplog.records.BatchRecord``, ``AdmissionRecord``), and retractions
-(``PreemptionRecord`` with rule ``sglang_retract``); the words are ``steplog.reasons``'."""
+(``PreemptionRecord`` with rule ``sglang_retract``) with what their comeback costs; the words are
+``steplog.reasons``'.
+
+``visuals.narration`` asks ``prefill_first(view, step)`` for the step's sentences and ``retraction(p)`` for each
+retraction record; a retraction's comeback needs the trace, so ``batch_sentences`` tells the retraction and
+``retraction`` adds the rule that chose it."""
 
 from __future__ import annotations
 
-from steplog.decisions import decisions
+from steplog.decisions import comeback, decisions
 from steplog.reasons import PREFILL_FIRST, RADIX_HIT, RESERVED_OUTPUT, RETRACTION_CAUSE, VICTIM_RULES
 from steplog.records import AdmissionRecord, PreemptionRecord
 from steplog.view import TraceView
@@ -24,7 +29,8 @@ def batch_sentences(view: TraceView, step: int) -> list[str]:
         whose = "decode of {} waits" if len(waits) == 1 else "decodes of {} wait"
         out.append(f"The {whose.format(_names(waits))} this step: {PREFILL_FIRST}.")
     ratio = d.get("batch", {}).get("new_token_ratio")
-    return out + [s for a in d.get("admissions", []) if (s := admission(a, ratio))]
+    out += [s for a in d.get("admissions", []) if (s := admission(a, ratio))]
+    return out + [_retracted(view, step, p) for p in d.get("preemptions", []) if p["rule"] == "sglang_retract"]
 
 
 # The name ``visuals.narration`` imports (it says the wait first; the admissions' estimates follow it).
@@ -48,15 +54,33 @@ def admission(a: AdmissionRecord, ratio: float | None) -> str | None:
     return text
 
 
+def _retracted(view: TraceView, step: int, p: PreemptionRecord) -> str:
+    """ "C is retracted: ... (92 tokens of K/V: 49 freed, 43 kept in the radix cache); when it is admitted again at
+    step 66, 43 of those tokens are found in the radix cache and 49 are recomputed."."""
+    rid, need, free = p["request_id"], p.get("need", 0), p.get("free", 0)
+    dropped = p["num_dropped_tokens"]
+    freed = p.get("num_freed_tokens", dropped)
+    kept = f": {freed} freed, {dropped - freed} kept in the radix cache" if dropped - freed else ""
+    text = (
+        f"{rid} is retracted: {RETRACTION_CAUSE} ({need} tokens needed, {free} free), so it goes back to the waiting "
+        f"queue ({dropped} tokens of K/V{kept})"
+    )
+    back = comeback(view, step, rid)
+    if back is not None and dropped:
+        k, a = back
+        hit = min(a["num_prefix_hit_tokens"], dropped)
+        text += (
+            f"; when it is admitted again at step {view.step_number(k)}, {hit} of those tokens are found in the "
+            f"radix cache and {a['num_recompute_tokens']} are recomputed"
+            if hit
+            else f"; when it is admitted again at step {view.step_number(k)}, all {dropped} are recomputed"
+        )
+    return text + "."
+
+
 def retraction(p: PreemptionRecord) -> str | None:
-    """The sentence "X is retracted: ..." for a retraction record (None for any other preemption)."""
+    """The rule that chose a retracted request (``batch_sentences`` tells the retraction); None for any other
+    preemption."""
     if p["rule"] != "sglang_retract":
         return None
-    need, free = p.get("need", 0), p.get("free", 0)
-    freed = p.get("num_freed_tokens", p["num_dropped_tokens"])
-    kept = p["num_dropped_tokens"] - freed
-    cache = f", {kept} stay in the radix cache" if kept else ""
-    return (
-        f"{p['request_id']} is retracted: {RETRACTION_CAUSE} ({need} tokens needed, {free} free); "
-        f"{VICTIM_RULES[p['rule']]}. {freed} tokens of its K/V are freed{cache}; it goes back to the waiting queue."
-    )
+    return f"{p['request_id']} was picked by {VICTIM_RULES[p['rule']]}."

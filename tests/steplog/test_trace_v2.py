@@ -47,7 +47,9 @@ def test_deltas_rebuild_every_steps_tables(path, every):
     ]
 
 
-@pytest.mark.parametrize("path", RECORDED_TRACES, ids=lambda p: p.stem)
+# Not SGLang's traces: after a prefill SGLang points a request's slots at the radix cache's copy of tokens it computed
+# twice, which block-table deltas cannot tell from a prefix hit (only the engine writes SGLang traces, in version 1).
+@pytest.mark.parametrize("path", [p for p in RECORDED_TRACES if "-sglang" not in p.stem], ids=lambda p: p.stem)
 def test_visual_facts_are_the_same_from_either_version(path):
     from visuals.narration import narrate
     from visuals.pool import block_map_cells

@@ -92,5 +92,6 @@ def test_a_first_token_is_never_called_the_next_one(name, view):
 
 def _clause(text: str, label: str) -> str:
     """The phrase of the step's work sentence about ``label`` (phrases are separated by '; ')."""
-    work = next(sentence for sentence in text.split(". ") if sentence.startswith("Step ") and ": " in sentence)
+    sentences = text.split(". ")  # not "Step 13 was idle: ...", the sentence of an idle gap before the step
+    work = next(s for s in sentences if s.startswith("Step ") and ": " in s and " idle: " not in s)
     return next((part for part in work.split("; ") if f"{label} " in part), "")

@@ -16,6 +16,8 @@ from visuals.glossary import entries, see_it, worked_example
 from visuals.glossary_terms import TERMS
 
 KEYS = [(sc, p) for sc in ("seed-abcd", "preemption", "sixteen", "shared-prefix") for p in ("continuous", "static")]
+KEYS.append(("vllm-vs-sglang", "sglang"))  # SGLang's scheduler's terms
+SGLANG = ("radix_cache", "prefill_first", "reserved_output", "retraction", "new_token_ratio")
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +45,8 @@ def visible(term: str, records: list[dict], k: int, other: list[dict] | None = N
     sched = st["scheduled"]
     first, last, count = _first_and_last_tokens(steps)
     tables = st["kv"]["block_tables"]
+    if term in SGLANG:
+        return sglang_visible(term, records, k)
     checks = {
         "request": lambda: bool(st["admitted"]),
         "prefill": lambda: any(s["kind"] == "prefill" for s in sched),
@@ -74,9 +78,33 @@ def visible(term: str, records: list[dict], k: int, other: list[dict] | None = N
     return checks[term]()
 
 
+def sglang_visible(term: str, records: list[dict], k: int) -> bool:
+    """SGLang's terms in step ``k`` of an sglang trace, read from its lines: a prefix hit, a step that runs only
+    prompts while running requests wait, the head held by its output estimate, a retraction, the ratio going up
+    (the decisions and the ratio are SGLang's own: tests_sglang checks these traces against SGLang's scheduler)."""
+    steps = step_records(records)
+    st = steps[k]
+    if records[0]["policy"] != "sglang":
+        return False
+    ran = {s["request_id"] for s in st["scheduled"]}
+    ratio = [s["decisions"]["batch"]["new_token_ratio"] for s in steps]
+    checks = {
+        "radix_cache": lambda: any(v > 0 for v in st["num_prefix_hit_tokens"].values()),
+        "prefill_first": lambda: (
+            all(s["kind"] == "prefill" for s in st["scheduled"]) and bool(set(st["running"]) - ran)
+        ),
+        "reserved_output": lambda: (
+            bool(st["waiting"]) and not st["admitted"] and st["decisions"]["head"]["limit"] == "sglang_reserved_output"
+        ),
+        "retraction": lambda: bool(st["preempted"]),
+        "new_token_ratio": lambda: k > 0 and ratio[k] > ratio[k - 1],
+    }
+    return checks[term]()
+
+
 def test_every_see_it_link_lands_on_a_step_where_the_term_is_visible(views):
     found = dict(entries(views))
-    assert len(found) == len(TERMS) == 19 + len(SERVING)
+    assert len(found) == len(TERMS) == 19 + len(SERVING) + len(SGLANG)
     for term, where in found.items():
         assert where is not None, term.key
         url = urlparse(where.target.url)
@@ -87,7 +115,7 @@ def test_every_see_it_link_lands_on_a_step_where_the_term_is_visible(views):
         if term.key == "batching":
             assert url.path == "/compare" and query["scenario"] == where.scenario
             other = recorded(where.scenario, "static").steps
-        elif where.scenario == "seed-abcd":
+        elif where.scenario in ("seed-abcd", "vllm-vs-sglang"):  # the Walkthrough's stories
             assert url.path == "/walkthrough" and query["policy"] == where.policy
         else:
             assert url.path == "/trace" and (query["scenario"], query["policy"]) == (where.scenario, where.policy)

@@ -29,7 +29,7 @@ def test_every_entry_of_a_shipped_tour_finds_its_moment_in_the_recorded_pair(sce
     tour = tour_for(recorded_pair(scenario), spec)
     assert len(tour) == len(spec), (scenario, tour)
     assert [m["step"] for m in tour] == sorted({m["step"] for m in tour})
-    assert all(m["note"].startswith(("static: ", "continuous: ")) for m in tour)
+    assert all(m["note"].startswith(tuple(f"{v.policy}: " for v in recorded_pair(scenario))) for m in tour)
 
 
 def test_the_seed_tour_is_the_seed_story():

@@ -24,6 +24,7 @@ class Raw:
         self.cfg = self.header["config"]
         reqs = self.header["requests"]
         self.prompt = {r["request_id"]: r["num_prompt_tokens"] for r in reqs}
+        self.max_tokens = {r["request_id"]: r["max_tokens"] for r in reqs}
         self.rank = {r["request_id"]: (r.get("priority", 0), i) for i, r in enumerate(reqs)}  # (priority, arrival)
         self.first_seen: dict[str, int] = {}
         self.token_steps: dict[str, list[int]] = {}
@@ -89,7 +90,9 @@ class Raw:
         st = self.steps[k]
         left = self.cfg["max_num_batched_tokens"] - st["num_batched_tokens"]
         head = self.queue_at_start(k)[0]
-        if limit == "preempted_this_step":
+        if limit == "preempted_this_step" and self.header["policy"] == "sglang":
+            return head in st["preempted"]  # SGLang tries its prefill before the decode that retracts: the head was
+        if limit == "preempted_this_step":  # retracted in this step, after any admission was tried
             return bool(st["preempted"])
         if limit == "max_num_seqs":
             return len(st["running"]) >= self.cfg["max_num_seqs"]
@@ -97,6 +100,9 @@ class Raw:
             return left <= 0
         if limit in ("kv_blocks", "kv_blocks_full_prompt"):
             return self.kv_need(k, head, left) > st["kv"]["num_blocks"] - st["kv"]["num_used_blocks"]
+        if limit.startswith("sglang_"):  # SGLang's limits: tests_sglang checks these traces against SGLang itself
+            head = st["decisions"]["head"]  # here: the record names it and its numbers show the hold
+            return head["limit"] == limit and not st["admitted"] and head.get("need", 1) >= head.get("left", 0)
         return limit == "static_batch_running" and self.header["policy"] == "static"
 
     def expected(self, q) -> object:
@@ -124,6 +130,15 @@ class Raw:
             return tuple(self.queue_at_start(k))
         if q.kind == "unused_budget":
             return self.cfg["max_num_batched_tokens"] - sum(s["num_tokens"] for s in st["scheduled"])
+        if q.kind == "batch_kind":  # SGLang: what the step's rows are
+            kinds = {s["kind"] for s in st["scheduled"]}
+            if kinds == {"prefill"}:
+                return "prefill alone"
+            return "decodes only" if kinds == {"decode"} else "prefill and decodes together"
+        if q.kind == "reserved_output":  # SGLang charges min(max_tokens, 4096) when the last chunk is in this step
+            s = next(s for s in st["scheduled"] if s["request_id"] == rid)
+            known = self.prompt[rid] + sum(1 for j in self.token_steps.get(rid, []) if j < k)
+            return min(self.max_tokens[rid], 4096) if s["num_computed_tokens"] + s["num_tokens"] == known else 0
         if q.kind == "padding":
             return len(st["padding_slots"])
         if q.kind == "prefix_hit":
@@ -147,8 +162,8 @@ class Raw:
         """Tokens ``rid`` computed from its last admission up to step k - 1 (what a preemption at k drops)."""
         total = 0
         for st in self.steps[:k]:
-            if rid in st["admitted"]:
-                total = 0
+            if rid in st["admitted"]:  # what it found in the prefix cache it holds K/V for too
+                total = st.get("num_prefix_hit_tokens", {}).get(rid, 0)
             total += sum(s["num_tokens"] for s in st["scheduled"] if s["request_id"] == rid)
         return total
 
