@@ -57,6 +57,30 @@ def workload_knobs(s: dict, slots: Slots) -> None:
     )
 
 
+def speculation_knobs(prefix: str, d: dict, k: dict, slots: Slots) -> None:
+    """n-gram speculative decoding's knobs (``num_speculative_tokens``, the n-gram sizes) into ``k``."""
+    k["num_speculative_tokens"] = st.number_input(
+        "Draft tokens per decode (speculative)",
+        0,
+        16,
+        d.get("num_speculative_tokens", 0),
+        key=f"{prefix}:drafts",
+        help="vLLM's n-gram speculative decoding (num_speculative_tokens; 0: off; continuous batching only): "
+        "each decode also verifies up to this many tokens copied from where its last tokens occurred before",
+    )
+    lo, hi = st.slider(
+        "n-gram size matched for drafts",
+        1,
+        8,
+        (d.get("prompt_lookup_min", 1), d.get("prompt_lookup_max", 3)),
+        key=f"{prefix}:ngram",
+        disabled=not k["num_speculative_tokens"],
+        help="prompt_lookup_min .. prompt_lookup_max (vLLM's default is 5 .. 5, which short answers rarely repeat)",
+    )
+    k["prompt_lookup_min"], k["prompt_lookup_max"] = lo, hi
+    slots["num_speculative_tokens"] = st.empty()
+
+
 def scheduler_knobs(prefix: str, like: dict | None = None, places: list | None = None) -> tuple[dict, Slots]:
     """The scheduler and KV-cache knobs of one run (widget keys ``prefix:...``), drawn in ``places`` (columns, in
     turn; default: here); ``like``: the first values (run B starts as a copy of run A). Returns the knobs and,
@@ -103,26 +127,7 @@ def scheduler_knobs(prefix: str, like: dict | None = None, places: list | None =
             help="vLLM 0.33's default: admit a request only if the free blocks hold its whole prompt; off: only "
             "its first chunk must fit (the older rule, which can thrash)",
         )
-        k["num_speculative_tokens"] = st.number_input(
-            "Draft tokens per decode (speculative)",
-            0,
-            16,
-            d.get("num_speculative_tokens", 0),
-            key=f"{prefix}:drafts",
-            help="vLLM's n-gram speculative decoding (num_speculative_tokens; 0: off; continuous batching only): "
-            "each decode also verifies up to this many tokens copied from where its last tokens occurred before",
-        )
-        lo, hi = st.slider(
-            "n-gram size matched for drafts",
-            1,
-            8,
-            (d.get("prompt_lookup_min", 1), d.get("prompt_lookup_max", 3)),
-            key=f"{prefix}:ngram",
-            disabled=not k["num_speculative_tokens"],
-            help="prompt_lookup_min .. prompt_lookup_max (vLLM's default is 5 .. 5, which short answers rarely repeat)",
-        )
-        k["prompt_lookup_min"], k["prompt_lookup_max"] = lo, hi
-        slots["num_speculative_tokens"] = st.empty()
+        speculation_knobs(prefix, d, k, slots)
     return k, slots
 
 

@@ -40,7 +40,7 @@ from visuals.kv import block_map, block_map_title, block_marks
 from visuals.moments import default_tour
 from visuals.narration import narrate
 from visuals.packing import Interner, delta_rows, figure_json, fill, loaded, utf16_len
-from visuals.slots import grid_range, grid_title, grid_xaxis, slot_grid
+from visuals.slots import grid_bars, grid_cells, grid_range, grid_title, grid_xaxis, row_height, slot_grid
 from visuals.stepinfo import event_steps, queues, text_so_far
 from visuals.timeline import timeline
 
@@ -59,7 +59,8 @@ def slot_section(view: TraceView, intern: Interner, window: int, ks: range) -> d
         min(grid_range(view, ks[0], w)[0] for w in wins),
         max(grid_range(view, ks[-1], w)[1] for w in wins),
     )
-    fig = figure_json(slot_grid(view, 0, None, span=span))
+    fig = figure_json(slot_grid(view, 0, None, span=span, bars=False))  # the layout; bars as plain dicts
+    fig["data"] = grid_bars(view, grid_cells(view, *span), row_height(view))
     highlight = fig["layout"].pop("shapes")[0]
 
     def win(k: int, w: int) -> int:

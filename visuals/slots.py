@@ -122,45 +122,70 @@ def grid_title(view: TraceView, step: int) -> str:
     return f"{esc(view.policy)}: slots at step {view.step_number(step)} ({legend})"
 
 
-def slot_grid(view: TraceView, step: int, window: int | None = None, span: tuple[int, int] | None = None) -> go.Figure:
+def grid_cells(view: TraceView, lo: int, hi: int) -> list[Cell]:
+    """The cells of steps ``lo..hi`` (positions), in step order."""
+    return [c for k in range(lo, min(hi, view.num_steps - 1) + 1) for c in view.cells_at(k)]
+
+
+def row_height(view: TraceView) -> int:
+    """A slot row's height in px: 34, thinner past 16 slots (a server's ``max_num_seqs``)."""
+    n = view.header["config"]["max_num_seqs"]
+    return 34 if n <= 16 else max(6, 544 // n)
+
+
+def grid_bars(view: TraceView, cells: list[Cell], row: int) -> list[dict]:
+    """The slot grid's bars as plotly bar dicts (one per cell kind present), for ``cells``; ``row``: the row
+    height in px (below 20 the cells lose their text). ``slot_grid`` draws them; the player's payload sends them."""
+    out: list[dict] = []
+    for kind in PATTERN:
+        group = [c for c in cells if c.kind == kind]
+        if not group:
+            continue
+        out.append(
+            dict(
+                type="bar",
+                x=[1] * len(group),
+                base=[c.step - 0.5 for c in group],
+                y=[f"slot {c.slot}" for c in group],
+                orientation="h",
+                name=kind,
+                text=[esc(view.label(c.request_id)) for c in group],
+                textposition="inside" if row >= 20 else "none",
+                insidetextanchor="middle",
+                textfont=dict(size=10),
+                textangle=0,
+                marker=dict(
+                    color=[PADDING_COLOR if kind == "padding" else view.colors[c.request_id] for c in group],
+                    pattern=hatch(kind),
+                    line=dict(width=1, color="white"),
+                ),
+                customdata=[
+                    [esc(c.request_id), view.step_number(c.step), c.num_tokens, _token_label(c)] for c in group
+                ],
+                hovertemplate="step %{customdata[1]} · %{customdata[0]} "
+                + kind
+                + (" (padding row)" if kind == "padding" else ", %{customdata[2]} tokens")
+                + "<br>sampled: %{customdata[3]}<extra></extra>",
+            )
+        )
+    return out
+
+
+def slot_grid(
+    view: TraceView, step: int, window: int | None = None, span: tuple[int, int] | None = None, bars: bool = True
+) -> go.Figure:
     """Cell-level slot grid around ``step``: one cell per (slot, step), labelled with its request; hovering a cell
     shows what it computed and the token sampled there. The column of ``step`` is highlighted.
 
     ``window``: show ``2 * window + 1`` steps around ``step`` (see ``grid_range``; None: all steps); ``span``: the
     cells of steps ``lo..hi`` instead (the player's loaded steps). With many slots (a vLLM server's
-    ``max_num_seqs``) rows get thinner and cells lose their text (hover keeps it).
+    ``max_num_seqs``) rows get thinner and cells lose their text (hover keeps it). ``bars=False``: the layout
+    only (the player's payload takes the cells from ``grid_bars``, plain dicts, without plotly's validation).
     """
     slots = [f"slot {i}" for i in range(view.header["config"]["max_num_seqs"])]
     lo, hi = span if span is not None else grid_range(view, step, window)
-    cells = [c for k in range(lo, min(hi, view.num_steps - 1) + 1) for c in view.cells_at(k)]
-    row = 34 if len(slots) <= 16 else max(6, 544 // len(slots))
-    fig = go.Figure()
-    for kind in PATTERN:
-        group = [c for c in cells if c.kind == kind]
-        if not group:
-            continue
-        fig.add_bar(
-            x=[1] * len(group),
-            base=[c.step - 0.5 for c in group],
-            y=[f"slot {c.slot}" for c in group],
-            orientation="h",
-            name=kind,
-            text=[esc(view.label(c.request_id)) for c in group],
-            textposition="inside" if row >= 20 else "none",
-            insidetextanchor="middle",
-            textfont=dict(size=10),
-            textangle=0,
-            marker=dict(
-                color=[PADDING_COLOR if kind == "padding" else view.colors[c.request_id] for c in group],
-                pattern=hatch(kind),
-                line=dict(width=1, color="white"),
-            ),
-            customdata=[[esc(c.request_id), view.step_number(c.step), c.num_tokens, _token_label(c)] for c in group],
-            hovertemplate="step %{customdata[1]} · %{customdata[0]} "
-            + kind
-            + (" (padding row)" if kind == "padding" else ", %{customdata[2]} tokens")
-            + "<br>sampled: %{customdata[3]}<extra></extra>",
-        )
+    cells, row = grid_cells(view, lo, hi) if bars else [], row_height(view)
+    fig = go.Figure([go.Bar(t) for t in grid_bars(view, cells, row)] if bars else [])
     fig.add_vrect(x0=step - 0.5, x1=step + 0.5, fillcolor="rgba(213,94,0,0.15)", line=dict(color="#D55E00", width=2))
     fig.update_layout(
         barmode="overlay",

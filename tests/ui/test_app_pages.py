@@ -9,6 +9,7 @@ import time
 
 import pytest
 from appkit import click, page, player_payload, wait_for_live_run
+from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
 from steplog import trace
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.app
 
 
 def test_whole_app_opens_on_the_walkthrough():
-    at = AppTest.from_file("../app.py", default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
     assert not at.exception
     assert at.title[0].value.startswith("Walkthrough")
