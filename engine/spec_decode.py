@@ -27,6 +27,7 @@ import torch
 
 from engine.config import EngineConfig
 from engine.request import SamplingParams
+from engine.sampler import probabilities, sample, sample_excluding
 
 PLACEHOLDER = -1  # a draft slot with no draft (vLLM pads an admitted one-token decode with these): always rejected
 
@@ -83,8 +84,6 @@ def verify(
     Returns:
         ``num_accepted + 1`` token ids, ``num_accepted = len(result) - 1``.
     """
-    from engine.sampler import probabilities, sample, sample_excluding
-
     out: list[int] = []
     for i, draft in enumerate(drafts):
         if params.temperature == 0.0:
