@@ -103,9 +103,9 @@ class _Scripted:
     def __init__(self, outputs: dict[str, list[int]]):
         self.outputs = outputs
 
-    def execute(self, out: Any, block_tables: dict[str, list[int]]) -> dict[str, int]:
+    def execute(self, out: Any, block_tables: dict[str, list[int]]) -> dict[str, list[int]]:
         return {
-            s.request.request_id: self.outputs[s.request.request_id][len(s.request.output_token_ids)]
+            s.request.request_id: [self.outputs[s.request.request_id][len(s.request.output_token_ids)]]
             for s in out.scheduled
             if s.samples
         }
