@@ -25,7 +25,8 @@ from ui.web_player import web_player
 Slots = dict[str, "st.delta_generator.DeltaGenerator"]
 BATCHING_MODES = tuple(SCHEDULERS)  # continuous first: the default
 KNOBS_PREFIX = "pg:"  # every knob's widget key starts with it
-BUTTONS = ("pg:run", "pg:cancel", "pg:b:copy")  # widgets with that prefix that are not knobs (no value to keep)
+# widgets with that prefix that are not knobs (no value to keep); a live run's controls are keyed "live:"
+BUTTONS = ("pg:run", "pg:b:copy")
 
 
 def workload_knobs(s: dict, slots: Slots) -> None:

@@ -103,7 +103,7 @@ def watch() -> None:
         stopping = job.cancelled.is_set()
         st.button(
             "Cancelling…" if stopping else "Cancel",
-            key="pg:cancel",
+            key="live:cancel",
             disabled=stopping,
             icon=":material/stop:",
             on_click=job.cancel,
@@ -118,10 +118,10 @@ def watch() -> None:
 def cancel_one(job: LiveRun) -> None:
     """Pick a request still running or waiting and abort it before the next step, as a client that went away."""
     left, right = st.columns([3, 2], vertical_alignment="bottom")
-    rid = left.selectbox("Request", job.unfinished, key="pg:cancel-one:pick")
+    rid = left.selectbox("Request", job.unfinished, key="live:cancel-one:pick")
     right.button(
         "Cancel this request",
-        key="pg:cancel-one",
+        key="live:cancel-one",
         icon=":material/person_remove:",
         on_click=job.cancel_request,
         args=(rid,),
