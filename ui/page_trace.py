@@ -12,44 +12,17 @@ from ui.common import badge, md, query_int, recorded_policies, recorded_records
 from ui.state import live_runs
 from ui.web_player import web_player
 from visuals.packing import span_size, spans
+from visuals.steps_table import CAPTION, COLUMNS, step_row
 
 # the upload cap, in MB (MiB, as Streamlit counts): one fact, steplog.trace.MAX_TRACE_BYTES; .streamlit/config.toml's
 # server.maxUploadSize (what the server accepts) must say the same, and a test checks that it does
 UPLOAD_MB = trace.MAX_TRACE_BYTES // 2**20
-MAX_LISTED = 6  # per cell of the steps table; a server's step schedules dozens of requests
-
-
-def _listed(view: TraceView, ids: list[str]) -> str:
-    shown = ", ".join(view.label(r) for r in ids[:MAX_LISTED])
-    return shown + (f" +{len(ids) - MAX_LISTED}" if len(ids) > MAX_LISTED else "")
-
-
-def _scheduled(view: TraceView, scheduled: list[dict]) -> str:
-    if len(scheduled) <= MAX_LISTED:
-        return ", ".join(f"{view.label(x['request_id'])}:{x['kind'][0]}{x['num_tokens']}" for x in scheduled)
-    decodes = sum(x["kind"] == "decode" for x in scheduled)
-    return f"{len(scheduled)} requests: {decodes} d, {len(scheduled) - decodes} p"
 
 
 def steps_table(records: list[dict], view: TraceView | None = None) -> pd.DataFrame:
+    """Every step's row (``visuals.steps_table.step_row``), for the sortable table of the whole trace."""
     view = view or TraceView(records)
-    return pd.DataFrame(
-        [
-            {
-                "step": s["step"],
-                "t_end (s)": round(s["t_end"], 4),
-                "batched tokens": s["num_batched_tokens"],
-                "scheduled": _scheduled(view, s["scheduled"]),
-                "admitted": _listed(view, s["admitted"]),
-                "finished": _listed(view, [f["request_id"] for f in s["finished"]]),
-                "preempted": _listed(view, s["preempted"]),
-                "waiting": len(s["waiting"]),
-                "padding rows": len(s["padding_slots"]),
-                "KV blocks used": s["kv"]["num_used_blocks"],
-            }
-            for s in records[1:-1]
-        ]
-    )
+    return pd.DataFrame([step_row(view, k) for k in range(view.num_steps)], columns=list(COLUMNS))
 
 
 def _linked_option(options: list[str]) -> int:
@@ -174,11 +147,15 @@ def page() -> None:
     )
     with st.expander("Header", expanded=False):
         st.json(records[0])
-    st.dataframe(steps_table(records, view), hide_index=True, width="stretch", height=260)
-    st.caption("scheduled: request:kind and tokens (p = prefill chunk or recompute, d = decode), in batch order.")
-
     title = f"{view.header.get('scenario') or name or 'trace'} ({name if source == 'live' else view.policy})"
-    web_player([view], title, key=f"trace-{source}", window=20, span=pick_span(view), gauges=True)
+    web_player([view], title, key=f"trace-{source}", window=20, span=pick_span(view), gauges=True, table=True)
+    st.caption(
+        "The steps table under the views follows the player (its row is the current step; click a row to go to "
+        "that step). Every step of the whole trace, sortable:"
+    )
+    with st.expander("All steps", expanded=False):
+        st.dataframe(steps_table(records, view), hide_index=True, width="stretch", height=260)
+        st.caption(CAPTION)
     st.caption(
         "Under the request timeline, the player draws vLLM 0.33's Prometheus metrics as a server would have exported "
         "them after each step (`steplog/gauges.py`: running, waiting, KV-cache usage, the prefix-cache hit rate of "

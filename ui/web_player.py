@@ -51,13 +51,22 @@ def cached_payload(
     labels: tuple | None,
     span: tuple[int, int] | None,
     gauges: bool = False,
+    table: bool = False,
 ) -> dict:
     """The payload of ``_views``, built once per ``key`` (``content_key`` plus the options), with the tour of the
     traces' scenario (``visuals.moments.tour_for``: its moments found in these traces)."""
     tour = tour_for(_views, scenario_tour(_views[0].header.get("scenario")))
     labels_ = list(labels) if labels else None
     return player_payload(
-        _views, title, window=window, counters=_counters, labels=labels_, span=span, tour=tour, gauges=gauges
+        _views,
+        title,
+        window=window,
+        counters=_counters,
+        labels=labels_,
+        span=span,
+        tour=tour,
+        gauges=gauges,
+        table=table,
     )
 
 
@@ -92,15 +101,18 @@ def web_player(
     labels: list[str] | None = None,
     span: tuple[int, int] | None = None,
     gauges: bool = False,
+    table: bool = False,
 ) -> None:
     """Embed the player for ``views`` (one trace, or two on one step clock) and a download button for the same
     page as a single HTML file. ``initial``: the first step (default: the URL's ``?step=``); ``labels``: each
     side's heading; ``span``: the steps packed (a long trace's, ``playback.player_payload``); ``gauges``: with
-    vLLM's metrics over the steps under the views (``visuals.gauges``)."""
+    vLLM's metrics over the steps under the views (``visuals.gauges``); ``table``: with the steps table of the
+    first trace, which follows the player's step (``visuals.steps_table``)."""
     num_steps = max(v.num_steps for v in views)
     lo, hi = span or (0, num_steps - 1)
-    ck = f"{content_key(views)}:{window}:{title}:{bool(counters)}:{gauges}"
-    payload = dict(cached_payload(ck, views, title, window, counters, tuple(labels) if labels else None, span, gauges))
+    ck = f"{content_key(views)}:{window}:{title}:{bool(counters)}:{gauges}:{table}"
+    labels_ = tuple(labels) if labels else None
+    payload = dict(cached_payload(ck, views, title, window, counters, labels_, span, gauges, table))
     present = st.query_params.get("present") == "1"
     payload.update(
         initial_step=query_int("step", lo, lo, hi) if initial is None else min(max(initial, lo), hi),

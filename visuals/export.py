@@ -21,7 +21,8 @@ from steplog.view import TraceView
 from visuals.playback import player_payload
 
 WEB = Path(__file__).resolve().parent / "web"
-JS_FILES = ("payload.js", "present.js", "theme.js", "views.js", "tour.js", "player.js")  # in dependency order
+# in dependency order
+JS_FILES = ("payload.js", "present.js", "theme.js", "views.js", "tour.js", "steptable.js", "player.js")
 
 
 @lru_cache(maxsize=1)

@@ -42,6 +42,7 @@ from visuals.narration import narrate
 from visuals.packing import Interner, delta_rows, figure_json, fill, loaded, utf16_len
 from visuals.slots import grid_bars, grid_cells, grid_range, grid_title, grid_xaxis, row_height, slot_grid
 from visuals.stepinfo import event_steps, queues, text_so_far
+from visuals.steps_table import steps_table_payload
 from visuals.timeline import timeline
 
 PAYLOAD_VERSION = 2
@@ -228,6 +229,7 @@ def player_payload(
     span: tuple[int, int] | None = None,
     tour: list[dict] | None = None,
     gauges: bool = False,
+    table: bool = False,
 ) -> dict:
     """The whole payload for one or two traces on one step clock (see the module docstring).
 
@@ -238,6 +240,7 @@ def player_payload(
     ``counters``: optional cards above the views, ``{"label", "values": [one string per step], "help"}``.
     ``labels``: the heading of each side; default the policies, or "A · policy" / "B · policy" when two runs
     share a policy (so the sides can be told apart). ``gauges``: with vLLM's metrics (``view_payload``).
+    ``table``: with the steps table of the first trace (``steps_table_payload``), which follows the step.
     ``tour``: the key moments, ``[{"step", "note"}]`` (``visuals.moments``: a scenario's ``tour_of``, a teacher's
     ``read_tour``); default the moments found in the traces (``default_tour``). Moments outside ``span`` are left out.
     """
@@ -274,5 +277,6 @@ def player_payload(
         "counters": cards,
         "tour": [m for m in (default_tour(views) if tour is None else tour) if lo <= m["step"] <= hi],
         "views": packed,
+        "table": steps_table_payload(views[0], lo, hi, intern) if table else None,
         "T": intern.table,
     }

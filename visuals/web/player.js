@@ -47,6 +47,7 @@ BS.Player = class {
     this.sides = P.views.map((v) => new BS.Side(P, v, root, opts));
     const tour = BS.readTour([q, BS.parentQuery()], payload.tour, this.lo, this.hi);
     this.tour = new BS.Tour(tour, root, (k) => this.seek(k));
+    this.table = new BS.StepTable(P, payload.table, (k) => this.seek(k));
     this.bindControls();
     this.frame = this.frame.bind(this);
     this.request();
@@ -224,6 +225,7 @@ BS.Player = class {
     for (const side of this.sides) side.textPhase(k);
     for (const c of this.counters) c.el.textContent = this.P.t(c.values[k]);
     this.tour.draw(k);
+    this.table.draw(k);
     this.state.drawn = k;
     const stepEl = this.$("bs-step");
     const part = this.lo > 0 || this.hi < this.n - 1 ? ` (steps ${this.lo}–${this.hi} loaded)` : "";

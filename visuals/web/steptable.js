@@ -1,0 +1,54 @@
+/* Batchscope player: the steps table (visuals/steps_table.py), one row per step of the span, that follows the
+ * step clock: the current step's row is marked and kept in the middle of the table's own scroll box (the page
+ * around the frame does not scroll), and a click on a row goes to that step. The payload carries it only where a
+ * page asks for it (the Trace page); without it nothing is drawn. */
+"use strict";
+
+BS.StepTable = class {
+  constructor(P, spec, seek) {
+    this.spec = spec;
+    this.current = null;
+    this.rows = [];
+    const box = document.getElementById("bs-table");
+    if (!spec || !box) return;
+    box.hidden = false;
+    const scroll = this.scroll = document.createElement("div");
+    scroll.className = "bs-table-scroll";
+    const table = document.createElement("table");
+    const head = table.createTHead().insertRow();
+    for (const name of spec.columns) {
+      const th = document.createElement("th");
+      th.scope = "col";
+      th.textContent = name;
+      head.appendChild(th);
+    }
+    const body = table.createTBody();
+    this.rows = spec.rows.map((cells, i) => {
+      const tr = body.insertRow();
+      tr.dataset.bsStep = String(spec.first + i);
+      for (const c of cells) tr.insertCell().textContent = String(P.t(c));
+      return tr;
+    });
+    body.addEventListener("click", (e) => {
+      const tr = e.target.closest("tr");
+      if (tr) seek(parseInt(tr.dataset.bsStep, 10));
+    });
+    const caption = document.createElement("div");
+    caption.className = "bs-caption";
+    caption.textContent = spec.caption;
+    scroll.appendChild(table);
+    box.append(scroll, caption);
+  }
+
+  draw(k) {
+    const tr = this.spec ? this.rows[k - this.spec.first] || null : null;
+    if (tr === this.current) return;
+    if (this.current) { this.current.classList.remove("bs-current"); this.current.removeAttribute("aria-current"); }
+    this.current = tr;
+    if (!tr) return;
+    tr.classList.add("bs-current");
+    tr.setAttribute("aria-current", "step");
+    const s = this.scroll; // the row in the middle of the box: the steps before and after it in sight
+    s.scrollTop = Math.max(0, tr.offsetTop - (s.clientHeight - tr.offsetHeight) / 2);
+  }
+};
