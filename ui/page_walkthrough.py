@@ -47,4 +47,5 @@ def page() -> None:
     view = recorded_view(story.scenario, policy)
     badge(view)
 
-    web_player([view], f"{story.scenario} ({policy})", key="walk" if story.scenario == "seed-abcd" else "walk2")
+    key = "walk" if story.scenario == "seed-abcd" else "walk2"
+    web_player([view], f"{story.scenario} ({policy})", key=key, cost=True)

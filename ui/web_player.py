@@ -52,6 +52,7 @@ def cached_payload(
     span: tuple[int, int] | None,
     gauges: bool = False,
     table: bool = False,
+    cost: bool = False,
 ) -> dict:
     """The payload of ``_views``, built once per ``key`` (``content_key`` plus the options), with the tour of the
     traces' scenario (``visuals.moments.tour_for``: its moments found in these traces)."""
@@ -67,6 +68,7 @@ def cached_payload(
         tour=tour,
         gauges=gauges,
         table=table,
+        cost=cost,
     )
 
 
@@ -102,17 +104,19 @@ def web_player(
     span: tuple[int, int] | None = None,
     gauges: bool = False,
     table: bool = False,
+    cost: bool = False,
 ) -> None:
     """Embed the player for ``views`` (one trace, or two on one step clock) and a download button for the same
     page as a single HTML file. ``initial``: the first step (default: the URL's ``?step=``); ``labels``: each
     side's heading; ``span``: the steps packed (a long trace's, ``playback.player_payload``); ``gauges``: with
     vLLM's metrics over the steps under the views (``visuals.gauges``); ``table``: with the steps table of the
-    first trace, which follows the player's step (``visuals.steps_table``)."""
+    first trace, which follows the player's step (``visuals.steps_table``); ``cost``: with the step-cost chart,
+    a ring on the current step (``visuals.step_cost``)."""
     num_steps = max(v.num_steps for v in views)
     lo, hi = span or (0, num_steps - 1)
-    ck = f"{content_key(views)}:{window}:{title}:{bool(counters)}:{gauges}:{table}"
+    ck = f"{content_key(views)}:{window}:{title}:{bool(counters)}:{gauges}:{table}:{cost}"
     labels_ = tuple(labels) if labels else None
-    payload = dict(cached_payload(ck, views, title, window, counters, labels_, span, gauges, table))
+    payload = dict(cached_payload(ck, views, title, window, counters, labels_, span, gauges, table, cost))
     present = st.query_params.get("present") == "1"
     payload.update(
         initial_step=query_int("step", lo, lo, hi) if initial is None else min(max(initial, lo), hi),

@@ -22,7 +22,16 @@ from visuals.playback import player_payload
 
 WEB = Path(__file__).resolve().parent / "web"
 # in dependency order
-JS_FILES = ("payload.js", "present.js", "theme.js", "views.js", "tour.js", "steptable.js", "player.js")
+JS_FILES = (
+    "payload.js",
+    "present.js",
+    "theme.js",
+    "views.js",
+    "tour.js",
+    "steptable.js",
+    "costchart.js",
+    "player.js",
+)
 
 
 @lru_cache(maxsize=1)

@@ -41,6 +41,7 @@ from visuals.moments import default_tour
 from visuals.narration import narrate
 from visuals.packing import Interner, delta_rows, figure_json, fill, loaded, utf16_len
 from visuals.slots import grid_bars, grid_cells, grid_range, grid_title, grid_xaxis, row_height, slot_grid
+from visuals.step_cost import step_cost_player
 from visuals.stepinfo import event_steps, queues, text_so_far
 from visuals.steps_table import steps_table_payload
 from visuals.timeline import timeline
@@ -186,11 +187,13 @@ def view_payload(
     label: str = "",
     span: tuple[int, int] | None = None,
     gauges: bool = False,
+    cost: bool = False,
 ) -> dict:
     """One trace's part of the payload; ``num_steps`` is the shared clock's length (lockstep pages), ``window``
     the slot grid's (``slots.grid_range``), ``columns`` the block map's; ``label`` heads its side (default: the
     policy); ``span``: the clock's positions the player may show (default all; ``loaded``); ``gauges``: add the
-    figure of vLLM's metrics (``visuals.gauges``; else ``gauges`` is null)."""
+    figure of vLLM's metrics (``visuals.gauges``; else ``gauges`` is null); ``cost``: the step-cost chart
+    (``visuals.step_cost.step_cost_player``; else ``cost`` is null)."""
     ks = loaded(view, span or (0, num_steps - 1))
     c = view.header["config"]
     last = view.num_steps - 1
@@ -211,6 +214,7 @@ def view_payload(
         "blocks": block_section(view, intern, columns, ks),
         "timeline": figure_json(timeline(view, 0, num_steps)) if view.steps else None,
         "gauges": figure_json(gauge_figure(view, 0, num_steps)) if gauges and view.steps else None,
+        "cost": step_cost_player(view) if cost else None,
         "text": text_section(view),
         "steps": step_columns(view, intern, ks),
         "requests": request_steps(view),
@@ -230,6 +234,7 @@ def player_payload(
     tour: list[dict] | None = None,
     gauges: bool = False,
     table: bool = False,
+    cost: bool = False,
 ) -> dict:
     """The whole payload for one or two traces on one step clock (see the module docstring).
 
@@ -240,7 +245,8 @@ def player_payload(
     ``counters``: optional cards above the views, ``{"label", "values": [one string per step], "help"}``.
     ``labels``: the heading of each side; default the policies, or "A · policy" / "B · policy" when two runs
     share a policy (so the sides can be told apart). ``gauges``: with vLLM's metrics (``view_payload``).
-    ``table``: with the steps table of the first trace (``steps_table_payload``), which follows the step.
+    ``cost``: with each trace's step-cost chart (``view_payload``). ``table``: with the steps table of the first
+    trace (``steps_table_payload``), which follows the step.
     ``tour``: the key moments, ``[{"step", "note"}]`` (``visuals.moments``: a scenario's ``tour_of``, a teacher's
     ``read_tour``); default the moments found in the traces (``default_tour``). Moments outside ``span`` are left out.
     """
@@ -256,7 +262,7 @@ def player_payload(
         same = len(set(policies)) < len(policies)
         labels = [f"{ab} · {p}" if same else p for ab, p in zip("AB", policies)]
     packed = [
-        view_payload(v, num_steps, intern, window, label=lab, span=(lo, hi), gauges=gauges)
+        view_payload(v, num_steps, intern, window, label=lab, span=(lo, hi), gauges=gauges, cost=cost)
         for v, lab in zip(views, labels)
     ]
     cards = [

@@ -10,9 +10,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from steplog.step_cost import decode_by_batch, fit, step_costs
+from steplog.step_cost import StepCost, decode_by_batch, fit, step_costs
 from steplog.view import TraceView
 from visuals.metrics import run_color
+from visuals.packing import figure_json
 from visuals.weight_floor import weight_floor
 
 
@@ -40,35 +41,7 @@ def step_cost_figure(views: dict[str, TraceView]) -> go.Figure:
 def _add_run(fig: go.Figure, label: str, view: TraceView, color: str) -> None:
     """One run's steps (decode-only dots, prompt-chunk crosses), its fitted line and its per-token bars."""
     costs = step_costs(view)
-    for decode, symbol, name in ((True, "circle", "decode only"), (False, "x", "with a prompt chunk")):
-        pts = [c for c in costs if c["decode_only"] == decode]
-        fig.add_trace(
-            go.Scatter(
-                x=[c["tokens"] for c in pts],
-                y=[c["seconds"] * 1e3 for c in pts],
-                mode="markers",
-                marker={"color": color, "symbol": symbol, "size": 6, "opacity": 0.6},
-                name=f"{label}: {name}",
-                hovertemplate="step %{customdata}: %{x} tokens, %{y:.1f} ms<extra></extra>",
-                customdata=[view.step_number(c["step"]) for c in pts],
-            ),
-            row=1,
-            col=1,
-        )
-    line = fit(costs)
-    if line:
-        top = max(c["tokens"] for c in costs)
-        fig.add_trace(
-            go.Scatter(
-                x=[0, top],
-                y=[line["fixed_s"] * 1e3, (line["fixed_s"] + line["per_token_s"] * top) * 1e3],
-                mode="lines",
-                line={"color": color, "dash": "dot"},
-                name=f"{label}: {line['fixed_s'] * 1e3:.0f} ms + {line['per_token_s'] * 1e3:.2f} ms/token",
-            ),
-            row=1,
-            col=1,
-        )
+    _add_points(fig, label, view, color, costs)
     by_batch = decode_by_batch(costs)
     fig.add_trace(
         go.Bar(
@@ -84,6 +57,41 @@ def _add_run(fig: go.Figure, label: str, view: TraceView, color: str) -> None:
     )
 
 
+def _add_points(fig: go.Figure, label: str, view: TraceView, color: str, costs: list[StepCost]) -> None:
+    """The steps as points (ms against tokens computed: decode-only dots, prompt-chunk crosses) and the fitted line,
+    in the figure's first panel."""
+    prefix = f"{label}: " if label else ""
+    for decode, symbol, name in ((True, "circle", "decode only"), (False, "x", "with a prompt chunk")):
+        pts = [c for c in costs if c["decode_only"] == decode]
+        fig.add_trace(
+            go.Scatter(
+                x=[c["tokens"] for c in pts],
+                y=[c["seconds"] * 1e3 for c in pts],
+                mode="markers",
+                marker={"color": color, "symbol": symbol, "size": 6, "opacity": 0.6},
+                name=f"{prefix}{name}",
+                hovertemplate="step %{customdata}: %{x} tokens, %{y:.1f} ms<extra></extra>",
+                customdata=[view.step_number(c["step"]) for c in pts],
+            ),
+            row=1,
+            col=1,
+        )
+    line = fit(costs)
+    if line:
+        top = max(c["tokens"] for c in costs)
+        fig.add_trace(
+            go.Scatter(
+                x=[0, top],
+                y=[line["fixed_s"] * 1e3, (line["fixed_s"] + line["per_token_s"] * top) * 1e3],
+                mode="lines",
+                line={"color": color, "dash": "dot"},
+                name=f"{prefix}{line['fixed_s'] * 1e3:.0f} ms + {line['per_token_s'] * 1e3:.2f} ms/token",
+            ),
+            row=1,
+            col=1,
+        )
+
+
 def _floor(fig: go.Figure, view: TraceView) -> None:
     h = view.header
     floor = weight_floor(h.get("model"), h.get("dtype"), h.get("device"))
@@ -95,7 +103,7 @@ def _floor(fig: go.Figure, view: TraceView) -> None:
         row=1,
         col=1,
         annotation_text=f"weight-streaming floor {floor['seconds'] * 1e3:.1f} ms: {floor['source']}",
-        annotation_position="bottom left",
+        annotation_position="top left",
         annotation_font_size=11,
     )
 
@@ -115,3 +123,26 @@ def step_cost_sentence(views: dict[str, TraceView]) -> str:
             f"{a['per_token_s'] * 1e3:.0f} ms then and {b['per_token_s'] * 1e3:.0f} ms with {many} in the batch"
         )
     return "; ".join(parts) + "." if parts else ""
+
+
+PLAYER_TITLE = "What a step costs: its time against the tokens it computed (ring: this step)"
+
+
+def step_cost_player(view: TraceView, color: str = "#0072B2") -> dict | None:
+    """The step-cost chart for the browser player: ``{figure, points, title}``, the figure drawn once (the steps as
+    points, the fitted line ms = fixed + per-token x tokens, the weight-streaming floor where known) and ``points[k]``
+    step k's ``[tokens, ms]`` (None for a step that computed nothing or has no duration), where the player puts its
+    ring. None when no step has a cost (a trace without durations)."""
+    costs = step_costs(view)
+    if not costs:
+        return None
+    fig = make_subplots(rows=1, cols=1)
+    _add_points(fig, "", view, color, costs)
+    _floor(fig, view)
+    fig.update_layout(height=300, margin={"t": 10, "b": 40, "l": 50, "r": 10}, legend={"orientation": "h", "y": -0.3})
+    fig.update_xaxes(title_text="tokens computed in the step", rangemode="tozero")
+    fig.update_yaxes(title_text="ms", rangemode="tozero")
+    points: list[list[float] | None] = [None] * view.num_steps
+    for c in costs:
+        points[c["step"]] = [c["tokens"], round(c["seconds"] * 1e3, 3)]
+    return {"figure": figure_json(fig), "points": points, "title": PLAYER_TITLE}

@@ -73,6 +73,7 @@ BS.Side = class {
       s.gauges = el("div", "bs-plot bs-gauges", s.root);
       this.drawGauges();
     }
+    if (v.cost) this.cost = new BS.CostChart(this, v.cost, s.root);
   }
 
   /* The request timeline and vLLM's metrics (the Trace page's gauges) are drawn once each; the cursor of each (the
@@ -164,6 +165,7 @@ BS.Side = class {
     this.drawn = s;
     this.moveHighlight(s);
     this.moveCursor(s);
+    if (this.cost) this.cost.draw(s);
   }
 
   /* The slot grid: its cells are redrawn only when the window turns a page (slots.grid_range); within a page
