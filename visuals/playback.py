@@ -107,7 +107,7 @@ def block_section(view: TraceView, intern: Interner, columns: int, ks: range) ->
     for k in ks if not grouped else ():
         m = block_marks(view, k, columns)
         first = first or m
-        rows.append([intern([m[key][i] for key in MARK_KEYS]) for i in range(len(m["x"]))])
+        rows.append([intern.flat(look) for look in zip(*(m[key] for key in MARK_KEYS))])
         titles.append(intern(block_map_title(view, k)))
     rows, titles = fill(view, ks, lambda k: rows[k - ks[0]]), fill(view, ks, lambda k: titles[k - ks[0]])
     trace = {k: v for k, v in fig["data"][0].items() if k not in ("x", "y", "text", "hovertext")}
