@@ -221,6 +221,13 @@ def view_payload(
     }
 
 
+def side_labels(views: list[TraceView]) -> list[str]:
+    """Each side's heading: its policy, or "A · policy" / "B · policy" when two runs share a policy."""
+    policies = [v.policy for v in views]
+    same = len(set(policies)) < len(policies)
+    return [f"{ab} · {p}" if same else p for ab, p in zip("AB", policies)]
+
+
 def player_payload(
     views: list[TraceView],
     title: str,
@@ -243,8 +250,7 @@ def player_payload(
     while every view at a step of the span is exactly the one the whole trace gives.
 
     ``counters``: optional cards above the views, ``{"label", "values": [one string per step], "help"}``.
-    ``labels``: the heading of each side; default the policies, or "A · policy" / "B · policy" when two runs
-    share a policy (so the sides can be told apart). ``gauges``: with vLLM's metrics (``view_payload``).
+    ``labels``: the heading of each side (default ``side_labels``). ``gauges``: with vLLM's metrics (``view_payload``).
     ``cost``: with each trace's step-cost chart (``view_payload``). ``table``: with the steps table of the first
     trace (``steps_table_payload``), which follows the step.
     ``tour``: the key moments, ``[{"step", "note"}]`` (``visuals.moments``: a scenario's ``tour_of``, a teacher's
@@ -257,13 +263,9 @@ def player_payload(
     lo, hi = span or (0, num_steps - 1)
     if not 0 <= lo <= hi < num_steps:
         raise ValueError(f"span {lo}..{hi} is outside the steps 0..{num_steps - 1}")
-    if labels is None:
-        policies = [v.policy for v in views]
-        same = len(set(policies)) < len(policies)
-        labels = [f"{ab} · {p}" if same else p for ab, p in zip("AB", policies)]
     packed = [
         view_payload(v, num_steps, intern, window, label=lab, span=(lo, hi), gauges=gauges, cost=cost)
-        for v, lab in zip(views, labels)
+        for v, lab in zip(views, labels or side_labels(views))
     ]
     cards = [
         {"label": c["label"], "help": c.get("help", ""), "values": [intern(x) for x in c["values"]]}
