@@ -60,6 +60,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "pool_tokens": 256,
     "schedule_policy": "fcfs",
     "enable_prefix_cache": True,
+    "enable_mixed_chunk": False,  # ServerArgs.enable_mixed_chunk (--enable-mixed-chunk)
 }
 
 
@@ -87,21 +88,23 @@ def _process(s: Scheduler, batch: Any, outputs: dict[str, list[int]]) -> list[st
         if req.finished():
             release_kv_cache(req, s.tree_cache, checkpoint=True)
             finished.append(req.rid)
-        elif extend:
+        elif extend and req not in (batch.decoding_reqs or []):  # a mixed decode's K/V is not cached yet
             checkpoint_kv_cache(req, s.tree_cache)
     return finished
 
 
 def _record(step: int, s: Scheduler, batch: Any, waiting_before: set[str], running_before: set[str]) -> dict:
-    """One step: the batch kind, who runs with how many tokens, admissions with their prefix hits, retractions."""
+    """One step: the batch kind, who runs with how many tokens, admissions with their prefix hits, the running
+    requests that decode inside an EXTEND batch (``decoding_reqs``, ``--enable-mixed-chunk``), retractions."""
     waiting_after = {r.rid for r in s.waiting_queue}
-    rec: dict[str, Any] = {"step": step, "kind": "idle", "run": [], "admitted": [], "prefix_hits": {}}
+    rec: dict[str, Any] = {"step": step, "kind": "idle", "run": [], "admitted": [], "prefix_hits": {}, "mixed": []}
     if batch is not None and batch.forward_mode.is_extend():
         rec["kind"] = "extend"
         rec["run"] = [[r.rid, int(n)] for r, n in zip(batch.reqs, batch.extend_lens)]
         rec["admitted"] = [r.rid for r in batch.reqs if r.rid in waiting_before]
         hits = zip(batch.reqs, batch.prefix_lens)
         rec["prefix_hits"] = {r.rid: int(n) for r, n in hits if r.rid in waiting_before}
+        rec["mixed"] = [r.rid for r in batch.decoding_reqs or []]  # --enable-mixed-chunk: decodes in the batch
     elif batch is not None:
         rec["kind"] = "decode"
         rec["run"] = [[r.rid, 1] for r in batch.reqs]
@@ -129,6 +132,7 @@ def run_sglang(workload: dict[str, Any], max_steps: int = 10_000) -> list[dict]:
         schedule_policy=cfg["schedule_policy"],
         disable_radix_cache=not cfg["enable_prefix_cache"],
         disable_overlap_schedule=True,
+        enable_mixed_chunk=cfg["enable_mixed_chunk"],
     ):
         s = build_scheduler(cfg)
         unfinished = {r["request_id"] for r in pending}

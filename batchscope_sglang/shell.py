@@ -104,7 +104,8 @@ def _set_plain_attributes(s: Scheduler) -> None:
     s.dynamic_chunk_sizer = None
     s.enable_lora = False
     s.truncation_align_size = None
-    s.is_mixed_chunk = False  # --enable-mixed-chunk off (its default)
+    # as Scheduler.init_chunked_prefill: mixed chunks need chunked prefill (always on here) and the server argument
+    s.is_mixed_chunk = s.chunked_prefill_size is not None and get_schedule().enable_mixed_chunk
     s.priority_scheduling_preemption_threshold = get_schedule().priority_scheduling_preemption_threshold
     s.max_prefill_bs = 0
     s.enable_overlap = False

@@ -60,6 +60,9 @@ class EngineConfig:
     does: running requests then take turns, the earliest admitted first, and the head of the running list still
     computes every step, so every request still finishes.
 
+    ``enable_mixed_chunk``: SGLang's ``--enable-mixed-chunk`` (off by default; ``--batching sglang`` only): the
+    running requests decode inside a prefill (EXTEND) batch instead of waiting that step.
+
     Speculative decoding with n-gram drafts (``engine.spec_decode``; vLLM's ``--speculative-config '{"method":
     "ngram", ...}'``): ``num_speculative_tokens`` drafts at most per decode step (0: off), from a matched n-gram of
     ``prompt_lookup_min`` to ``prompt_lookup_max`` tokens (vLLM's defaults: 5 and 5). Continuous batching only.
@@ -76,6 +79,7 @@ class EngineConfig:
     scheduling_policy: str = "fcfs"
     enable_prefix_caching: bool = True
     reserve_full_prompt: bool = True
+    enable_mixed_chunk: bool = False
     num_speculative_tokens: int = 0
     prompt_lookup_min: int = 5
     prompt_lookup_max: int = 5
@@ -89,9 +93,12 @@ class EngineConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not (lo <= value <= hi):
                 raise ConfigError(name, value, f"an integer in [{lo}, {hi}]")
-        for name in ("enable_chunked_prefill", "enable_prefix_caching", "reserve_full_prompt"):
+        for name in ("enable_chunked_prefill", "enable_prefix_caching", "reserve_full_prompt", "enable_mixed_chunk"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, getattr(self, name), "true or false")
+        if self.enable_mixed_chunk and self.batching != "sglang":
+            allowed = f"false under --batching {self.batching} (SGLang's --enable-mixed-chunk: --batching sglang)"
+            raise ConfigError("enable_mixed_chunk", True, allowed)
         self.validate_speculation()
 
     def validate_speculation(self) -> None:
@@ -113,6 +120,8 @@ class EngineConfig:
         d = asdict(self)
         d.pop("batching")
         spec = {name: d.pop(name) for name in SPEC_LIMITS}
+        if not d["enable_mixed_chunk"]:  # SGLang's --enable-mixed-chunk, recorded only when it is on
+            d.pop("enable_mixed_chunk")
         if spec["num_speculative_tokens"]:  # vLLM's --speculative-config, recorded only when it is on
             d["speculative_config"] = {"method": "ngram", **spec}
         return d

@@ -43,6 +43,11 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="admit a request when its first chunk fits, not its whole prompt (vLLM's scheduler_reserve_full_isl)",
     )
+    parser.add_argument(
+        "--enable-mixed-chunk",
+        action="store_true",
+        help="--batching sglang: running requests decode inside a prefill batch (SGLang's --enable-mixed-chunk)",
+    )
     spec_help = {
         "num_speculative_tokens": "n-gram (prompt-lookup) drafts per decode step, vLLM's speculative decoding; 0: off",
         "prompt_lookup_min": "shortest n-gram matched for drafts (default 5, vLLM's)",
@@ -70,6 +75,8 @@ def config_from_args(args, overrides: dict) -> EngineConfig:
         "reserve_full_prompt": args.no_reserve_full_prompt,
     }
     cfg.update({name: False for name, off in flags.items() if off})
+    if getattr(args, "enable_mixed_chunk", False):
+        cfg["enable_mixed_chunk"] = True
     if args.scheduling_policy is not None:
         cfg["scheduling_policy"] = args.scheduling_policy
     cfg["batching"] = args.batching

@@ -11,15 +11,19 @@ The rules stay in the core (``engine.sglang_scheduler``, ``engine.prefill_adder`
 - **Settings** (SGLang's ``ServerArgs`` name <- ``EngineConfig`` name): ``max_running_requests`` <-
   ``max_num_seqs``, ``chunked_prefill_size`` <- ``max_num_batched_tokens``, the token pool <- ``num_kv_blocks``
   (``block_size`` 1), ``schedule_policy`` <- ``scheduling_policy`` (``fcfs`` or ``lpm``), ``disable_radix_cache``
-  <- not ``enable_prefix_caching``. Chunked prefill must be on; ``reserve_full_prompt`` does not apply.
-- **A step**: an EXTEND batch (prefill-first: it runs alone, the running requests' decodes wait) or a DECODE batch
-  of every running request. A retraction is recorded as a preemption (the request is back in the queue and
-  recomputes what the cache does not keep) with the rule ``sglang_retract`` and the tokens freed.
+  <- not ``enable_prefix_caching``, ``enable_mixed_chunk`` <- ``enable_mixed_chunk``. Chunked prefill must be on;
+  ``reserve_full_prompt`` does not apply.
+- **A step**: an EXTEND batch (prefill-first: it runs alone, the running requests' decodes wait; with mixed chunks
+  they decode inside it, after its members) or a DECODE batch of every running request. A retraction is recorded as
+  a preemption (the request is back in the queue and recomputes what the cache does not keep) with the rule
+  ``sglang_retract`` and the tokens freed.
 - **Batch rows** (the trace's ``slot``): held from admission to finish or retraction, by the running requests, the
   EXTEND batch's members and the chunked request (SGLang's ``max_running_requests`` counts the same).
 
-Decision records (``steplog.records``): ``batch`` (kind, ``new_token_ratio``, the decodes that wait), admissions
-with ``num_reserved_output_tokens``, retractions, and the head's limit (``steplog.reasons``).
+Decision records (``steplog.records``): ``batch`` (kind, ``new_token_ratio``, the decodes that wait, and with mixed
+chunks on the decodes that ran inside the EXTEND batch), admissions
+with ``num_reserved_output_tokens`` (and ``output_ratio`` 1.0 for an ``ignore_eos`` request, whose remaining output
+later admissions charge whole), retractions, and the head's limit (``steplog.reasons``).
 """
 
 from __future__ import annotations
@@ -52,6 +56,11 @@ def validate_sglang(config: EngineConfig) -> None:
         raise ConfigError("block_size", config.block_size, "1 under batching sglang (SGLang's page_size 1)")
     if not config.enable_chunked_prefill:
         raise ConfigError("enable_chunked_prefill", False, "true under batching sglang (chunked_prefill_size)")
+    if config.enable_mixed_chunk and config.max_num_batched_tokens <= config.max_num_seqs:
+        allowed = (
+            f"> max_num_seqs={config.max_num_seqs} with enable_mixed_chunk (each mixed decode takes a chunk token)"
+        )
+        raise ConfigError("max_num_batched_tokens", config.max_num_batched_tokens, allowed)
 
 
 class SlotTables:
@@ -97,6 +106,7 @@ class SGLangBatching:
             config.scheduling_policy,
             config.enable_prefix_caching,
             self.memory,
+            config.enable_mixed_chunk,
         )
         self.block_manager = SlotTables(self.memory)
         self.requests: dict[str, Request] = {}
@@ -141,6 +151,8 @@ class SGLangBatching:
             out.allocated_blocks[sgl.request_id] = self.memory.own[sgl][-n:]
         waits = [r.request_id for r in self.core.running] if step.kind == "extend" else []
         out.batch = {"kind": step.kind, "new_token_ratio": self.core.ratio, "decodes_waiting": waits}
+        if self.config.enable_mixed_chunk:
+            out.batch["decodes_mixed"] = step.mixed
         self._hold_head(out)
         self.block_manager.block_tables = {rid: self.memory.table(self.sgl[rid]) for rid in self.rows}
         return out
@@ -155,6 +167,8 @@ class SGLangBatching:
         out.prefix_hit_tokens[req.request_id] = hit
         record = admission_record(req, hit)
         record["num_reserved_output_tokens"] = step.reserved[req.request_id]
+        if req.sampling.ignore_eos:  # SGLang charges a fixed length's remaining output whole while it runs
+            record["output_ratio"] = 1.0
         out.admissions.append(record)
         req.num_computed_tokens = hit
 

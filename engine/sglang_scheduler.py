@@ -1,11 +1,11 @@
 """SGLang-style scheduling: prefill first, admission by estimated future output, retraction, a radix prefix cache.
 
-The rules of SGLang 0.5.23's ``Scheduler.get_next_batch_to_run`` (sglang/srt/managers/scheduler.py), overlap and
-mixed chunks off, ``page_size`` 1; memory is a pool of ``pool_tokens`` K/V slots. Units: tokens; a step is one
-``schedule()``.
+The rules of SGLang 0.5.23's ``Scheduler.get_next_batch_to_run`` (sglang/srt/managers/scheduler.py), overlap off,
+``page_size`` 1; memory is a pool of ``pool_tokens`` K/V slots. Units: tokens; a step is one ``schedule()``.
 
 1. **Prefill first** (``get_next_batch_to_run``): if an EXTEND batch can be formed it runs alone and the running
-   requests wait; otherwise one DECODE batch of every running request runs; if neither, the step is idle.
+   requests wait (unless mixed chunks are on, rule 6); otherwise one DECODE batch of every running request runs;
+   if neither, the step is idle.
 2. **An EXTEND batch** (``_get_new_batch_prefill_raw``): the one chunked request continues first, then waiting
    requests in queue order (``engine.sglang_policy``: FCFS or LPM) join while ``engine.prefill_adder`` allows and a
    row is free (``max_running_requests``). Once admission stops for memory, the running batch is marked *full* and
@@ -19,6 +19,12 @@ mixed chunks off, ``page_size`` 1; memory is a pool of ``pool_tokens`` K/V slots
    ``(generated + 20 x n) / (max_new_tokens + 1)`` over the n requests kept (capped at 1); an idle step resets it.
 5. **K/V and the cache**: after each EXTEND (and a chunk) a request's computed tokens enter the radix cache and it
    locks them; decode tokens are its own until it finishes; then all but its last sampled token enter the cache.
+6. **Mixed chunks** (``--enable-mixed-chunk``, off by default; ``_get_new_batch_prefill_raw``'s "mixed-style
+   chunked prefill"): the adder starts with one token per running request taken from the chunk and input tokens
+   and the memory; once the EXTEND batch is formed (its K/V allocated), if the pool holds one more token per
+   running request (after evicting the unlocked cache) the running batch decodes inside it, after its members,
+   and the two are one batch from then on (its *full* flag is clear, as a replaced running batch's is);
+   otherwise the decodes wait, never retracted. A mixed step does not decay the ratio.
 
 ``engine.sglang_state`` holds the per-request state and the memory bookkeeping this module drives.
 """
@@ -54,6 +60,7 @@ class SglStep:
     reserved: dict[str, int] = field(default_factory=dict)
     retractions: list[tuple[str, int, int]] = field(default_factory=list)
     retract_need: tuple[int, int] = (0, 0)
+    mixed: list[str] = field(default_factory=list)  # running requests that decode inside this EXTEND batch
 
 
 class SGLangScheduler:
@@ -67,10 +74,12 @@ class SGLangScheduler:
         policy: str,
         prefix_cache: bool,
         memory: Memory | None = None,
+        mixed_chunk: bool = False,
     ):
         """``memory``: a ``Memory`` to keep the K/V bookkeeping in (the engine's ``SlotMemory``; default a new one
-        of ``pool_tokens`` and ``prefix_cache``)."""
+        of ``pool_tokens`` and ``prefix_cache``). ``mixed_chunk``: SGLang's ``--enable-mixed-chunk`` (rule 6)."""
         self.max_running, self.chunk_tokens, self.policy = max_running, chunk_tokens, policy
+        self.mixed_chunk = mixed_chunk
         self.memory = memory if memory is not None else Memory(pool_tokens, prefix_cache)
         self.waiting: list[SglRequest] = []
         self.running: list[SglRequest] = []  # the running (decoding) batch, in batch order
@@ -123,7 +132,15 @@ class SGLangScheduler:
             self.held = ("max_num_seqs", 1, 0)
             return None
         sort_waiting(self.waiting, self.policy, self.memory)
-        adder = PrefillAdder(self.memory.capacity, self.running, self.ratio, self.chunk_tokens, MAX_PREFILL_TOKENS)
+        adder = PrefillAdder(
+            self.memory.capacity,
+            self.running,
+            self.ratio,
+            self.chunk_tokens,
+            MAX_PREFILL_TOKENS,
+            self.memory.cache.enabled,
+            len(self.running) if self.mixed_chunk else 0,
+        )
         step, was_chunked = SglStep("extend"), self.chunked
         if self.chunked is not None:
             self.chunked.prefix_len = self.chunked.kv_len  # it continues after its earlier chunks
@@ -139,7 +156,17 @@ class SGLangScheduler:
             self.chunked = next(r for r, _ in step.run if r is adder.new_chunked)
         for req, n in step.run:
             self.memory.extend(req, n)
+        if self.mixed_chunk and self.running and self.memory.decode_fits(len(self.running)):
+            self._mix_decodes(step)
         return step
+
+    def _mix_decodes(self, step: SglStep) -> None:
+        """Rule 6: the running batch decodes inside the EXTEND batch (after its members) and becomes part of it."""
+        for req in self.running:
+            self.memory.extend(req, 1)
+        step.run += [(r, 1) for r in self.running]
+        step.mixed = [r.request_id for r in self.running]
+        self.running = []
 
     def _admit(self, adder: PrefillAdder, step: SglStep, held: int) -> None:
         """Waiting requests in order while the adder and the rows allow (``_get_new_batch_prefill_raw``'s loop)."""
@@ -162,7 +189,7 @@ class SGLangScheduler:
                 if result == NO_TOKEN:
                     self.batch_is_full = bool(adder.can_run) or bool(self.running)
                 need, left = adder.last_need if not n else (None, None)  # refused: the estimate it did not fit
-                no_room = ("sglang_reserved_output", need, _floor(left))
+                no_room = (adder.last_limit, _ceil(need), _floor(left))
                 self.held = no_room if result == NO_TOKEN else ("token_budget", 1, 0)
                 break
 
@@ -226,13 +253,17 @@ class SGLangScheduler:
             if req.check_finished():
                 self.memory.release(req)
                 finished.append(req.request_id)
-            elif step.kind == "extend":
+            elif step.kind == "extend" and req.request_id not in step.mixed:  # a mixed decode is not cached yet
                 self.memory.checkpoint(req)
         return finished
 
 
 def _floor(x: float | None) -> int | None:
     return None if x is None else int(x // 1)
+
+
+def _ceil(x: float | None) -> int | None:
+    return None if x is None else -int(-x // 1)
 
 
 def _keep_order(running: list[SglRequest]) -> list[SglRequest]:

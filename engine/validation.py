@@ -186,12 +186,15 @@ def _check_pool_and_budget(req: Request, config: EngineConfig) -> None:
 
 
 def _check_sglang_pool(req: Request, config: EngineConfig) -> None:
-    """SGLang's admission charges prompt + max_tokens + 1 and needs it below the pool (``engine.prefill_adder``)."""
-    need = min_pool_tokens(req.num_prompt_tokens, req.sampling.max_tokens)
+    """SGLang's admission charges prompt + max_tokens + 1 and needs it below the pool; an ignore_eos request without
+    the prefix cache needs 1 more for its simulated run (``engine.prefill_adder.min_pool_tokens``)."""
+    fixed = req.sampling.ignore_eos and not config.enable_prefix_caching
+    need = min_pool_tokens(req.num_prompt_tokens, req.sampling.max_tokens, fixed)
     if need > config.num_kv_blocks:
+        extra = "3: ignore_eos without the prefix cache" if fixed else "2"
         raise RequestError(
             f"request {req.request_id!r}: SGLang admits it only into a pool of >= {need} tokens (prompt "
-            f"{req.num_prompt_tokens} + max_tokens {req.sampling.max_tokens} + 2) but num_kv_blocks="
+            f"{req.num_prompt_tokens} + max_tokens {req.sampling.max_tokens} + {extra}) but num_kv_blocks="
             f"{config.num_kv_blocks} (block_size 1); raise num_kv_blocks to >= {need} or lower max_tokens",
             req.request_id,
             "num_kv_blocks",

@@ -27,6 +27,9 @@ limit                       unit    meaning
                                     no prefill is tried until a running request leaves
 ``sglang_reserved_output``  tokens  SGLang: its prompt + output estimate + 1 is not below the pool left after
                                     the running requests' estimated remaining output (``new_token_ratio``)
+``sglang_fixed_length_run`` tokens  SGLang, prefix cache off, an ``ignore_eos`` head: its prompt + 1 does not
+                                    fit the pool left, or a simulated run of the batch (shortest remaining
+                                    output finishing first) would leave at most 1 token per request free
 ==========================  ======  =========================================================================
 
 Victim rules (``preemptions[].rule``), named by the waiting queue that applies them (``engine.request_queue``):
@@ -52,6 +55,7 @@ LIMIT_UNITS: dict[str, str] = {
     "kv_blocks_reserved": "block",
     "sglang_batch_full": "",
     "sglang_reserved_output": "token",
+    "sglang_fixed_length_run": "token",
 }
 
 # Short names for a checklist or a quiz option, and one clause saying why the limit holds the head back.
@@ -66,6 +70,7 @@ LIMIT_NAMES: dict[str, str] = {
     "kv_blocks_reserved": "KV blocks (worst case reserved)",
     "sglang_batch_full": "running batch full (SGLang)",
     "sglang_reserved_output": "memory for its output estimate (SGLang)",
+    "sglang_fixed_length_run": "memory for a fixed-length run (SGLang, ignore_eos)",
 }
 
 # As a quiz option: "nobody: <short>".
@@ -80,6 +85,7 @@ LIMIT_SHORT: dict[str, str] = {
     "kv_blocks_reserved": "the head's worst-case blocks do not fit the pool",
     "sglang_batch_full": "the running batch is full until a request leaves it",
     "sglang_reserved_output": "the pool cannot hold the head's prompt and estimated output",
+    "sglang_fixed_length_run": "the pool cannot hold the batch's simulated fixed-length run",
 }
 
 LIMIT_WHY: dict[str, str] = {
@@ -98,6 +104,9 @@ LIMIT_WHY: dict[str, str] = {
     "memory), and tries no prefill until a running request leaves it",
     "sglang_reserved_output": "SGLang charges its prompt plus its whole output budget, and the running requests "
     "their remaining output times new_token_ratio, and the pool left cannot hold that",
+    "sglang_fixed_length_run": "with the prefix cache off SGLang admits an ignore_eos request only if a simulated "
+    "run of the batch, each request finishing its remaining output shortest first, keeps more than 1 token per "
+    "request free, and it would not",
 }
 
 VICTIM_RULES: dict[str, str] = {
@@ -153,7 +162,10 @@ def checks(header: Mapping[str, Any]) -> list[str]:
     if header.get("policy") == "static":
         return ["static_batch_running", "max_num_seqs", "kv_blocks_reserved"]
     if header.get("policy") == "sglang":
-        return ["preempted_this_step", "sglang_batch_full", "max_num_seqs", "token_budget", "sglang_reserved_output"]
+        memory = ["sglang_reserved_output"] + (
+            [] if cfg.get("enable_prefix_caching", True) else ["sglang_fixed_length_run"]
+        )
+        return ["preempted_this_step", "sglang_batch_full", "max_num_seqs", "token_budget", *memory]
     out = ["preempted_this_step", "token_budget", "max_num_seqs"]
     if not cfg.get("enable_chunked_prefill", True):
         out.append("chunked_prefill_off")

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypedDict
 class _ConfigOptional(TypedDict, total=False):
     enable_prefix_caching: bool
     reserve_full_prompt: bool  # vLLM's scheduler_reserve_full_isl
+    enable_mixed_chunk: bool  # SGLang's --enable-mixed-chunk (policy sglang; absent: off)
     async_scheduling: bool | None  # a vLLM server's trace
     max_model_len: int
 
@@ -197,6 +198,7 @@ class PreemptionRecord(_PreemptionOptional):
 
 class _AdmissionOptional(TypedDict, total=False):
     num_reserved_output_tokens: int  # SGLang: output tokens its admission estimate charged (0: a chunked prompt)
+    output_ratio: float  # SGLang: the ratio its remaining output is charged at while it runs (1.0: ignore_eos)
 
 
 class AdmissionRecord(_AdmissionOptional):
@@ -210,12 +212,16 @@ class AdmissionRecord(_AdmissionOptional):
     num_new_tokens: int  # never had K/V: computed for the first time
 
 
-class BatchRecord(TypedDict):
+class _BatchOptional(TypedDict, total=False):
+    decodes_mixed: list[str]  # enable_mixed_chunk: running requests that decode inside this EXTEND batch
+
+
+class BatchRecord(_BatchOptional):
     """SGLang family (``engine.sglang_batching``): the step's batch kind and the admission estimate's ratio."""
 
-    kind: str  # "extend" (a prefill batch, run alone), "decode" (every running request) or "idle"
+    kind: str  # "extend" (a prefill batch, run alone unless mixed), "decode" (every running request) or "idle"
     new_token_ratio: float  # after this step's decision: what admission used (extend) or decode left (decayed)
-    decodes_waiting: list[str]  # running requests that do not decode this step: the EXTEND batch runs alone
+    decodes_waiting: list[str]  # running requests that do not decode this step: the EXTEND batch runs without them
 
 
 class DecisionsRecord(TypedDict, total=False):

@@ -47,3 +47,47 @@ def chunked() -> dict[str, Any]:
     reqs = [_req("A", list(range(50, 80)), [7, 7, 7]), _req("B", [*range(50, 58), 9], [7, 2], max_new=4, at=1)]
     cfg = {"max_running_requests": 2, "chunked_prefill_size": 8, "pool_tokens": 200}
     return {"config": cfg, "requests": reqs, "eos_token_ids": [EOS]}
+
+
+def ignore_eos_running(ignore_eos: bool = True) -> dict[str, Any]:
+    """A (2-token prompt, 40 tokens forced with ignore_eos) runs; B (2 + 40) arrives at step 1 in an 80-token pool.
+    SGLang charges A's remaining 39 tokens whole (ratio 1.0, not 0.7): 2 + 40 + 1 = 43 is not below
+    80 - 2 - 39 = 39, and it stays so while A decodes (each token moves one from A's estimate to its K/V), so B
+    waits until A finishes. Without ignore_eos A's 39 count as 27.3 and B joins at step 1."""
+    a = _req("A", [11, 12], [7, 2] * 20)
+    a["ignore_eos"] = ignore_eos
+    reqs = [a, _req("B", [21, 22], [7] * 40, at=1)]
+    cfg = {"max_running_requests": 2, "chunked_prefill_size": 64, "pool_tokens": 80}
+    return {"config": cfg, "requests": reqs, "eos_token_ids": [EOS]}
+
+
+def ignore_eos_simulated_run(prefix_cache: bool = False) -> dict[str, Any]:
+    """Prefix cache off, A and B (2-token prompts, 10 tokens each with ignore_eos; B arrives at step 1) in a 25-token
+    pool: SGLang judges B by a simulated run (``add_one_req_ignore_eos``). At step 1 the free tokens after B's
+    2 + 1 are 25 - 2 - 3 = 20; A (9 left) finishes first, and until then both write 9 each: 20 - 18 = 2 is not above
+    1 per request, so B is refused, the running batch is marked full and B joins only after A finishes (step 10).
+    With the prefix cache on the estimate rule judges B and admits it at step 1: 2 + 10 + 1 = 13 < 25 - 2 - 9."""
+    reqs = [_req("A", [11, 12], [7] * 10), _req("B", [21, 22], [7] * 10, at=1)]
+    for r in reqs:
+        r["ignore_eos"] = True
+    cfg = {
+        "max_running_requests": 2,
+        "chunked_prefill_size": 64,
+        "pool_tokens": 25,
+        "enable_prefix_cache": prefix_cache,
+    }
+    return {"config": cfg, "requests": reqs, "eos_token_ids": [EOS]}
+
+
+def mixed_chunk(on: bool = True) -> dict[str, Any]:
+    """``--enable-mixed-chunk``: A and B run; C (a 20-token prompt, chunks of 12) arrives at step 2. Mixed, the adder
+    keeps 2 of the 12 chunk tokens for A's and B's decodes: C computes 10 tokens at step 2 with A and B decoding in
+    the same batch, then its last 10 at step 3, and the batch is C, A, B from then on. Without mixing C computes 12
+    then 8 while A and B wait, and the batch is A, B, C."""
+    reqs = [
+        _req("A", [11, 12, 13], [7] * 8),
+        _req("B", [21, 22], [7] * 6),
+        _req("C", list(range(40, 60)), [7] * 4, at=2),
+    ]
+    cfg = {"max_running_requests": 3, "chunked_prefill_size": 12, "pool_tokens": 200, "enable_mixed_chunk": on}
+    return {"config": cfg, "requests": reqs, "eos_token_ids": [EOS]}

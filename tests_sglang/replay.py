@@ -2,8 +2,9 @@
 the record format of ``batchscope_sglang.driver`` so the two compare field by field.
 
 The workload: ``config`` (max_running_requests, chunked_prefill_size, pool_tokens, schedule_policy,
-enable_prefix_cache), ``requests`` (request_id, prompt_token_ids, max_new_tokens, arrival_step, output_token_ids)
-and ``eos_token_ids``. Each request samples its ``output_token_ids`` in order, as the driver's stand-in model does.
+enable_prefix_cache, enable_mixed_chunk), ``requests`` (request_id, prompt_token_ids, max_new_tokens, arrival_step,
+output_token_ids, optional ignore_eos) and ``eos_token_ids``. Each request samples its ``output_token_ids`` in order,
+as the driver's stand-in model does.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[di
         cfg["pool_tokens"],
         cfg["schedule_policy"],
         cfg["enable_prefix_cache"],
+        mixed_chunk=cfg["enable_mixed_chunk"],
     )
     unfinished = {r["request_id"] for r in pending}
     records: list[dict] = []
@@ -34,7 +36,9 @@ def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[di
     while unfinished and step < max_steps:
         while pending and pending[0].get("arrival_step", 0) <= step:
             r = pending.pop(0)
-            s.add_request(SglRequest(r["request_id"], list(r["prompt_token_ids"]), r["max_new_tokens"], eos))
+            req = SglRequest(r["request_id"], list(r["prompt_token_ids"]), r["max_new_tokens"], eos)
+            req.ignore_eos = bool(r.get("ignore_eos"))
+            s.add_request(req)
         out = s.schedule()
         rec: dict[str, Any] = {
             "step": step,
@@ -42,6 +46,7 @@ def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[di
             "run": [[r.request_id, n] for r, n in out.run],
             "admitted": out.admitted,
             "prefix_hits": out.prefix_hits,
+            "mixed": out.mixed,
             "retracted": out.retracted,
             "chunked": s.chunked.request_id if s.chunked is not None else None,
             "new_token_ratio": s.ratio,
@@ -83,13 +88,14 @@ def run_engine_trace(workload: dict[str, Any]) -> list[dict]:
         num_kv_blocks=cfg["pool_tokens"],
         scheduling_policy=cfg["schedule_policy"],
         enable_prefix_caching=cfg["enable_prefix_cache"],
+        enable_mixed_chunk=cfg["enable_mixed_chunk"],
     )
     outputs = {r["request_id"]: list(r["output_token_ids"]) for r in workload["requests"]}
     requests = [
         Request(
             r["request_id"],
             list(r["prompt_token_ids"]),
-            SamplingParams(max_tokens=r["max_new_tokens"]),
+            SamplingParams(max_tokens=r["max_new_tokens"], ignore_eos=bool(r.get("ignore_eos"))),
             arrival_step=r.get("arrival_step", 0),
         )
         for r in workload["requests"]
@@ -129,6 +135,7 @@ def trace_steps(records: list[dict]) -> list[dict]:
                 "run": [[s["request_id"], s["num_tokens"]] for s in st["scheduled"]],
                 "admitted": st["admitted"],
                 "prefix_hits": st["num_prefix_hit_tokens"],
+                "mixed": batch.get("decodes_mixed", []),
                 "retracted": sorted(st["preempted"]),
                 "chunked": cut[0] if cut else None,
                 "new_token_ratio": batch["new_token_ratio"],

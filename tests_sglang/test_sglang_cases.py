@@ -51,3 +51,71 @@ def test_a_changed_rule_fails(monkeypatch):
     keep_order = sched._keep_order
     monkeypatch.setattr(sched, "_keep_order", lambda running: keep_order(running)[::-1])
     assert first_difference(run_batchscope(workload), theirs).startswith(f"step {step}: ")
+
+
+def _admitted_at(records, rid):
+    return next(r["step"] for r in records if rid in r["admitted"])
+
+
+def test_an_ignore_eos_request_is_charged_its_whole_remaining_output():
+    ours, theirs = _both(cases.ignore_eos_running())
+    assert first_difference(ours, theirs) == f"agrees on all {len(theirs)} steps"
+    a_done = next(r["step"] for r in theirs if "A" in r["finished"])
+    assert _admitted_at(theirs, "B") == a_done + 1
+    plain = run_sglang(cases.ignore_eos_running(ignore_eos=False))
+    assert _admitted_at(plain, "B") == 1  # at ratio 0.7 it fits at once
+
+
+def test_an_ignore_eos_admission_without_prefix_cache_runs_the_batch_in_advance():
+    ours, theirs = _both(cases.ignore_eos_simulated_run())
+    assert first_difference(ours, theirs) == f"agrees on all {len(theirs)} steps"
+    assert _admitted_at(theirs, "B") == 10
+    assert _admitted_at(run_sglang(cases.ignore_eos_simulated_run(prefix_cache=True)), "B") == 1
+
+
+@pytest.mark.parametrize(
+    "case, change",
+    [
+        (cases.ignore_eos_running, ("_ratio", lambda req, ratio: ratio)),
+        (cases.ignore_eos_simulated_run, ("IGNORE_EOS_RESERVE_TOKENS", 0)),
+    ],
+)
+def test_a_changed_ignore_eos_rule_fails(monkeypatch, case, change):
+    """Charge ignore_eos at new_token_ratio, or keep no token per request in the simulated run: the comparison fails
+    at B's admission step."""
+    import engine.prefill_adder as adder
+
+    workload = case()
+    theirs = run_sglang(workload)
+    monkeypatch.setattr(adder, *change)
+    assert first_difference(run_batchscope(workload), theirs).startswith("step 1: ")
+
+
+def test_mixed_chunk_decodes_inside_the_prefill_batch():
+    """``cases.mixed_chunk``: with mixing SGLang runs C's chunks of 10 (12 less A's and B's decode tokens) with A and
+    B decoding in the same EXTEND batch, and the batch is C, A, B afterwards; without, C's 12 + 8 run alone."""
+    ours, theirs = _both(cases.mixed_chunk())
+    assert first_difference(ours, theirs) == f"agrees on all {len(theirs)} steps"
+    assert [(r["kind"], r["run"], r["mixed"]) for r in theirs[2:5]] == [
+        ("extend", [["C", 10], ["A", 1], ["B", 1]], ["A", "B"]),
+        ("extend", [["C", 10], ["A", 1], ["B", 1]], ["A", "B"]),
+        ("decode", [["C", 1], ["A", 1], ["B", 1]], []),
+    ]
+    assert theirs[3]["new_token_ratio"] == theirs[1]["new_token_ratio"]  # a mixed step does not decay it
+    plain = run_sglang(cases.mixed_chunk(on=False))
+    assert [(r["run"], r["mixed"]) for r in plain[2:5]] == [
+        ([["C", 12]], []),
+        ([["C", 8]], []),
+        ([["A", 1], ["B", 1], ["C", 1]], []),
+    ]
+
+
+def test_a_changed_mixing_rule_fails(monkeypatch):
+    """Mix the decodes without taking their chunk tokens from the adder: the comparison fails at C's first chunk."""
+    import engine.prefill_adder as adder
+
+    workload = cases.mixed_chunk()
+    theirs = run_sglang(workload)
+    init = adder.PrefillAdder.__init__
+    monkeypatch.setattr(adder.PrefillAdder, "__init__", lambda self, *a: init(self, *a[:6], 0))
+    assert first_difference(run_batchscope(workload), theirs).startswith("step 2: ")

@@ -12,6 +12,13 @@ Hypothesis draws small workloads in three families, each inside what is proven (
 - **retraction, no prefix cache**: long outputs beside short prompts, in a pool of one to two requests' whole run:
   the ratio lets admission over-commit and decode then retracts (about one workload in nine).
 
+Each request may carry ``ignore_eos`` (it then runs past the EOS it samples): SGLang charges its remaining output at
+ratio 1.0 while it runs, and with the prefix cache off judges its admission by a simulated fixed-length run
+(``PrefillAdder.add_one_req_ignore_eos``).
+
+Each family runs again with ``--enable-mixed-chunk`` (SGLang's ``enable_mixed_chunk=True`` in its server arguments):
+the running decodes join an EXTEND batch when the pool holds them.
+
 Every workload must also run to its end in SGLang (a workload nothing can admit would agree vacuously).
 """
 
@@ -31,7 +38,7 @@ OTHER = 7
 
 
 @st.composite
-def workloads(draw: st.DrawFn, cache: bool) -> dict[str, Any]:
+def workloads(draw: st.DrawFn, cache: bool, mixed: bool = False) -> dict[str, Any]:
     stems = draw(st.lists(st.lists(st.integers(3, 9), min_size=0, max_size=40), min_size=1, max_size=3))
     requests = []
     for i in range(draw(st.integers(1, 6))):
@@ -39,7 +46,8 @@ def workloads(draw: st.DrawFn, cache: bool) -> dict[str, Any]:
         prompt = (stem + draw(st.lists(st.integers(3, 9), min_size=1, max_size=24)))[:50]
         max_new = draw(st.integers(1, 24))
         eos_at = draw(st.none() | st.integers(1, max_new))
-        length = max_new if eos_at is None else eos_at
+        ignore_eos = draw(st.booleans())  # then it runs to max_new, past the EOS it samples
+        length = max_new if eos_at is None or ignore_eos else eos_at
         outputs = [EOS if k + 1 == eos_at else OTHER for k in range(length)]
         requests.append(
             {
@@ -48,24 +56,28 @@ def workloads(draw: st.DrawFn, cache: bool) -> dict[str, Any]:
                 "max_new_tokens": max_new,
                 "arrival_step": draw(st.integers(0, 8)),
                 "output_token_ids": outputs,
+                "ignore_eos": ignore_eos,
             }
         )
     largest = max(len(r["prompt_token_ids"]) + r["max_new_tokens"] for r in requests)
     total = sum(len(r["prompt_token_ids"]) + r["max_new_tokens"] for r in requests)
-    # admission needs prompt + max_new_tokens + 1 < the pool; with the cache on, nothing is ever evicted
-    pool = draw(st.integers(total + 2, total + 64)) if cache else draw(st.integers(largest + 2, largest + 60))
+    # admission needs prompt + max_new_tokens + 1 < the pool (an ignore_eos one's simulated run alone: 2 more than
+    # that); with the cache on, nothing is ever evicted
+    pool = draw(st.integers(total + 3, total + 64)) if cache else draw(st.integers(largest + 3, largest + 60))
+    rows = draw(st.integers(1, 4))
     config = {
-        "max_running_requests": draw(st.integers(1, 4)),
-        "chunked_prefill_size": draw(st.integers(4, 64)),
+        "max_running_requests": rows,
+        "chunked_prefill_size": draw(st.integers(rows + 1 if mixed else 4, 64)),
         "pool_tokens": pool,
         "schedule_policy": draw(st.sampled_from(["fcfs", "lpm"])) if cache else "fcfs",
         "enable_prefix_cache": cache,
+        "enable_mixed_chunk": mixed,
     }
     return {"config": config, "requests": requests, "eos_token_ids": [EOS]}
 
 
 @st.composite
-def retracting(draw: st.DrawFn, cache: bool) -> dict[str, Any]:
+def retracting(draw: st.DrawFn, cache: bool, mixed: bool = False) -> dict[str, Any]:
     """Long outputs beside short prompts in a pool that holds one request's whole run but not everyone's: the
     ratio lets admission over-commit, and decode then runs out (retraction)."""
     requests = []
@@ -78,15 +90,18 @@ def retracting(draw: st.DrawFn, cache: bool) -> dict[str, Any]:
                 "max_new_tokens": max_new,
                 "arrival_step": draw(st.integers(0, 12)),
                 "output_token_ids": [OTHER] * max_new,
+                "ignore_eos": draw(st.booleans()),
             }
         )
     sizes = [len(r["prompt_token_ids"]) + r["max_new_tokens"] for r in requests]
+    rows = draw(st.integers(2, 5))
     config = {
-        "max_running_requests": draw(st.integers(2, 5)),
-        "chunked_prefill_size": draw(st.integers(4, 64)),
-        "pool_tokens": draw(st.integers(max(sizes) + 2, max(sizes) * 2)),
+        "max_running_requests": rows,
+        "chunked_prefill_size": draw(st.integers(rows + 1 if mixed else 4, 64)),
+        "pool_tokens": draw(st.integers(max(sizes) + 3, max(sizes) * 2)),
         "schedule_policy": "fcfs",
         "enable_prefix_cache": cache,
+        "enable_mixed_chunk": mixed,
     }
     return {"config": config, "requests": requests, "eos_token_ids": [EOS]}
 
@@ -118,4 +133,24 @@ def test_shared_prefixes_with_prefix_cache(workload):
 @SETTINGS
 @given(workload=retracting(cache=False))
 def test_retraction_without_prefix_cache(workload):
+    _check(workload)
+
+
+# The same three families with --enable-mixed-chunk (chunks longer than the rows: each mixed decode takes a chunk
+# token, and SGLang's adder is not meant to start with none left; the engine refuses that setting).
+@SETTINGS
+@given(workload=workloads(cache=False, mixed=True))
+def test_mixed_chunk_tight_memory(workload):
+    _check(workload)
+
+
+@SETTINGS
+@given(workload=workloads(cache=True, mixed=True))
+def test_mixed_chunk_shared_prefixes(workload):
+    _check(workload)
+
+
+@SETTINGS
+@given(workload=retracting(cache=False, mixed=True))
+def test_mixed_chunk_retraction(workload):
     _check(workload)

@@ -3,10 +3,7 @@
 admissions and their prefix hits, retractions, the chunked request, new_token_ratio (to 1e-9) and who finishes, all
 read from the trace (``replay.trace_steps``). Workloads: the hand-made cases, the shipped scenarios (their prompts,
 budgets, arrivals and the real model's recorded outputs), and hypothesis draws of the three families of
-``test_sglang_differential``.
-
-Known gap, left out here: ``ignore_eos`` (SGLang counts such requests at ratio 1.0 in admission; the engine's core
-does not), so the scenarios run without it, finishing where their recorded outputs end."""
+``test_sglang_differential`` (``ignore_eos`` requests among them)."""
 
 from __future__ import annotations
 
@@ -46,6 +43,7 @@ def scenario_workload(name: str) -> dict:
             "max_new_tokens": r["max_tokens"],
             "arrival_step": r["arrival_step"] or 0,
             "output_token_ids": outputs[r["request_id"]],
+            "ignore_eos": bool(r.get("ignore_eos")),
         }
         for r in header["requests"]
     ]
@@ -103,11 +101,56 @@ def test_cases():
     _check(cases.chunked())
 
 
+def test_ignore_eos_in_the_decision_records():
+    """An ignore_eos admission says its remaining output is charged at ratio 1.0, and the head held by the simulated
+    run of ``cases.ignore_eos_simulated_run`` names that rule with its numbers (20 tokens free after B's prompt + 1,
+    2 x 9 + 2 to stay above)."""
+    steps = [r for r in _check(cases.ignore_eos_simulated_run()) if r["type"] == "step"]
+    assert steps[0]["decisions"]["admissions"][0]["output_ratio"] == 1.0
+    head = steps[1]["decisions"]["head"]
+    assert (head["request_id"], head["limit"], head["need"], head["left"]) == ("B", "sglang_fixed_length_run", 20, 20)
+    plain = [r for r in _check(cases.ignore_eos_running(ignore_eos=False)) if r["type"] == "step"]
+    assert "output_ratio" not in plain[0]["decisions"]["admissions"][0]
+
+
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_shipped_scenarios(name):
     records = _check(scenario_workload(name))
     kinds = {st["decisions"]["batch"]["kind"] for st in records if st["type"] == "step"}
     assert kinds == {"extend", "decode"}
+
+
+def test_mixed_chunk_in_the_trace():
+    """With ``enable_mixed_chunk`` the trace's batch record lists the decodes that ran inside the EXTEND batch (and
+    none waiting), its header says the option is on; off, the field is absent."""
+    records = _check(cases.mixed_chunk())
+    assert records[0]["config"]["enable_mixed_chunk"] is True
+    batches = [st["decisions"]["batch"] for st in records if st["type"] == "step"]
+    assert [(b["kind"], b["decodes_mixed"], b["decodes_waiting"]) for b in batches[2:4]] == [
+        ("extend", ["A", "B"], []),
+        ("extend", ["A", "B"], []),
+    ]
+    plain = _check(cases.mixed_chunk(on=False))
+    assert "enable_mixed_chunk" not in plain[0]["config"]
+    assert all("decodes_mixed" not in st["decisions"]["batch"] for st in plain if st["type"] == "step")
+
+
+@SETTINGS
+@given(workload=workloads(cache=False, mixed=True))
+def test_trace_mixed_chunk_tight_memory(workload):
+    _check(workload)
+
+
+@SETTINGS
+@given(workload=workloads(cache=True, mixed=True))
+def test_trace_mixed_chunk_shared_prefixes(workload):
+    _check(workload)
+
+
+@SETTINGS
+@given(workload=retracting(cache=False, mixed=True))
+def test_trace_mixed_chunk_retraction(workload):
+    _check(workload)
 
 
 @SETTINGS

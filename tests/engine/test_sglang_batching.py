@@ -39,16 +39,25 @@ CASES = {
         long_answers,
         dict(num_kv_blocks=76, max_num_batched_tokens=8, enable_prefix_caching=False),
     ),
+    "retraction-mixed": (long_answers, dict(num_kv_blocks=76, max_num_batched_tokens=8, enable_mixed_chunk=True)),
     "stems-fcfs-chunks": (shared_stems, dict(num_kv_blocks=400, max_num_batched_tokens=10)),
     "stems-lpm": (shared_stems, dict(num_kv_blocks=400, max_num_batched_tokens=64, scheduling_policy="lpm")),
     "stems-evicting": (shared_stems, dict(num_kv_blocks=60, max_num_batched_tokens=16, max_num_seqs=2)),
+    "fixed-length-no-cache": (
+        long_answers,
+        dict(num_kv_blocks=76, max_num_batched_tokens=8, enable_prefix_caching=False),
+    ),
 }
+# The engine here has no EOS ids, so every request runs to max_tokens; ignore_eos only changes what SGLang charges:
+# the retraction cases run without it (their remaining output counts at new_token_ratio, so admission over-commits),
+# the others with it (their remaining output counts whole; without the prefix cache, the simulated fixed-length run).
+IGNORE_EOS = {name: not name.startswith("retraction") for name in CASES}
 
 
-def run_sglang(model, workload, **config):
+def run_sglang(model, workload, ignore_eos=True, **config):
     cfg = EngineConfig(batching="sglang", block_size=1, **{"max_num_seqs": 4, **config})
     reqs = [
-        Request(f"r{i}", p, SamplingParams(max_tokens=m, ignore_eos=True), arrival_step=i % 3)
+        Request(f"r{i}", p, SamplingParams(max_tokens=m, ignore_eos=ignore_eos), arrival_step=i % 3)
         for i, (p, m) in enumerate(workload)
     ]
     engine = LLMEngine(ModelRunner(model, cfg), cfg)
@@ -60,7 +69,7 @@ def run_sglang(model, workload, **config):
 def test_greedy_matches_generate(tiny_model, name):
     make, config = CASES[name]
     workload = make()
-    steps, outputs = run_sglang(tiny_model, workload, **config)
+    steps, outputs = run_sglang(tiny_model, workload, IGNORE_EOS[name], **config)
     assert [outputs[f"r{i}"] for i in range(len(workload))] == [hf_greedy(tiny_model, p, m) for p, m in workload]
     batches = [st["decisions"]["batch"]["kind"] for st in steps]
     assert set(batches) == {"extend", "decode"}
@@ -75,6 +84,11 @@ def test_greedy_matches_generate(tiny_model, name):
         assert sum(hits) >= 22 * 3, hits  # the stem found in the cache, not recomputed
     if name == "stems-fcfs-chunks":
         assert any(s["num_tokens"] == 10 and s["kind"] == "prefill" for st in steps for s in st["scheduled"])
+    if name == "retraction-mixed":
+        assert any(st["decisions"]["batch"].get("decodes_mixed") for st in steps)  # decodes in a prefill batch
+    if name == "fixed-length-no-cache":
+        limits = {st["decisions"].get("head", {}).get("limit") for st in steps}
+        assert "sglang_fixed_length_run" in limits  # the simulated run holds a request back
     if name == "stems-evicting":
         assert any(st["kv"]["evicted"] for st in steps)
 
@@ -105,6 +119,33 @@ def test_prefill_first_makes_the_decodes_wait():
     assert steps[1]["decisions"]["admissions"][0]["num_reserved_output_tokens"] == 5
 
 
+def test_mixed_chunk_decodes_run_inside_the_prefill_batch():
+    """The same schedule with ``enable_mixed_chunk`` (the flag ``--enable-mixed-chunk``), worked by hand: at step 2
+    the running A and B take 2 of C's 16 chunk tokens and decode in its batch; the record says so, none wait."""
+    import argparse
+
+    from fakes import make_request, run_fake, table
+
+    from engine.flags import add_engine_flags, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_engine_flags(parser)
+    args = parser.parse_args(["--batching", "sglang", "--enable-mixed-chunk", "--max-num-batched-tokens", "16"])
+    config = config_from_args(args, {"num_kv_blocks": 100, "block_size": 1})
+    assert config.enable_mixed_chunk
+    reqs = [make_request("A", 20, 3), make_request("B", 4, 5), make_request("C", 12, 2, arrival_step=2)]
+    kw = {k: getattr(config, k) for k in ("batching", "block_size", "num_kv_blocks", "max_num_batched_tokens")}
+    steps, _, _ = run_fake(reqs, enable_mixed_chunk=True, **kw)
+    assert table(steps)[:4] == [
+        [("A", "prefill", 16)],
+        [("A", "prefill", 4), ("B", "prefill", 4)],
+        [("C", "prefill", 12), ("A", "decode", 1), ("B", "decode", 1)],  # 12 + 2 of the 16 chunk tokens
+        [("C", "decode", 1), ("A", "decode", 1), ("B", "decode", 1)],  # one batch now, C first
+    ]
+    batch = steps[2]["decisions"]["batch"]
+    assert (batch["kind"], batch["decodes_mixed"], batch["decodes_waiting"]) == ("extend", ["A", "B"], [])
+
+
 @pytest.mark.parametrize(
     ("config", "field"),
     [
@@ -112,6 +153,11 @@ def test_prefill_first_makes_the_decodes_wait():
         (dict(block_size=1, enable_chunked_prefill=False), "enable_chunked_prefill"),
         (dict(block_size=1, scheduling_policy="priority"), "scheduling_policy"),
         (dict(block_size=1, max_num_seqs=0), "max_num_seqs"),
+        (
+            dict(block_size=1, enable_mixed_chunk=True, max_num_seqs=4, max_num_batched_tokens=4),
+            "max_num_batched_tokens",
+        ),
+        (dict(block_size=1, enable_mixed_chunk="yes"), "enable_mixed_chunk"),
     ],
 )
 def test_settings_it_cannot_take(config, field):
@@ -120,9 +166,12 @@ def test_settings_it_cannot_take(config, field):
     assert err.value.field == field and "\n" not in str(err.value)
 
 
-def test_lpm_is_sglang_only_and_pages_are_token_slots():
+def test_lpm_and_mixed_chunks_are_sglang_only_and_pages_are_token_slots():
     with pytest.raises(ConfigError, match="scheduling_policy"):
         make_scheduler(EngineConfig(scheduling_policy="lpm"))
+    for batching in ("continuous", "static"):
+        with pytest.raises(ConfigError, match=r"enable_mixed_chunk=True .*--batching sglang"):
+            make_scheduler(EngineConfig(batching=batching, enable_mixed_chunk=True))
     mapped = page_size_one(EngineConfig(batching="sglang", block_size=8, num_kv_blocks=32))
     assert (mapped.block_size, mapped.num_kv_blocks) == (1, 256)
 
@@ -132,6 +181,12 @@ def test_a_request_sglang_could_never_admit_is_refused():
 
     with pytest.raises(RequestError, match=">= 32 tokens"):  # 20 + 10 + 1 must be below the pool
         run_fake([make_request("A", 20, 10)], batching="sglang", block_size=1, num_kv_blocks=31)
+    # ignore_eos without the prefix cache: its simulated run keeps 20 + 1 and its 10 tokens, and more than 1 free
+    fixed = make_request("A", 20, 10, ignore_eos=True)
+    with pytest.raises(RequestError, match=r">= 33 tokens \(prompt 20 \+ max_tokens 10 \+ 3: ignore_eos"):
+        run_fake([fixed], batching="sglang", block_size=1, num_kv_blocks=32, enable_prefix_caching=False)
+    *_, records = run_fake([fixed], batching="sglang", block_size=1, num_kv_blocks=33, enable_prefix_caching=False)
+    assert len(records[-1]["requests"][0]["output_token_ids"]) == 10  # it runs alone in exactly that pool
 
 
 @pytest.mark.real_model
