@@ -120,6 +120,17 @@ PREFILL_FIRST = "SGLang runs a prefill batch alone when it can form one"
 RETRACTION_CAUSE = "the pool could not hold the decode batch"
 RESERVED_OUTPUT = "min(max_tokens, 4096) for a new request, each running one's remaining output × new_token_ratio"
 RADIX_HIT = "a token-by-token match in SGLang's radix cache (page_size 1), not whole blocks"
+FIXED_LENGTH = "it ignores EOS, so its length is fixed and gains nothing from the early-EOS estimate"
+MIXED_CHUNK = "SGLang's --enable-mixed-chunk appends the running requests' decodes to it, one chunk token each"
+
+
+def pool_unit(header: Mapping[str, Any]) -> str:
+    """What one unit of the trace's KV pool is called: ``token slot`` for an SGLang trace whose header gives the pool
+    as ``num_kv_blocks`` blocks of ``block_size`` 1 (SGLang's page_size 1: a block is one token's slot), else
+    ``KV block``."""
+    sglang = header.get("policy") == "sglang" and header["config"].get("block_size") == 1
+    return "token slot" if sglang else "KV block"
+
 
 # Speculative decoding (n-gram drafts, ``engine.spec_decode``): what a draft is and why an admission has placeholders.
 DRAFT_SOURCE = "n-gram drafts: the tokens that followed the last few tokens where they occurred before"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from steplog.decisions import comeback, decisions, kv_high_before
 from steplog.finishes import aborted_before
-from steplog.reasons import ABORT_STATES, VICTIM_RULES, abort_cause, queue_order
+from steplog.reasons import ABORT_STATES, VICTIM_RULES, abort_cause, pool_unit, queue_order
 from steplog.records import AdmissionRecord, FinishedRecord, PreemptionRecord, ScheduledRecord
 from steplog.view import TraceView
 from visuals.checklist import binding_reason
-from visuals.narration_sglang import prefill_first, retraction
+from visuals.narration_sglang import batch_sentences, retraction
 from visuals.narration_spec import draft_phrase
 from visuals.stepinfo import freed_blocks
 
@@ -61,7 +61,7 @@ def narrate(view: TraceView, step: int) -> str:
     after = f", {kv['num_used_blocks'] - released} after the release" if released else ""
     sentences.append(
         f"{st['num_batched_tokens']} of {cfg['max_num_batched_tokens']} budget tokens used; "
-        f"{kv['num_used_blocks']}/{kv['num_blocks']} KV blocks in use during the step{after}."
+        f"{kv['num_used_blocks']}/{kv['num_blocks']} {pool_unit(view.header)}s in use during the step{after}."
     )
     return _short_ids(view, " ".join(sentences))
 
@@ -149,7 +149,8 @@ def _admitted(view: TraceView, step: int, s: ScheduledRecord, a: AdmissionRecord
         plen = view.request_info[rid]["num_prompt_tokens"] if rid in view.request_info else known
         rest = "the other" if n == new else "the next"
         return (
-            f"{rid} is admitted: it found {hit} of its {plen} prompt tokens in the prefix cache (shared KV blocks, "
+            f"{rid} is admitted: it found {hit} of its {plen} prompt tokens in the prefix cache (shared "
+            f"{pool_unit(view.header)}s, "
             f"not computed again) and prefills {rest} {n}{samples}"
         )
     return f"{rid} is admitted and prefills {_span(view, step, s)}{samples}"
@@ -173,10 +174,13 @@ def _events(view: TraceView, step: int) -> list[str]:
     """Sentences for the step's preemptions, finishes and padding rows."""
     st = view.steps[step]
     recorded = decisions(view, step).get("preemptions", [])
-    sentences = prefill_first(view, step) + [retraction(p) or _preemption(view, step, p) for p in recorded]
+    unit = pool_unit(view.header)
+    sentences = batch_sentences(view, step) + [
+        retraction(view, step, p) or _preemption(view, step, p) for p in recorded
+    ]
     explained = {p["request_id"] for p in recorded}
     sentences += [  # a server's engine may preempt outside the scheduler's step (e.g. resetting the prefix cache)
-        f"{rid} was preempted outside the scheduler's decisions: its KV blocks were given back."
+        f"{rid} was preempted outside the scheduler's decisions: its {unit}s were given back."
         for rid in st["preempted"]
         if rid not in explained
     ]
@@ -209,7 +213,7 @@ def _events(view: TraceView, step: int) -> list[str]:
         )
         sentences.append(
             f"{f['request_id']} {REASONS.get(f['reason'], f['reason'])} and finished, releasing "
-            f"{_plural(len(free), 'KV block')}{shared}."
+            f"{_plural(len(free), unit)}{shared}."
         )
     if st["padding_slots"]:
         pads = [p["request_id"] for p in st["padding_slots"]]
@@ -230,7 +234,8 @@ def _abort(view: TraceView, step: int, f: FinishedRecord, freed: dict, kept: set
     blocks = (freed["aborted"] if before else freed["finished"]).get(rid, [])
     shared = len([b for b in blocks if b in (_held_at_abort(view, step) if before else kept)])
     n = record["num_freed_blocks"]
-    gave = "it held no KV blocks" if n == 0 else f"its {_plural(n, 'KV block')} went back to the pool"
+    unit = pool_unit(view.header)
+    gave = f"it held no {unit}s" if n == 0 else f"its {_plural(n, unit)} went back to the pool"
     if shared:
         gave += f" ({shared} stay in use: other requests share them)"
     k, state = record["num_output_tokens"], record["state"]

@@ -1,16 +1,23 @@
-"""The SGLang family's sentences (``policy`` ``sglang``), from the step's ``decisions``: the prefill-first wait and
-what each admission's estimate reserved (``steplog.records.BatchRecord``, ``AdmissionRecord``), and retractions
-(``PreemptionRecord`` with rule ``sglang_retract``) with what their comeback costs; the words are
-``steplog.reasons``'.
+"""The SGLang family's sentences (``policy`` ``sglang``), from the step's ``decisions``: the prefill-first wait, the
+decodes that ran inside a prefill batch (``--enable-mixed-chunk``) and what each admission's estimate reserved
+(``steplog.records.BatchRecord``, ``AdmissionRecord``), and retractions (``PreemptionRecord`` with rule
+``sglang_retract``) with the rule that chose them and what their comeback costs; the words are ``steplog.reasons``'.
 
-``visuals.narration`` asks ``prefill_first(view, step)`` for the step's sentences and ``retraction(p)`` for each
-retraction record; a retraction's comeback needs the trace, so ``batch_sentences`` tells the retraction and
-``retraction`` adds the rule that chose it."""
+``visuals.narration`` asks ``batch_sentences(view, step)`` for the step's batch decision and
+``retraction(view, step, p)`` for each preemption record (None for another scheduler's)."""
 
 from __future__ import annotations
 
 from steplog.decisions import comeback, decisions
-from steplog.reasons import PREFILL_FIRST, RADIX_HIT, RESERVED_OUTPUT, RETRACTION_CAUSE, VICTIM_RULES
+from steplog.reasons import (
+    FIXED_LENGTH,
+    MIXED_CHUNK,
+    PREFILL_FIRST,
+    RADIX_HIT,
+    RESERVED_OUTPUT,
+    RETRACTION_CAUSE,
+    VICTIM_RULES,
+)
 from steplog.records import AdmissionRecord, PreemptionRecord
 from steplog.view import TraceView
 
@@ -20,21 +27,21 @@ def _names(ids: list[str]) -> str:
 
 
 def batch_sentences(view: TraceView, step: int) -> list[str]:
-    """SGLang's batch decision of ``step`` in sentences: the decodes that wait behind the prefill (EXTEND) batch,
-    then what each admission's estimate charged (``admission``). Empty for a step of any other scheduler."""
+    """SGLang's batch decision of ``step`` in sentences: the decodes that wait behind the prefill (EXTEND) batch or
+    run inside it (``decodes_mixed``), then what each admission's estimate charged (``admission``). Empty for a
+    step of any other scheduler."""
     d = decisions(view, step)
-    waits = d.get("batch", {}).get("decodes_waiting", [])
+    batch = d.get("batch", {})
+    waits, mixed = batch.get("decodes_waiting", []), batch.get("decodes_mixed", [])
     out = []
     if waits:
         whose = "decode of {} waits" if len(waits) == 1 else "decodes of {} wait"
         out.append(f"The {whose.format(_names(waits))} this step: {PREFILL_FIRST}.")
-    ratio = d.get("batch", {}).get("new_token_ratio")
-    out += [s for a in d.get("admissions", []) if (s := admission(a, ratio))]
-    return out + [_retracted(view, step, p) for p in d.get("preemptions", []) if p["rule"] == "sglang_retract"]
-
-
-# The name ``visuals.narration`` imports (it says the wait first; the admissions' estimates follow it).
-prefill_first = batch_sentences
+    if mixed:
+        whose = "decode of {} runs" if len(mixed) == 1 else "decodes of {} run"
+        out.append(f"The {whose.format(_names(mixed))} inside the prefill batch: {MIXED_CHUNK}.")
+    ratio = batch.get("new_token_ratio")
+    return out + [s for a in d.get("admissions", []) if (s := admission(a, ratio))]
 
 
 def admission(a: AdmissionRecord, ratio: float | None) -> str | None:
@@ -50,13 +57,18 @@ def admission(a: AdmissionRecord, ratio: float | None) -> str | None:
         text = f"{rid} computes in chunks, so SGLang reserves no output for it until its last one"
     if hit:
         text += f"; its {hit} cached tokens are {RADIX_HIT}"
+    if a.get("output_ratio") == 1.0:
+        text += f"; while it runs, SGLang counts its remaining output whole (ratio 1.0): {FIXED_LENGTH}"
     text += "."
     return text
 
 
-def _retracted(view: TraceView, step: int, p: PreemptionRecord) -> str:
+def retraction(view: TraceView, step: int, p: PreemptionRecord) -> str | None:
     """ "C is retracted: ... (92 tokens of K/V: 49 freed, 43 kept in the radix cache); when it is admitted again at
-    step 66, 43 of those tokens are found in the radix cache and 49 are recomputed."."""
+    step 66, 43 of those tokens are found in the radix cache and 49 are recomputed. C was picked by SGLang's
+    retraction order: ..." for a retraction record of ``step``; None for any other preemption."""
+    if p["rule"] != "sglang_retract":
+        return None
     rid, need, free = p["request_id"], p.get("need", 0), p.get("free", 0)
     dropped = p["num_dropped_tokens"]
     freed = p.get("num_freed_tokens", dropped)
@@ -75,12 +87,4 @@ def _retracted(view: TraceView, step: int, p: PreemptionRecord) -> str:
             if hit
             else f"; when it is admitted again at step {view.step_number(k)}, all {dropped} are recomputed"
         )
-    return text + "."
-
-
-def retraction(p: PreemptionRecord) -> str | None:
-    """The rule that chose a retracted request (``batch_sentences`` tells the retraction); None for any other
-    preemption."""
-    if p["rule"] != "sglang_retract":
-        return None
-    return f"{p['request_id']} was picked by {VICTIM_RULES[p['rule']]}."
+    return text + f". {rid} was picked by {VICTIM_RULES[p['rule']]}."
