@@ -37,7 +37,7 @@ export HF_HUB_OFFLINE := 1
 export PIP_NO_CACHE_DIR := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: app test lint test-vllm test-sglang sysdeps traces case-tokens
+.PHONY: app test test-main lint test-vllm test-sglang sysdeps traces case-tokens
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -62,8 +62,15 @@ $(SGLANG_STAMP):
 app: $(STAMP)
 	$(VENV)/bin/streamlit run app.py
 
-test: lint $(STAMP) sysdeps test-vllm test-sglang
-	$(PY) -m pytest
+# The three venvs and chromium are built side by side, then lint and the three suites run side by side (each suite's
+# output printed whole when it ends); the main suite spreads its tests over the cores (pytest-xdist: one worker
+# per core, at most 4, each loading the model once)
+test:
+	$(MAKE) -j4 $(STAMP) $(VLLM_STAMP) $(SGLANG_STAMP) sysdeps
+	$(MAKE) -j4 --output-sync=target lint test-main test-vllm test-sglang
+
+test-main: $(STAMP) sysdeps
+	$(PY) -m pytest -n auto --maxprocesses 4
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
