@@ -15,7 +15,9 @@ pools: a ``ReqToTokenPool``, a ``TokenToKVPoolAllocator`` over a K/V pool that s
 (``disable=True`` when the prefix cache is off), a ``SchedulePolicy`` and a ``NewTokenRatioTracker``. SGLang's own
 test helpers stub the kernel library and publish the server arguments (``sglang.test.test_utils``); torchvision,
 which SGLang imports at module level for multimodal configs only, is stubbed the same way (no CPU build of it
-matches torch 2.13.0 here). Nothing of SGLang's code is patched.
+matches torch 2.13.0 here). The radix cache's module gets a logical clock for the wall clock it stamps access times
+with (``batchscope_sglang.clock``), so eviction order does not depend on timing. Nothing of SGLang's code is
+patched.
 
 Units: tokens (page_size 1, so a token is a KV slot); a "step" is one ``get_next_batch_to_run`` call.
 
@@ -52,6 +54,7 @@ from sglang.srt.managers.scheduler import Scheduler  # noqa: E402
 from sglang.srt.mem_cache.common import checkpoint_kv_cache, release_kv_cache  # noqa: E402
 from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
 
+from batchscope_sglang.clock import use_logical_clock  # noqa: E402
 from batchscope_sglang.shell import VOCAB_SIZE, build_scheduler  # noqa: E402
 
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -134,6 +137,7 @@ def run_sglang(workload: dict[str, Any], max_steps: int = 10_000) -> list[dict]:
         disable_overlap_schedule=True,
         enable_mixed_chunk=cfg["enable_mixed_chunk"],
     ):
+        use_logical_clock()  # eviction order by access time, reproducible (batchscope_sglang.clock)
         s = build_scheduler(cfg)
         unfinished = {r["request_id"] for r in pending}
         step = 0
@@ -153,6 +157,8 @@ def run_sglang(workload: dict[str, Any], max_steps: int = 10_000) -> list[dict]:
             else:
                 s.new_token_ratio_tracker.reset()  # Scheduler.on_idle
                 rec["finished"] = []
+            rec["cached_tokens"] = s.tree_cache.total_size()  # after the step: what eviction has left, and inserts
+            rec["evictable_tokens"] = s.tree_cache.evictable_size()
             s.last_batch = batch
             records.append(rec)
             step += 1

@@ -17,8 +17,10 @@ The rules of SGLang 0.5.23's ``Scheduler.get_next_batch_to_run`` (sglang/srt/man
 4. **new_token_ratio** (``NewTokenRatioTracker``): starts at 0.7 x ``schedule_conservativeness`` (1.0), loses
    (0.7 - 0.7 x 0.14) / 600 per decode step down to 0.7 x 0.14; after a retraction it becomes
    ``(generated + 20 x n) / (max_new_tokens + 1)`` over the n requests kept (capped at 1); an idle step resets it.
-5. **K/V and the cache**: after each EXTEND (and a chunk) a request's computed tokens enter the radix cache and it
-   locks them; decode tokens are its own until it finishes; then all but its last sampled token enter the cache.
+5. **K/V and the cache**: after each EXTEND a request's computed tokens enter the radix cache and it locks them (a
+   chunk's as the next step begins, after the others'); decode tokens are its own until it finishes; then all but
+   its last sampled token enter the cache. When the pool runs short, the cache evicts whole unlocked leaves, least
+   recently accessed first (``engine.radix_cache``).
 6. **Mixed chunks** (``--enable-mixed-chunk``, off by default; ``_get_new_batch_prefill_raw``'s "mixed-style
    chunked prefill"): the adder starts with one token per running request taken from the chunk and input tokens
    and the memory; once the EXTEND batch is formed (its K/V allocated), if the pool holds one more token per
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from engine.prefill_adder import CONTINUE, NO_TOKEN, OTHER, PrefillAdder
-from engine.sglang_policy import sort_waiting
+from engine.sglang_policy import WaitingOrder
 from engine.sglang_state import Memory, SglRequest
 
 INIT_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO x schedule_conservativeness 1.0
@@ -79,6 +81,7 @@ class SGLangScheduler:
         """``memory``: a ``Memory`` to keep the K/V bookkeeping in (the engine's ``SlotMemory``; default a new one
         of ``pool_tokens`` and ``prefix_cache``). ``mixed_chunk``: SGLang's ``--enable-mixed-chunk`` (rule 6)."""
         self.max_running, self.chunk_tokens, self.policy = max_running, chunk_tokens, policy
+        self.order = WaitingOrder(policy)
         self.mixed_chunk = mixed_chunk
         self.memory = memory if memory is not None else Memory(pool_tokens, prefix_cache)
         self.waiting: list[SglRequest] = []
@@ -95,6 +98,8 @@ class SGLangScheduler:
 
     def schedule(self) -> SglStep:
         """This step's batch (rules 1-3 of the module docstring)."""
+        if self.chunked is not None and self.chunked.kv_len > self.chunked.cached_len:
+            self.memory.checkpoint(self.chunked)  # its last chunk enters the cache now (``stash_chunked_request``)
         self._merge_last()
         self.held = None
         step = self._extend_batch()
@@ -131,7 +136,7 @@ class SGLangScheduler:
             self.batch_is_full = True
             self.held = ("max_num_seqs", 1, 0)
             return None
-        sort_waiting(self.waiting, self.policy, self.memory)
+        self.order.sort(self.waiting, self.memory)
         adder = PrefillAdder(
             self.memory.capacity,
             self.running,
@@ -246,8 +251,7 @@ class SGLangScheduler:
             return []
         finished = []
         for req, _ in step.run:
-            if req is self.chunked:
-                self.memory.checkpoint(req)  # a chunk that stops mid-prompt samples nothing
+            if req is self.chunked:  # a chunk that stops mid-prompt samples nothing (cached when the next step begins)
                 continue
             req.output_token_ids.append(sampled[req.request_id])
             if req.check_finished():

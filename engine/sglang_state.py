@@ -2,10 +2,12 @@
 
 A request's K/V lives in two places: the part that is in the radix cache (``engine.radix_cache``; it locks that
 path) and its own tokens not yet inserted. Units: tokens (page_size 1). Rules of SGLang 0.5.23:
-``cache_unfinished_req`` / ``cache_finished_req`` (insert computed tokens, free the copies of tokens already
-cached, move the lock; sglang/srt/mem_cache/radix_cache.py), ``release_kv_cache`` (sglang/srt/mem_cache/common.py),
-``release_req`` (retraction: free what is not cached, unlock, evict 20 tokens per request kept) and
-``check_decode_capacity`` (evict the unlocked cache, then the free slots must hold one token per request).
+``RadixCache.checkpoint`` (insert computed tokens, split them at the prompt's end, free the copies of tokens
+already cached, refresh the path, move the lock; sglang/srt/mem_cache/radix_cache.py), ``release_kv_cache``
+(sglang/srt/mem_cache/common.py), ``release_req`` (retraction: free what is not cached, unlock, evict 20 tokens
+per request kept) and ``check_decode_capacity`` (evict the unlocked cache, then the free slots must hold one token
+per request). Eviction asks the cache for the shortfall (tokens needed minus free) and frees what it evicts, which
+may be more (whole nodes, ``engine.radix_cache``).
 """
 
 from __future__ import annotations
@@ -93,14 +95,27 @@ class Memory:
         """Insert ``req``'s computed tokens into the cache and lock them instead of its old path."""
         self._insert(req)
 
-    def _insert(self, req: SglRequest) -> None:
-        existing, node = self.cache.insert(req.all_token_ids[: req.kv_len])
+    def _insert(self, req: SglRequest) -> int:
+        """SGLang's ``RadixCache.checkpoint``: insert the computed tokens; if they run past the prompt, insert the
+        prompt again, which splits the node at the prompt's end (``split_prompt``, so eviction can drop the output
+        without the prompt); match them all (refreshing the path's access time); lock the new path instead of the
+        old. Returns how many of them were cached already."""
+        tokens = req.all_token_ids[: req.kv_len]
+        existing, node = self.cache.insert(tokens, self._values(req))
         if self.cache.enabled:
+            if 0 < req.num_prompt_tokens < len(tokens):
+                self.cache.insert(tokens[: req.num_prompt_tokens])
+            self.cache.match(tokens, len(tokens))
             self.free += max(0, existing - req.cached_len)  # its copies of tokens someone else cached first
             self.cache.lock(node)
             if req.node is not None:
                 self.cache.unlock(req.node)
             req.node, req.cached_len = node, req.kv_len
+        return existing
+
+    def _values(self, req: SglRequest) -> list[int] | None:
+        """The slots of ``req``'s computed tokens, for the cache to keep (None: this memory tracks no slots)."""
+        return None
 
     def release(self, req: SglRequest) -> None:
         """A finished request: its K/V (all but the last sampled token, which has none) enters the cache."""

@@ -91,3 +91,22 @@ def mixed_chunk(on: bool = True) -> dict[str, Any]:
     ]
     cfg = {"max_running_requests": 3, "chunked_prefill_size": 12, "pool_tokens": 200, "enable_mixed_chunk": on}
     return {"config": cfg, "requests": reqs, "eos_token_ids": [EOS]}
+
+
+def eviction() -> dict[str, Any]:
+    """Whole-node LRU eviction in a 40-token pool, one request at a time (FCFS, all waiting from step 0). A and B
+    (4-token prompts a, b, output 7 then EOS) finish and leave a + [7] and b + [7] cached, each split at its prompt's
+    end into a 4-token node and a 1-token one (A's last accessed first). C (32 new tokens) needs 32 with 30 free:
+    eviction drops A's [7] (1 token, the oldest leaf), still short, then A's whole a (4 tokens, now a leaf, as old):
+    5 freed for 2 asked. D = b + [7, 16] still hits 5 (B's path). E = a + [15] hits nothing; its 5 tokens need 3
+    more than the 2 free, and the oldest unlocked leaf is then C's 32-token prompt (D's [16] is newer)."""
+    a, b = [11, 12, 13, 14], [21, 22, 23, 24]
+    reqs = [
+        _req("A", a, [7, 2]),
+        _req("B", b, [7, 2]),
+        _req("C", list(range(31, 63)), [2]),
+        _req("D", [*b, 7, 16], [2]),
+        _req("E", [*a, 15], [2]),
+    ]
+    cfg = {"max_running_requests": 1, "chunked_prefill_size": 64, "pool_tokens": 40}
+    return {"config": cfg, "requests": reqs, "eos_token_ids": [EOS]}

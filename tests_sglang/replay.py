@@ -15,6 +15,8 @@ from batchscope_sglang.driver import DEFAULT_CONFIG
 from engine.sglang_scheduler import SGLangScheduler
 from engine.sglang_state import SglRequest
 
+AFTER_STEP = ("cached_tokens", "evictable_tokens")  # the radix cache's sizes (tokens) once the step is over
+
 
 def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[dict]:
     """Batchscope's step records for ``workload`` (the driver's fields, see ``batchscope_sglang.driver._record``)."""
@@ -53,6 +55,7 @@ def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[di
         }
         sampled = {r.request_id: outputs[r.request_id][len(r.output_token_ids)] for r, _ in out.run}
         rec["finished"] = s.update(out, sampled)
+        rec["cached_tokens"], rec["evictable_tokens"] = s.memory.cache.size, s.memory.cache.evictable
         unfinished -= set(rec["finished"])
         records.append(rec)
         step += 1
@@ -149,5 +152,9 @@ def compare_trace(records: list[dict], theirs: list[dict]) -> str:
     """``first_difference`` of a Batchscope trace and SGLang's records, on the steps that run a batch (the engine
     skips idle steps; SGLang's reset of the ratio on them shows in the ratio of the next step)."""
     ours = [{**r, "step": k} for k, r in enumerate(trace_steps(records))]
-    busy = [{**r, "step": k} for k, r in enumerate(r for r in theirs if r["kind"] != "idle")]
+    # the cache's sizes after each step are not in the trace (its pool is the one during the forward pass)
+    busy = [
+        {**{f: v for f, v in r.items() if f not in AFTER_STEP}, "step": k}
+        for k, r in enumerate(r for r in theirs if r["kind"] != "idle")
+    ]
     return first_difference(ours, busy)

@@ -119,3 +119,51 @@ def test_a_changed_mixing_rule_fails(monkeypatch):
     init = adder.PrefillAdder.__init__
     monkeypatch.setattr(adder.PrefillAdder, "__init__", lambda self, *a: init(self, *a[:6], 0))
     assert first_difference(run_batchscope(workload), theirs).startswith("step 2: ")
+
+
+def test_eviction_drops_whole_nodes_least_recently_used_first():
+    """``cases.eviction``: C's 32 tokens evict A's output node and then its whole prompt node (5 tokens for 2
+    asked); D still hits B's 5; E hits nothing and evicts C's whole prompt, the oldest leaf then (its docstring)."""
+    ours, theirs = _both(cases.eviction())
+    assert first_difference(ours, theirs) == f"agrees on all {len(theirs)} steps"
+    assert [r["cached_tokens"] for r in theirs] == [4, 5, 9, 10, 10 - 5 + 32, 37 + 1, 38 - 32 + 5]
+    assert [r["evictable_tokens"] for r in theirs] == [0, 5, 5, 10, 37, 38, 11]  # one request at a time
+    assert theirs[5]["prefix_hits"] == {"D": 5} and theirs[6]["prefix_hits"] == {"E": 0}
+
+
+def _changed_evict(newest_first: bool, whole: bool):
+    """``RadixCache.evict`` with one rule changed: the newest leaf first, or one token at a time."""
+
+    def evict(self, num_tokens):
+        freed = 0
+        while freed < num_tokens:
+            leaves = [n for n in self.nodes() if not n.children and n.lock == 0]
+            if not leaves:
+                break
+            leaf = (max if newest_first else min)(leaves, key=lambda n: n.last_access)
+            take = len(leaf.key) if whole else 1
+            if take == len(leaf.key):
+                del leaf.parent.children[leaf.key[0]]
+            del leaf.key[-take:], leaf.value[-take:]
+            self.size -= take
+            freed += take
+        return freed
+
+    return evict
+
+
+@pytest.mark.parametrize(
+    "newest_first, whole, step",
+    [
+        (False, False, 4),  # A's [7] and one token of a: 2 freed, 3 fewer than SGLang's
+        (True, True, 5),  # B's two nodes go instead of A's: D misses b + [7]
+    ],
+)
+def test_a_changed_eviction_rule_fails(monkeypatch, newest_first, whole, step):
+    """Evict one token at a time, or the most recently used leaf first: the comparison fails where it first shows."""
+    from engine.radix_cache import RadixCache
+
+    workload = cases.eviction()
+    theirs = run_sglang(workload)
+    monkeypatch.setattr(RadixCache, "evict", _changed_evict(newest_first, whole))
+    assert first_difference(run_batchscope(workload), theirs).startswith(f"step {step}: ")

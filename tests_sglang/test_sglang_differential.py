@@ -7,10 +7,14 @@ Hypothesis draws small workloads in three families, each inside what is proven (
 
 - **tight memory, no prefix cache**: 1-6 requests, pools from "the largest request just fits" up, chunks of 4-64
   tokens, so that admission by estimated output holds requests back and prompts are chunked;
-- **shared prefixes, prefix cache on**: prompts built from a few shared stems, FCFS or LPM, and a pool large enough
-  that nothing is ever evicted (which leaves SGLang evicts is not modelled token for token);
-- **retraction, no prefix cache**: long outputs beside short prompts, in a pool of one to two requests' whole run:
-  the ratio lets admission over-commit and decode then retracts (about one workload in nine).
+- **shared prefixes, prefix cache on**: prompts built from a few shared stems, FCFS or LPM, in pools from one that
+  evicts often to one that never evicts (about a quarter of the workloads evict);
+- **retraction**, with the prefix cache off and again on: long outputs beside short prompts, in a pool of one to
+  two requests' whole run: the ratio lets admission over-commit and decode then retracts (about one workload in
+  nine); with the cache on nearly every workload evicts, at admission, in decode and after a retraction.
+
+Each record also carries the radix cache's size and its evictable part after the step (``cached_tokens``,
+``evictable_tokens``), so an eviction that drops other tokens than SGLang's shows at its own step.
 
 Each request may carry ``ignore_eos`` (it then runs past the EOS it samples): SGLang charges its remaining output at
 ratio 1.0 while it runs, and with the prefix cache off judges its admission by a simulated fixed-length run
@@ -62,8 +66,8 @@ def workloads(draw: st.DrawFn, cache: bool, mixed: bool = False) -> dict[str, An
     largest = max(len(r["prompt_token_ids"]) + r["max_new_tokens"] for r in requests)
     total = sum(len(r["prompt_token_ids"]) + r["max_new_tokens"] for r in requests)
     # admission needs prompt + max_new_tokens + 1 < the pool (an ignore_eos one's simulated run alone: 2 more than
-    # that); with the cache on, nothing is ever evicted
-    pool = draw(st.integers(total + 3, total + 64)) if cache else draw(st.integers(largest + 3, largest + 60))
+    # that); with the cache on, from pools that evict often to pools that never do
+    pool = draw(st.integers(largest + 3, total + 64)) if cache else draw(st.integers(largest + 3, largest + 60))
     rows = draw(st.integers(1, 4))
     config = {
         "max_running_requests": rows,
@@ -136,7 +140,14 @@ def test_retraction_without_prefix_cache(workload):
     _check(workload)
 
 
-# The same three families with --enable-mixed-chunk (chunks longer than the rows: each mixed decode takes a chunk
+@SETTINGS
+@given(workload=retracting(cache=True))
+def test_retraction_with_prefix_cache(workload):
+    """Where the cache evicts: whole nodes, least recently accessed first (``engine.radix_cache``)."""
+    _check(workload)
+
+
+# The same families with --enable-mixed-chunk (chunks longer than the rows: each mixed decode takes a chunk
 # token, and SGLang's adder is not meant to start with none left; the engine refuses that setting).
 @SETTINGS
 @given(workload=workloads(cache=False, mixed=True))
@@ -153,4 +164,10 @@ def test_mixed_chunk_shared_prefixes(workload):
 @SETTINGS
 @given(workload=retracting(cache=False, mixed=True))
 def test_mixed_chunk_retraction(workload):
+    _check(workload)
+
+
+@SETTINGS
+@given(workload=retracting(cache=True, mixed=True))
+def test_mixed_chunk_retraction_with_prefix_cache(workload):
     _check(workload)

@@ -2,8 +2,9 @@
 0.5.23's own scheduler on the same workload and tokens, step by step: the batch kind, who runs with how many tokens,
 admissions and their prefix hits, retractions, the chunked request, new_token_ratio (to 1e-9) and who finishes, all
 read from the trace (``replay.trace_steps``). Workloads: the hand-made cases, the shipped scenarios (their prompts,
-budgets, arrivals and the real model's recorded outputs), and hypothesis draws of the three families of
-``test_sglang_differential`` (``ignore_eos`` requests among them)."""
+budgets, arrivals and the real model's recorded outputs), and hypothesis draws of the families of
+``test_sglang_differential`` (``ignore_eos`` requests among them; the retraction family also with the prefix cache
+on, where it evicts)."""
 
 from __future__ import annotations
 
@@ -168,6 +169,19 @@ def test_trace_shared_prefixes(workload):
 @SETTINGS
 @given(workload=retracting(cache=False))
 def test_trace_retraction(workload):
+    _check(workload)
+
+
+@SETTINGS
+@given(workload=retracting(cache=True))
+def test_trace_retraction_with_prefix_cache(workload):
+    """The engine's radix cache evicts whole nodes, and its slots follow (``engine.sglang_slots``)."""
+    _check(workload)
+
+
+@SETTINGS
+@given(workload=retracting(cache=True, mixed=True))
+def test_trace_mixed_chunk_retraction_with_prefix_cache(workload):
     _check(workload)
 
 
