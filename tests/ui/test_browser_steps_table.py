@@ -77,3 +77,16 @@ def test_a_player_without_the_table_draws_none_and_presenter_mode_hides_it(brows
     page = open_file(browser, table_file, "?present=1", width=1280, height=720)
     assert page.evaluate("getComputedStyle(document.getElementById('bs-table')).display") == "none"
     page.close()
+
+
+def test_the_table_fits_its_frame_at_1280x720(browser, table_file):
+    """No column is cut off: the table's scroll box needs no horizontal scrolling, and no cell's text overflows."""
+    page = open_file(browser, table_file, "?step=40", width=820, height=720)  # the app's frame beside its sidebar
+    at_step(page, 40)
+    fits = page.evaluate(
+        "() => { const box = document.querySelector('.bs-table-scroll');"
+        " const cells = [...box.querySelectorAll('th, td')].filter((c) => c.scrollWidth > c.clientWidth + 1);"
+        " return {box: box.scrollWidth <= box.clientWidth + 1, cells: cells.map((c) => c.textContent)}; }"
+    )
+    assert fits == {"box": True, "cells": []}, fits
+    page.close()
