@@ -110,3 +110,22 @@ def eviction() -> dict[str, Any]:
     ]
     cfg = {"max_running_requests": 1, "chunked_prefill_size": 64, "pool_tokens": 40}
     return {"config": cfg, "requests": reqs, "eos_token_ids": [EOS]}
+
+
+def waiting_prefix_refresh() -> dict[str, Any]:
+    """FCFS refreshes the cached prefixes of the waiting requests on its first sort and every 32nd after. A and B
+    finish as in ``eviction`` (A's a + [7] older than B's b + [7]); X (128 tokens, chunks of 4, one row) and W =
+    a + [15] arrive at step 4, and W waits while X's chunks fill the 132-token pool. The queue is sorted at step 0
+    (A admitted), 2 (B) and then once per chunk of X from step 4 (the decode steps, their row taken, try none): the
+    32nd sort after the first is at step 34, X's 31st chunk, and refreshes W's cached a. That chunk is 2 tokens
+    short: eviction drops A's [7], then B's [7] (a is newer now), 2 for 2. X's last chunk evicts b whole (older
+    than a); W then hits a (4). Without the refresh, a would go right after A's [7]: 5 evicted at step 34."""
+    a, b = [11, 12, 13, 14], [21, 22, 23, 24]
+    reqs = [
+        _req("A", a, [7, 2]),
+        _req("B", b, [7, 2]),
+        _req("X", list(range(100, 228)), [2], at=4),
+        _req("W", [*a, 15], [2], at=4),
+    ]
+    cfg = {"max_running_requests": 1, "chunked_prefill_size": 4, "pool_tokens": 132}
+    return {"config": cfg, "requests": reqs, "eos_token_ids": [EOS]}

@@ -167,3 +167,18 @@ def test_a_changed_eviction_rule_fails(monkeypatch, newest_first, whole, step):
     theirs = run_sglang(workload)
     monkeypatch.setattr(RadixCache, "evict", _changed_evict(newest_first, whole))
     assert first_difference(run_batchscope(workload), theirs).startswith(f"step {step}: ")
+
+
+def test_fcfs_refreshes_the_waiting_prefixes_every_32nd_sort(monkeypatch):
+    """``cases.waiting_prefix_refresh``: the refresh at step 34 makes eviction spare W's cached a (2 tokens evicted
+    where 5 would be without it), and W hits it at step 36; with no refresh after the first the comparison fails
+    at step 34."""
+    import engine.sglang_policy as policy
+
+    ours, theirs = _both(cases.waiting_prefix_refresh())
+    assert first_difference(ours, theirs) == f"agrees on all {len(theirs)} steps"
+    # X's 30th chunk enters the cache as step 34 begins (+4), then its 31st evicts 2
+    assert [r["cached_tokens"] for r in theirs[33:35]] == [126, 126 + 4 - 2]
+    assert theirs[36]["prefix_hits"] == {"W": 4}
+    monkeypatch.setattr(policy, "REFRESH_INTERVAL", 10**9)
+    assert first_difference(run_batchscope(cases.waiting_prefix_refresh()), theirs).startswith("step 34: ")
