@@ -8,7 +8,7 @@ Hypothesis draws small workloads in three families, each inside what is proven (
 - **tight memory, no prefix cache**: 1-6 requests, pools from "the largest request just fits" up, chunks of 4-64
   tokens, so that admission by estimated output holds requests back and prompts are chunked;
 - **shared prefixes, prefix cache on**: prompts built from a few shared stems, FCFS or LPM, in pools from one that
-  evicts often to one that never evicts (about a quarter of the workloads evict);
+  evicts often to one that never evicts (about a third of the workloads evict);
 - **retraction**, with the prefix cache off and again on: long outputs beside short prompts, in a pool of one to
   two requests' whole run: the ratio lets admission over-commit and decode then retracts (about one workload in
   nine); with the cache on nearly every workload evicts, at admission, in decode and after a retraction.
