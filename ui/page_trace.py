@@ -12,7 +12,7 @@ from ui.common import badge, md, query_int, recorded_policies, recorded_records
 from ui.state import live_runs
 from ui.web_player import web_player
 from visuals.packing import span_size, spans
-from visuals.steps_table import CAPTION, COLUMNS, step_row
+from visuals.steps_table import CAPTION, columns, step_row
 
 # the upload cap, in MB (MiB, as Streamlit counts): one fact, steplog.trace.MAX_TRACE_BYTES; .streamlit/config.toml's
 # server.maxUploadSize (what the server accepts) must say the same, and a test checks that it does
@@ -22,7 +22,7 @@ UPLOAD_MB = trace.MAX_TRACE_BYTES // 2**20
 def steps_table(records: list[dict], view: TraceView | None = None) -> pd.DataFrame:
     """Every step's row (``visuals.steps_table.step_row``), for the sortable table of the whole trace."""
     view = view or TraceView(records)
-    return pd.DataFrame([step_row(view, k) for k in range(view.num_steps)], columns=list(COLUMNS))
+    return pd.DataFrame([step_row(view, k) for k in range(view.num_steps)], columns=list(columns(view)))
 
 
 def _linked_option(options: list[str]) -> int:

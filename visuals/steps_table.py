@@ -7,13 +7,15 @@ read ``step_row``. Every value comes from the step's record (``docs/trace-format
 
 from __future__ import annotations
 
+from steplog.reasons import pool_unit
 from steplog.records import ScheduledRecord
 from steplog.view import TraceView
 from visuals.packing import Interner
 
 MAX_LISTED = 6  # request names per cell; a server's step schedules dozens of requests
 
-COLUMNS = (
+# the last column counts the pool in its own unit: "KV blocks used", or "token slots used" in an SGLang trace
+FIRST_COLUMNS = (
     "step",
     "t_end (s)",
     "batched tokens",
@@ -23,9 +25,13 @@ COLUMNS = (
     "preempted",
     "waiting",
     "padding rows",
-    "KV blocks used",
 )
 CAPTION = "scheduled: request:kind and tokens (p = prefill chunk or recompute, d = decode), in batch order."
+
+
+def columns(view: TraceView) -> tuple[str, ...]:
+    """The table's column names; the pool's in its unit (``steplog.reasons.pool_unit``)."""
+    return (*FIRST_COLUMNS, f"{pool_unit(view.header)}s used")
 
 
 def listed(view: TraceView, ids: list[str]) -> str:
@@ -44,9 +50,9 @@ def scheduled_cell(view: TraceView, scheduled: list[ScheduledRecord]) -> str:
 
 
 def step_row(view: TraceView, k: int) -> dict:
-    """Step ``k``'s row, keyed by ``COLUMNS``: its end time (seconds since the run started, 4 decimals), the tokens
-    it batched, who ran how, who was admitted, finished and preempted, how many waited, the static batch's padding
-    rows and the KV blocks in use after it.
+    """Step ``k``'s row, keyed by ``columns(view)``: its end time (seconds since the run started, 4 decimals), the
+    tokens it batched, who ran how, who was admitted, finished and preempted, how many waited, the static batch's
+    padding rows and the pool's units (KV blocks, or an SGLang trace's token slots) in use after it.
 
     Raises IndexError if ``k`` is not a step of the trace."""
     s = view.steps[k]
@@ -60,7 +66,7 @@ def step_row(view: TraceView, k: int) -> dict:
         "preempted": listed(view, s["preempted"]),
         "waiting": len(s["waiting"]),
         "padding rows": len(s["padding_slots"]),
-        "KV blocks used": s["kv"]["num_used_blocks"],
+        f"{pool_unit(view.header)}s used": s["kv"]["num_used_blocks"],
     }
 
 
@@ -69,4 +75,4 @@ def steps_table_payload(view: TraceView, lo: int, hi: int, intern: Interner) -> 
     being step ``first + i``'s cells as indices into the payload's table ``T`` (``intern``: a
     ``visuals.packing.Interner``)."""
     rows = [[intern(v) for v in step_row(view, k).values()] for k in range(lo, min(hi, view.num_steps - 1) + 1)]
-    return {"columns": list(COLUMNS), "caption": CAPTION, "first": lo, "rows": rows}
+    return {"columns": list(columns(view)), "caption": CAPTION, "first": lo, "rows": rows}
