@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from steplog.reasons import pool_unit
 from steplog.view import FREE_COLOR, TraceView
 from visuals.pool import block_map_cells, one_step_flags
 from visuals.safe import esc
@@ -73,10 +74,11 @@ def grouped_marks(view: TraceView, step: int) -> dict[str, list]:
 
 def grouped_title(view: TraceView, step: int) -> str:
     kv = view.steps[step]["kv"]
+    unit = pool_unit(view.header)  # KV blocks, or an SGLang trace's token slots
     return (
-        f"{esc(view.policy)}: KV blocks at step {view.step_number(step)}: "
+        f"{esc(view.policy)}: {unit}s at step {view.step_number(step)}: "
         f"{kv['num_used_blocks']}/{kv['num_blocks']} used "
-        f"(one cell = {group_size(kv['num_blocks'])} blocks)"
+        f"(one cell = {group_size(kv['num_blocks'])} {unit.removeprefix('KV ')}s)"
     )
 
 

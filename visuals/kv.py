@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from steplog.reasons import pool_unit
 from steplog.view import FREE_COLOR, TraceView
 from visuals import blockgroups
 from visuals.pool import block_map_cells
@@ -53,11 +54,11 @@ def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = N
     fig.add_hline(
         y=total,
         line=dict(color="#333", dash="dash"),
-        annotation_text=f"pool: {total} blocks",
+        annotation_text=f"pool: {total} {pool_unit(view.header).removeprefix('KV ')}s",
         annotation_position="top left",
     )
     fig.update_layout(
-        title=f"{esc(view.policy)}: KV blocks used per request",
+        title=f"{esc(view.policy)}: {pool_unit(view.header)}s used per request",
         height=300,
         margin=dict(l=10, r=10, t=40, b=30),
         showlegend=False,
@@ -131,8 +132,9 @@ def block_map_title(view: TraceView, step: int) -> str:
     """The block map's title at ``step``: blocks used (and reserved by a static batch) out of the pool."""
     kv = view.steps[step]["kv"]
     reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
+    unit = pool_unit(view.header)  # KV blocks, or an SGLang trace's token slots
     return (
-        f"{esc(view.policy)}: KV blocks at step {view.step_number(step)}: {kv['num_used_blocks']}/{kv['num_blocks']} "
+        f"{esc(view.policy)}: {unit}s at step {view.step_number(step)}: {kv['num_used_blocks']}/{kv['num_blocks']} "
         f"used{reserved}"
     )
 
