@@ -128,6 +128,14 @@ def scheduler_knobs(prefix: str, like: dict | None = None, places: list | None =
             help="vLLM 0.33's default: admit a request only if the free blocks hold its whole prompt; off: only "
             "its first chunk must fit (the older rule, which can thrash)",
         )
+        k["enable_mixed_chunk"] = st.toggle(
+            "Mixed chunks (SGLang)",
+            d.get("enable_mixed_chunk", False),
+            key=f"{prefix}:mixed",
+            help="SGLang's --enable-mixed-chunk (off by default; SGLang's scheduler only): the running decodes join "
+            "a prefill batch instead of waiting that step",
+        )
+        slots["enable_mixed_chunk"] = st.empty()
         speculation_knobs(prefix, d, k, slots)
     return k, slots
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from engine.batching import mode_config
+from engine.batching import validate_config as check_engine_config
 from engine.config import LIMITS, ConfigError, EngineConfig
 from engine.engine import RequestError, validate_request
 from engine.workload import output_lengths, poisson_arrivals, to_requests
@@ -57,6 +58,7 @@ SCHEDULER_KNOBS = (
     "block_size",
     "enable_prefix_caching",
     "reserve_full_prompt",
+    "enable_mixed_chunk",
     "num_speculative_tokens",
     "prompt_lookup_min",
     "prompt_lookup_max",
@@ -151,6 +153,8 @@ def validate_config(
             msgs.setdefault(exc.field, []).append(str(exc))
     try:
         cfg.validate_speculation()
+        if not msgs:  # the rules between fields, as the engine checks them (its batching mode's own included)
+            check_engine_config(cfg)
     except ConfigError as exc:
         msgs.setdefault(exc.field, []).append(str(exc))
     bad: dict[str, list[RequestError]] = {}

@@ -33,6 +33,7 @@ CHANGED = {
     "pg:chunked": ("toggle", False),
     "pg:blocks": ("number_input", 40),
     "pg:prefix": ("toggle", False),
+    "pg:mixed": ("toggle", True),
     "pg:drafts": ("number_input", 2),
     "pg:ngram": ("slider", (2, 4)),
     "pg:temp": ("slider", 0.7),
@@ -91,3 +92,37 @@ def test_draft_tokens_need_continuous_batching():
     assert "num_speculative_tokens=3 needs continuous batching" in texts
     at.selectbox(key="pg:runs").set_value(RUN_MODES[1]).run()
     assert "num_speculative_tokens" not in " ".join(e.value for e in at.error)
+
+
+def test_mixed_chunks_need_sglangs_scheduler():
+    """SGLang's --enable-mixed-chunk asked for a vLLM-style run: a one-line message at the knob says which batching
+    takes it and Run live is off; with run A under SGLang's scheduler (A vs B), only run B's (a copy of A's toggle
+    under continuous batching) until it is turned off."""
+    at = AppTest.from_string(NAV, default_timeout=120)
+    at.run()
+    at.toggle(key="pg:mixed").set_value(True).run()
+    assert not at.exception, at.exception
+    texts = " ".join(e.value for e in at.error)
+    assert "enable_mixed_chunk=True is out of range: false under --batching " in texts
+    assert "(SGLang's --enable-mixed-chunk: --batching sglang)" in texts
+    assert at.button(key="pg:run").disabled
+    at.selectbox(key="pg:runs").set_value(RUN_MODES[3]).run()
+    at.selectbox(key="pg:batching").set_value("sglang").run()
+    errors = " ".join(e.value for e in at.error)  # run B copied A's toggle, under continuous batching
+    assert "Run B: enable_mixed_chunk=True" in errors and "Run A" not in errors
+    at.toggle(key="pg:b:mixed").set_value(False).run()
+    assert "enable_mixed_chunk" not in " ".join(e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_the_engines_rules_between_fields_are_checked_before_running():
+    """A rule the engine checks across fields (SGLang's scheduler needs chunked prefill) is said at the knob before
+    Run live, not as a failed run."""
+    at = AppTest.from_string(NAV, default_timeout=120)
+    at.run()
+    at.selectbox(key="pg:runs").set_value(RUN_MODES[3]).run()
+    at.selectbox(key="pg:batching").set_value("sglang").run()
+    at.toggle(key="pg:chunked").set_value(False).run()
+    assert not at.exception, at.exception
+    errors = " ".join(e.value for e in at.error)
+    assert "enable_chunked_prefill=False is out of range: true under batching sglang" in errors, errors
+    assert at.button(key="pg:run").disabled
