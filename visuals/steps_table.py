@@ -26,6 +26,7 @@ FIRST_COLUMNS = (
     "waiting",
     "padding rows",
 )
+WORD_COLUMNS = ("scheduled", "admitted", "finished", "preempted")  # lists of requests: they wrap between names
 CAPTION = "scheduled: request:kind and tokens (p = prefill chunk or recompute, d = decode), in batch order."
 
 
@@ -71,8 +72,10 @@ def step_row(view: TraceView, k: int) -> dict:
 
 
 def steps_table_payload(view: TraceView, lo: int, hi: int, intern: Interner) -> dict:
-    """The player's steps table over steps ``lo``..``hi`` (its span): ``{columns, caption, first, rows}``, row i
-    being step ``first + i``'s cells as indices into the payload's table ``T`` (``intern``: a
-    ``visuals.packing.Interner``)."""
+    """The player's steps table over steps ``lo``..``hi`` (its span): ``{columns, caption, first, rows, words}``:
+    row i is step ``first + i``'s cells as indices into the payload's table ``T`` (``intern``: a
+    ``visuals.packing.Interner``); ``words``: the columns of request lists, which may wrap between names."""
     rows = [[intern(v) for v in step_row(view, k).values()] for k in range(lo, min(hi, view.num_steps - 1) + 1)]
-    return {"columns": list(columns(view)), "caption": CAPTION, "first": lo, "rows": rows}
+    names = columns(view)
+    words = [names.index(c) for c in WORD_COLUMNS]
+    return {"columns": list(names), "caption": CAPTION, "first": lo, "rows": rows, "words": words}

@@ -79,14 +79,23 @@ def test_a_player_without_the_table_draws_none_and_presenter_mode_hides_it(brows
     page.close()
 
 
-def test_the_table_fits_its_frame_at_1280x720(browser, table_file):
-    """No column is cut off: the table's scroll box needs no horizontal scrolling, and no cell's text overflows."""
-    page = open_file(browser, table_file, "?step=40", width=820, height=720)  # the app's frame beside its sidebar
-    at_step(page, 40)
-    fits = page.evaluate(
-        "() => { const box = document.querySelector('.bs-table-scroll');"
-        " const cells = [...box.querySelectorAll('th, td')].filter((c) => c.scrollWidth > c.clientWidth + 1);"
-        " return {box: box.scrollWidth <= box.clientWidth + 1, cells: cells.map((c) => c.textContent)}; }"
-    )
-    assert fits == {"box": True, "cells": []}, fits
+FITS = """() => { const box = document.querySelector('.bs-table-scroll');
+  const cells = [...box.querySelectorAll('th, td')].filter((c) => c.scrollWidth > c.clientWidth + 1);
+  const lines = (c) => { const r = document.createRange(); r.selectNodeContents(c);
+    return new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size; };
+  const broken = [...box.querySelectorAll('td:not(.bs-words)')].filter((c) => lines(c) > 1);
+  return {box: box.scrollWidth <= box.clientWidth + 1, cells: cells.map((c) => c.textContent),
+          broken: broken.slice(0, 5).map((c) => c.textContent)}; }"""
+
+
+@pytest.mark.parametrize(("scenario", "policy", "step"), [("preemption", "continuous", 40), ("sixteen", "static", 105)])
+def test_the_table_fits_its_frame_and_numbers_stay_on_one_line(browser, tmp_path, scenario, policy, step):
+    """No column is cut off (no horizontal scrolling, no cell's text overflows) and no number breaks over two lines
+    (the end times of a long run: 10.2042 s), in the app's frame beside its sidebar at 1280x720."""
+    path = tmp_path / "t.html"
+    view = TraceView(trace.read(TRACE_DIR / f"{scenario}-{policy}.jsonl"))
+    path.write_text(player_html([view], scenario, window=20, table=True), encoding="utf-8")
+    page = open_file(browser, path, f"?step={step}", width=820, height=720)
+    at_step(page, step)
+    assert page.evaluate(FITS) == {"box": True, "cells": [], "broken": []}
     page.close()

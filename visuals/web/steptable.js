@@ -26,7 +26,11 @@ BS.StepTable = class {
     this.rows = spec.rows.map((cells, i) => {
       const tr = body.insertRow();
       tr.dataset.bsStep = String(spec.first + i);
-      for (const c of cells) tr.insertCell().textContent = String(P.t(c));
+      cells.forEach((c, j) => {
+        const td = tr.insertCell();
+        td.textContent = String(P.t(c));
+        if (spec.words.includes(j)) td.className = "bs-words";
+      });
       return tr;
     });
     body.addEventListener("click", (e) => {
