@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from steplog.metrics import summarize
+from steplog.records import RECORDED_WHEN_ON
 from steplog.view import TraceView
 
 # Header fields (besides ``config``) that change how a run behaves or what it computes.
@@ -39,8 +40,9 @@ def config_diff(a: TraceView, b: TraceView) -> list[str]:
             lines.append(f"{SHOWN_AS.get(name, name)}: {_fmt(va)} → {_fmt(vb)}")
     ca, cb = a.header.get("config", {}), b.header.get("config", {})
     for name in sorted(set(ca) | set(cb)):
-        if ca.get(name) != cb.get(name):
-            lines.append(f"{name}: {_fmt(ca.get(name))} → {_fmt(cb.get(name))}")
+        va, vb = (c.get(name, RECORDED_WHEN_ON.get(name)) for c in (ca, cb))  # absent: off, for these
+        if va != vb:
+            lines.append(f"{name}: {_fmt(va)} → {_fmt(vb)}")
     return lines
 
 

@@ -36,6 +36,36 @@ def test_config_diff_names_the_policy_and_every_changed_field():
     ]
 
 
+def test_a_setting_recorded_only_when_on_reads_off_when_absent():
+    """SGLang's mixed chunks and vLLM's speculative config appear in a header only when on: the other run's absent
+    field is "off", not "not recorded"; a field a trace lacks otherwise stays "not recorded"."""
+    c = TraceView(load("sixteen-continuous"))
+    assert "enable_mixed_chunk" not in c.header["config"] and "speculative_config" not in c.header["config"]
+    mixed = variant(c.records, enable_mixed_chunk=True)
+    assert config_diff(mixed, c) == ["enable_mixed_chunk: on → off"]
+    spec = variant(c.records, speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    assert config_diff(c, spec) == ["speculative_config: off → {'method': 'ngram', 'num_speculative_tokens': 3}"]
+    older = copy.deepcopy(c.records)
+    del older[0]["config"]["block_size"]
+    assert config_diff(TraceView(older), c) == ["block_size: not recorded → 16"]
+
+
+def test_the_fields_recorded_only_when_on_are_the_engines():
+    """The list visuals read (``steplog.records.RECORDED_WHEN_ON``) is what the engine leaves out of a header with
+    every option off."""
+    from dataclasses import asdict
+
+    from engine.config import EngineConfig
+    from steplog.records import RECORDED_WHEN_ON
+
+    header = EngineConfig().header_dict()
+    fields = set(asdict(EngineConfig())) - {"batching", "num_speculative_tokens", "prompt_lookup_min",
+                                             "prompt_lookup_max"} | {"speculative_config"}  # fmt: skip
+    assert fields - set(header) == set(RECORDED_WHEN_ON)
+    on = EngineConfig(batching="sglang", enable_mixed_chunk=True, num_speculative_tokens=2).header_dict()
+    assert set(RECORDED_WHEN_ON) <= set(on)
+
+
 def test_same_workload_accepts_two_policies_and_names_the_first_difference():
     s, c = TraceView(load("sixteen-static")), TraceView(load("sixteen-continuous"))
     ok, msg = same_workload(s, c)
