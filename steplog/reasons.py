@@ -124,6 +124,11 @@ FIXED_LENGTH = "it ignores EOS, so its length is fixed and gains nothing from th
 MIXED_CHUNK = "SGLang's --enable-mixed-chunk appends the running requests' decodes to it, one chunk token each"
 
 
+# Header config fields recorded only when on (``engine.config.EngineConfig.header_dict``): an absent one means this
+# value, not "not recorded"
+RECORDED_WHEN_ON: dict[str, object] = {"enable_mixed_chunk": False, "speculative_config": "off"}
+
+
 def pool_unit(header: Mapping[str, Any]) -> str:
     """What one unit of the trace's KV pool is called: ``token slot`` for an SGLang trace whose header gives the pool
     as ``num_kv_blocks`` blocks of ``block_size`` 1 (SGLang's page_size 1: a block is one token's slot), else

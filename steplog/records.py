@@ -10,10 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-# Config fields a trace header records only when they are on (``engine.config.EngineConfig.header_dict``): an absent
-# one means this value, not "not recorded"
-RECORDED_WHEN_ON: dict[str, object] = {"enable_mixed_chunk": False, "speculative_config": "off"}
-
 
 class _ConfigOptional(TypedDict, total=False):
     enable_prefix_caching: bool

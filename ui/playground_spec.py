@@ -176,13 +176,29 @@ def validate(
     """Messages per knob for run A (the main knobs) and for run B (its own knobs; empty outside A vs B), and the
     request specs. The settings can run when both message dicts are empty."""
     specs = build_specs(s)
-    msgs = validate_config(engine_config(s), specs, tokenizer, max_model_len, vocab_size)
-    if s["runs"] in (RUN_MODES[0], RUN_MODES[2]) and engine_config(s).num_speculative_tokens:
-        msgs.setdefault("num_speculative_tokens", []).append(
-            f"num_speculative_tokens={engine_config(s).num_speculative_tokens} needs continuous batching: set it "
-            f"to 0, or pick Runs = {RUN_MODES[1]!r} or {RUN_MODES[3]!r}"
-        )
+    ab = s["runs"] == RUN_MODES[3]
+    msgs: dict[str, list[str]] = {}
+    for cfg in [engine_config(s)] if ab else run_configs(s).values():  # each run the main knobs make
+        for field, lines in playground_words(cfg, validate_config(cfg, specs, tokenizer, max_model_len, vocab_size)):
+            msgs.setdefault(field, []).extend(x for x in lines if x not in msgs.get(field, []))
     msgs_b: dict[str, list[str]] = {}
-    if s["runs"] == RUN_MODES[3]:
-        msgs_b = validate_config(engine_config(s["b"]), specs, tokenizer, max_model_len, vocab_size)
+    if ab:
+        cfg_b = engine_config(s["b"])
+        msgs_b = dict(playground_words(cfg_b, validate_config(cfg_b, specs, tokenizer, max_model_len, vocab_size)))
     return msgs, msgs_b, specs
+
+
+SGL = "sglang"
+
+
+def playground_words(cfg: EngineConfig, msgs: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
+    """``msgs`` with the engine's command-line wording of a knob another batching mode needs replaced by what to do
+    on this page (which Runs setting takes it)."""
+    own = {
+        "num_speculative_tokens": f"num_speculative_tokens={cfg.num_speculative_tokens} needs continuous batching: "
+        f"set it to 0, or pick Runs = {RUN_MODES[1]!r} or {RUN_MODES[3]!r}",
+        "enable_mixed_chunk": "Mixed chunks are SGLang's --enable-mixed-chunk and need SGLang's scheduler: turn "
+        f"them off, or pick Runs = {RUN_MODES[3]!r} with batching sglang",
+    }
+    wrong_mode = {"num_speculative_tokens": cfg.batching != "continuous", "enable_mixed_chunk": cfg.batching != SGL}
+    return [(f, [own[f]] if f in own and wrong_mode[f] else lines) for f, lines in msgs.items()]

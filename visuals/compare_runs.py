@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from steplog.metrics import summarize
-from steplog.records import RECORDED_WHEN_ON
+from steplog.reasons import RECORDED_WHEN_ON
 from steplog.view import TraceView
 
 # Header fields (besides ``config``) that change how a run behaves or what it computes.

@@ -103,13 +103,15 @@ def test_mixed_chunks_need_sglangs_scheduler():
     at.toggle(key="pg:mixed").set_value(True).run()
     assert not at.exception, at.exception
     texts = " ".join(e.value for e in at.error)
-    assert "enable_mixed_chunk=True is out of range: false under --batching " in texts
-    assert "(SGLang's --enable-mixed-chunk: --batching sglang)" in texts
+    assert texts.count("Mixed chunks are SGLang's --enable-mixed-chunk and need SGLang's scheduler") == 1, texts
+    assert "--batching" not in texts  # the page has no such option; it names the Runs setting that takes them
+    at.selectbox(key="pg:runs").set_value(RUN_MODES[2]).run()  # static only: the same, no other mode named
+    assert "Mixed chunks are SGLang's" in " ".join(e.value for e in at.error)
     assert at.button(key="pg:run").disabled
     at.selectbox(key="pg:runs").set_value(RUN_MODES[3]).run()
     at.selectbox(key="pg:batching").set_value("sglang").run()
     errors = " ".join(e.value for e in at.error)  # run B copied A's toggle, under continuous batching
-    assert "Run B: enable_mixed_chunk=True" in errors and "Run A" not in errors
+    assert "Run B: Mixed chunks are SGLang's" in errors and "Run A" not in errors
     at.toggle(key="pg:b:mixed").set_value(False).run()
     assert "enable_mixed_chunk" not in " ".join(e.value for e in at.error), [e.value for e in at.error]
 

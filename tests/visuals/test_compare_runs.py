@@ -56,7 +56,7 @@ def test_the_fields_recorded_only_when_on_are_the_engines():
     from dataclasses import asdict
 
     from engine.config import EngineConfig
-    from steplog.records import RECORDED_WHEN_ON
+    from steplog.reasons import RECORDED_WHEN_ON
 
     header = EngineConfig().header_dict()
     fields = set(asdict(EngineConfig())) - {"batching", "num_speculative_tokens", "prompt_lookup_min",
