@@ -137,6 +137,15 @@ def pool_unit(header: Mapping[str, Any]) -> str:
     return "token slot" if sglang else "KV block"
 
 
+def pool_words(header: Mapping[str, Any]) -> str:
+    """The KV pool in its unit: "KV pool 64 blocks × 16 tokens", or "KV pool 1,024 token slots" for an SGLang trace
+    (``pool_unit``: blocks of 1 token)."""
+    c = header["config"]
+    if pool_unit(header) == "token slot":
+        return f"KV pool {c['num_kv_blocks']:,} token slots"
+    return f"KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens"
+
+
 # Speculative decoding (n-gram drafts, ``engine.spec_decode``): what a draft is and why an admission has placeholders.
 DRAFT_SOURCE = "n-gram drafts: the tokens that followed the last few tokens where they occurred before"
 PLACEHOLDER_DRAFTS = (

@@ -16,6 +16,7 @@ from pathlib import Path
 import streamlit as st
 
 from steplog import trace
+from steplog.reasons import pool_words
 from steplog.view import TraceView, text_color
 from visuals.export import url_step
 
@@ -93,7 +94,7 @@ def badge(view: TraceView, prefix: str = "") -> None:
     st.caption(
         f":material/verified: {f'**{md(prefix)}** · ' if prefix else ''}{origin}{partial} · "
         f"{c['max_num_seqs']} slots (max_num_seqs), token budget {c['max_num_batched_tokens']} "
-        f"(max_num_batched_tokens), KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens, "
+        f"(max_num_batched_tokens), {pool_words(view.header)}, "
         f"chunked prefill {'on' if c['enable_chunked_prefill'] else 'off'}"
     )
     if view.cut_short:  # a crashed server's trace opens, and says so on every page: never as a complete one

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import plotly.io as pio
 
+from steplog.reasons import pool_words
 from steplog.view import TraceView, text_color
 from visuals.beats import BEAT_TEXT, story_beats
 from visuals.blockgroups import AGGREGATE_ABOVE, grouped_marks_all, grouped_title
@@ -206,7 +207,7 @@ def view_payload(
         "colors": [view.colors[r] for r in view.request_ids],
         "chip_text": [text_color(view.colors[r]) for r in view.request_ids],
         "caption": f"{view.policy} · {view.provenance()} · {c['max_num_seqs']} slots, token budget "
-        f"{c['max_num_batched_tokens']}, KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens",
+        f"{c['max_num_batched_tokens']}, {pool_words(view.header)}",
         "finished_note": f"{label} finished at step {last}; holding its final state.",
         "events": event_steps(view),
         "slots": slot_section(view, intern, window, ks),

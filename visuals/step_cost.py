@@ -102,7 +102,7 @@ def _floor(fig: go.Figure, view: TraceView) -> None:
         line={"color": "#555", "dash": "dash", "width": 1},
         row=1,
         col=1,
-        annotation_text=f"weight-streaming floor {floor['seconds'] * 1e3:.1f} ms: {floor['source']}",
+        annotation_text=f"weight-streaming floor {floor['seconds'] * 1e3:.1f} ms: {floor['source'].replace('`', '')}",
         annotation_position="top left",
         annotation_font_size=11,
     )

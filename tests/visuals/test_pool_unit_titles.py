@@ -23,3 +23,21 @@ def test_titles_name_the_pool_in_its_unit(scenario, policy, unit):
     assert grouped_title(view, 2).startswith(f"{policy}: {unit} at step 2: ")
     assert grouped_title(view, 2).endswith(f" {unit.removeprefix('KV ')})")
     assert kv_usage(view).layout.title.text == f"{policy}: {unit} used per request"
+
+
+@pytest.mark.parametrize(("scenario", "policy"), [("seed-abcd", "continuous"), ("vllm-vs-sglang", "sglang")])
+def test_the_pools_caption_is_in_its_unit(scenario, policy):
+    from steplog.reasons import pool_words
+    from visuals.packing import Interner
+    from visuals.playback import view_payload
+
+    records = trace.read(recorded_path(scenario, policy))
+    c = records[0]["config"]
+    want = (
+        f"KV pool {c['num_kv_blocks']:,} token slots"
+        if policy == "sglang"
+        else f"KV pool {c['num_kv_blocks']} blocks × {c['block_size']} tokens"
+    )
+    assert pool_words(records[0]) == want
+    view = TraceView(records)
+    assert view_payload(view, view.num_steps, Interner())["caption"].endswith(want)
