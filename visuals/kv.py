@@ -83,6 +83,8 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
     cells = block_map_cells(view, step)
     bs = view.steps[step]["kv"].get("block_size") or view.header["config"]["block_size"]
     out: dict[str, list] = {k: [] for k in ("x", "y", "color", "text", "hover", "width", "line")}
+    slots = pool_unit(view.header) == "token slot"  # an SGLang trace: a cell is one token's slot, freed by retraction
+    word, by, fill = ("slot", "retraction", "") if slots else ("block", "preemption", ", {}/" + f"{bs} slots")
     for c in cells:
         out["x"].append(c["block"] % columns)
         out["y"].append(c["block"] // columns)
@@ -96,36 +98,50 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
                 cell_text(c["block"], f"{esc(view.label(owner))}{shared}{hit}{mark}<br>{c['fill']}/{bs}")
             )
             out["hover"].append(
-                f"block {c['block']}: {esc(owner)}, {c['fill']}/{bs} slots"
+                f"{word} {c['block']}: {esc(owner)},"
+                + fill.format(c["fill"])
                 + (f", shared by {c['refs']} requests (reference count {c['refs']})" if shared else "")
                 + (f"; {esc(c['hit'])} found it in the prefix cache in this step" if hit else "")
                 + (" (released at the end of this step)" if mark else "")
             )
         elif c["preempted_from"]:
             out["text"].append(cell_text(c["block"], f"⟲{esc(view.label(c['preempted_from']))}"))
-            out["hover"].append(f"block {c['block']}: free (taken from {esc(c['preempted_from'])} by preemption)")
+            out["hover"].append(f"{word} {c['block']}: free (taken from {esc(c['preempted_from'])} by {by})")
         elif c["reserved"]:
             out["color"][-1] = RESERVED_COLOR
             out["text"].append(cell_text(c["block"], "res"))
             out["hover"].append(
-                f"block {c['block']}: free, but counted in the static batch's worst-case reservation (it reserves a "
+                f"{word} {c['block']}: free, but counted in the static batch's worst-case reservation (it reserves a "
                 "number of blocks, not these ones: a new batch is admitted only within the pool)"
             )
         elif c["cached"]:
             out["color"][-1] = CACHED_COLOR
             out["text"].append(cell_text(c["block"], "cached"))
             out["hover"].append(
-                f"block {c['block']}: free, but keeps a cached prefix (a request with the same prefix "
+                f"{word} {c['block']}: free, but keeps a cached prefix (a request with the same prefix "
                 "can still hit it until it is reused: evictable)"
             )
         else:
             # a free cell: its id only at the start of a row (the ids run 16 to a row, so the rest follow; a label in
             # every free cell would make each redraw of the map a third slower in the browser)
             out["text"].append(cell_text(c["block"], "") if c["block"] % columns == 0 else "")
-            out["hover"].append(f"block {c['block']}: free")
+            out["hover"].append(f"{word} {c['block']}: free")
         out["width"].append(3 if c["new"] or hit else 0.5)
         out["line"].append("#D55E00" if c["new"] else HIT_LINE if hit else "#888")
     return out
+
+
+def legend_text(view: TraceView) -> str:
+    """The key under the block map, in the pool's unit (an SGLang trace's token slots; its preemptions are
+    retractions)."""
+    sglang = pool_unit(view.header) == "token slot"
+    unit, freed = ("Token slots", "a retraction") if sglang else ("KV blocks", "a preemption")
+    return (
+        f"{unit}: outlined = allocated this step; ✕ = released at the end of this step (owner finished); ⟲ = freed "
+        f"by {freed} in this step; ×N = shared by N requests (prefix cache); ★ (blue outline) = found in the prefix "
+        'cache in this step; light blue = free but cached (evictable); sand "res" = reserved by a static batch; '
+        "grey = free."
+    )
 
 
 def block_map_title(view: TraceView, step: int) -> str:

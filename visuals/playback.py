@@ -37,7 +37,7 @@ from visuals.blockgroups import AGGREGATE_ABOVE, grouped_marks_all, grouped_titl
 from visuals.budget import budget_bar, budget_title, budget_traces
 from visuals.checklist import checklist_text
 from visuals.gauges import gauge_figure
-from visuals.kv import block_map, block_map_title, block_marks
+from visuals.kv import block_map, block_map_title, block_marks, legend_text
 from visuals.moments import default_tour
 from visuals.narration import narrate
 from visuals.packing import Interner, delta_rows, figure_json, fill, loaded, utf16_len
@@ -213,6 +213,7 @@ def view_payload(
         "slots": slot_section(view, intern, window, ks),
         "budget": budget_section(view, intern, ks),
         "blocks": block_section(view, intern, columns, ks),
+        "legend": legend_text(view),
         "timeline": figure_json(timeline(view, 0, num_steps)) if view.steps else None,
         "gauges": figure_json(gauge_figure(view, 0, num_steps)) if gauges and view.steps else None,
         "cost": step_cost_player(view) if cost else None,

@@ -41,3 +41,18 @@ def test_the_pools_caption_is_in_its_unit(scenario, policy):
     assert pool_words(records[0]) == want
     view = TraceView(records)
     assert view_payload(view, view.num_steps, Interner())["caption"].endswith(want)
+
+
+def test_the_legend_and_hovers_name_the_cell_in_its_unit():
+    from visuals.kv import block_marks, legend_text
+
+    sg = TraceView(trace.read(recorded_path("vllm-vs-sglang", "sglang")))
+    vl = TraceView(trace.read(recorded_path("vllm-vs-sglang", "continuous")))
+    assert legend_text(sg).startswith("Token slots: ") and "freed by a retraction" in legend_text(sg)
+    assert legend_text(vl).startswith("KV blocks: ") and "freed by a preemption" in legend_text(vl)
+    k = next(k for k, st in enumerate(sg.steps) if st["kv"]["num_used_blocks"])
+    owned = [h for h in block_marks(sg, k)["hover"] if not h.endswith(": free")]
+    assert owned and all(h.startswith("slot ") and "slots" not in h.split(":")[1][:12] for h in owned), owned[:3]
+    assert all(h.startswith("block ") for h in block_marks(vl, k)["hover"])
+    bs = vl.header["config"]["block_size"]
+    assert any(f"/{bs} slots" in h for h in block_marks(vl, k)["hover"])

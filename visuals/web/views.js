@@ -50,10 +50,7 @@ BS.Side = class {
     Object.assign(s.highlight.style, { background: hl.fillcolor, border: `${hl.line.width}px solid ${hl.line.color}` });
     s.budget = this.figure("budget", s.grid);
     s.blocks = this.figure("blocks", s.grid);
-    s.legend = el("div", "bs-legend", s.grid, "KV blocks: outlined = allocated this step; ✕ = released at the end " +
-      "of this step (owner finished); ⟲ = freed by a preemption in this step; ×N = shared by N requests (prefix " +
-      "cache); ★ (blue outline) = found in the prefix cache in this step; light blue = free but cached " +
-      "(evictable); sand \"res\" = reserved by a static batch; grey = free.");
+    s.legend = el("div", "bs-legend", s.grid, v.legend); // visuals/kv.py legend_text: in the pool's unit
     s.queues = el("div", "bs-queues", s.grid);
     s.checklist = el("div", "bs-checklist", s.grid);
     s.details = el("details", "bs-texts", s.root);
