@@ -27,6 +27,8 @@ def head_checklist(view: TraceView, step: int) -> list[dict]:
     at = order.index(head["limit"])
     items = []
     for i, limit in enumerate(order):
+        if limit == "preempted_this_step" and i != at and view.policy == "sglang":
+            continue  # SGLang retracts in the decode batch formed after its prefill attempt: not a check passed
         state = "passed" if i < at else "binds" if i == at else "not reached"
         numbers = _numbers(view, step, limit, head) if state != "not reached" else ""
         items.append(

@@ -76,8 +76,8 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
     fig.update_layout(
         barmode="overlay",
         bargap=0.25,
-        height=150 + 22 * len(view.request_ids),
-        margin=dict(l=10, r=10, t=40, b=30),
+        height=190 + 22 * len(view.request_ids),
+        margin=dict(l=10, r=10, t=40, b=70),
         title=f"{esc(view.policy)}: request timeline",
         xaxis=dict(
             title="step",
@@ -85,7 +85,8 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
             **view.step_ticks(0, (num_steps or view.num_steps) - 1),
         ),
         yaxis=dict(type="category", categoryorder="array", categoryarray=[esc(r) for r in view.request_ids[::-1]]),
-        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right", font=dict(size=10)),
+        # under the step axis, where wrapping to a second row in a narrow column (two sides) covers nothing
+        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left", font=dict(size=10)),
     )
     if step is not None:
         fig.add_vline(x=step, line=dict(color="#D00", width=2, dash="dot"))

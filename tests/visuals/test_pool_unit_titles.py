@@ -56,3 +56,16 @@ def test_the_legend_and_hovers_name_the_cell_in_its_unit():
     assert all(h.startswith("block ") for h in block_marks(vl, k)["hover"])
     bs = vl.header["config"]["block_size"]
     assert any(f"/{bs} slots" in h for h in block_marks(vl, k)["hover"])
+
+
+def test_an_sglang_checklist_never_passes_a_step_that_retracted():
+    """SGLang tries a prefill before the decode batch that retracts: a step with a retraction shows "no preemption
+    this step" as the reason or not reached, never as a check the head passed."""
+    from visuals.checklist import head_checklist
+
+    view = TraceView(trace.read(recorded_path("vllm-vs-sglang", "sglang")))
+    retracting = [k for k, st in enumerate(view.steps) if st["preempted"] and head_checklist(view, k)]
+    assert retracting  # steps that retract while a head waits
+    for k in retracting:
+        for item in head_checklist(view, k):
+            assert item["limit"] != "preempted_this_step" or item["state"] == "binds", (k, item)
