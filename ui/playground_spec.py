@@ -188,17 +188,19 @@ def validate(
     return msgs, msgs_b, specs
 
 
-SGL = "sglang"
-
-
 def playground_words(cfg: EngineConfig, msgs: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
     """``msgs`` with the engine's command-line wording of a knob another batching mode needs replaced by what to do
     on this page (which Runs setting takes it)."""
-    own = {
-        "num_speculative_tokens": f"num_speculative_tokens={cfg.num_speculative_tokens} needs continuous batching: "
-        f"set it to 0, or pick Runs = {RUN_MODES[1]!r} or {RUN_MODES[3]!r}",
-        "enable_mixed_chunk": "Mixed chunks are SGLang's --enable-mixed-chunk and need SGLang's scheduler: turn "
-        f"them off, or pick Runs = {RUN_MODES[3]!r} with batching sglang",
+    own = {  # knob -> (the batching mode it needs, what to do here)
+        "num_speculative_tokens": (
+            "continuous",
+            f"num_speculative_tokens={cfg.num_speculative_tokens} needs continuous batching: set it to 0, or pick "
+            f"Runs = {RUN_MODES[1]!r} or {RUN_MODES[3]!r}",
+        ),
+        "enable_mixed_chunk": (
+            "sglang",
+            "Mixed chunks are SGLang's --enable-mixed-chunk and need SGLang's scheduler: turn them off, or pick "
+            f"Runs = {RUN_MODES[3]!r} with batching sglang",
+        ),
     }
-    wrong_mode = {"num_speculative_tokens": cfg.batching != "continuous", "enable_mixed_chunk": cfg.batching != SGL}
-    return [(f, [own[f]] if f in own and wrong_mode[f] else lines) for f, lines in msgs.items()]
+    return [(f, [own[f][1]] if f in own and cfg.batching != own[f][0] else lines) for f, lines in msgs.items()]
