@@ -26,8 +26,11 @@ def server():
 
 
 def answer(page, q, right: bool) -> None:
+    """Answer ``q`` once the page shows it: until the rerun ends Streamlit keeps the last question's widget (maybe a
+    radio group where this question wants a number), so the locators match only this question's kind of widget."""
+    page.get_by_text(q.text).wait_for()
     if q.is_numeric:
-        box = page.get_by_label("Your answer")
+        box = page.locator('[data-testid="stNumberInput"]').filter(has_text="Your answer").locator("input")
         box.fill(str(q.value if right else q.value + 1))
         box.press("Enter")
     else:
