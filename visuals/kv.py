@@ -98,7 +98,7 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
                 cell_text(c["block"], f"{esc(view.label(owner))}{shared}{hit}{mark}<br>{c['fill']}/{bs}")
             )
             out["hover"].append(
-                f"{word} {c['block']}: {esc(owner)},"
+                f"{word} {c['block']}: {esc(owner)}"
                 + fill.format(c["fill"])
                 + (f", shared by {c['refs']} requests (reference count {c['refs']})" if shared else "")
                 + (f"; {esc(c['hit'])} found it in the prefix cache in this step" if hit else "")

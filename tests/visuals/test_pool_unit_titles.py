@@ -56,6 +56,10 @@ def test_the_legend_and_hovers_name_the_cell_in_its_unit():
     assert all(h.startswith("block ") for h in block_marks(vl, k)["hover"])
     bs = vl.header["config"]["block_size"]
     assert any(f"/{bs} slots" in h for h in block_marks(vl, k)["hover"])
+    held = {f"{rid}, " for rid in vl.block_tables(k)}  # "block 3: A, 5/16 slots": one comma after the owner
+    assert all(",," not in h and h.endswith(("slots", ": free")) for h in block_marks(vl, k)["hover"][:4])
+    assert any(h.split(": ", 1)[1].startswith(tuple(held)) for h in block_marks(vl, k)["hover"])
+    assert all(not h.endswith(",") for h in block_marks(sg, k)["hover"])
 
 
 def test_an_sglang_checklist_never_passes_a_step_that_retracted():
