@@ -2,8 +2,8 @@
 
 Not a test: timings depend on the machine (compare figures of one run). Starts the app (``bench.app_server``) and,
 for each page, opens it in a new browser page (a new Streamlit session) of Debian's headless Chromium and times from
-the request to the first frame the player draws (its ``bsPlayer.state.drawn`` becoming a step; for the Metrics page,
-its first chart drawn). The first visit after the server started builds the page's payloads, in a browser that has
+the request to the first frame the player draws (its ``bs-first-frame`` performance mark; for the Metrics page, its
+first chart drawn). The first visit after the server started builds the page's payloads, in a browser that has
 loaded nothing yet; a later visit, a new session of a browser that came before, finds the payloads in the server's
 shared cache (``st.cache_data``) and plotly.js in its own cache (the app serves it once, ``static/``). Last, in one
 tab (as a lecture goes), it clicks from page to page in the sidebar and times each click to the new page's first
@@ -38,23 +38,32 @@ PAGES = (
     ("Trace: priority continuous", "/trace?scenario=priority&policy=continuous"),
     ("Metrics: sixteen", "/metrics?scenario=sixteen"),
 )
-PLAYER_READY = "window.bsPlayer && bsPlayer.state.drawn >= 0"
+PLAYER_READY = "performance.getEntriesByName('bs-first-frame').length > 0"  # the player's mark of its first frame
+FRAME_AT = "performance.timeOrigin + performance.getEntriesByName('bs-first-frame')[0].startTime"
+
+
+def player_frame_at(page) -> float:
+    """The time (ms since the epoch, the browser's clock) the player in ``page``'s frame drew its first frame (the
+    player's own ``bs-first-frame`` mark: polling from here would see it late while the frame's thread is busy)."""
+    frame = page.wait_for_selector("iframe").content_frame()
+    assert frame is not None
+    frame.wait_for_function(PLAYER_READY, polling=50)
+    return frame.evaluate(FRAME_AT)
 
 
 def first_frame_s(context, url: str, timeout_ms: int = 180_000) -> float:
-    """Seconds from the request to the first frame of the page's player (or its first chart), in a new page (a new
-    Streamlit session) of the browser context ``context`` (its cache: what this browser loaded before)."""
+    """Seconds from the request (the page's navigation start) to the first frame of the page's player (or its first
+    chart), in a new page (a new Streamlit session) of the browser context ``context`` (its cache: what this browser
+    loaded before)."""
     page = context.new_page()
     page.set_default_timeout(timeout_ms)
     t0 = time.perf_counter()
     page.goto(url)
     if "/metrics" in url:
         page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg")
+        seconds = time.perf_counter() - t0
     else:
-        frame = page.wait_for_selector("iframe").content_frame()
-        assert frame is not None
-        frame.wait_for_function(PLAYER_READY, polling=50)
-    seconds = time.perf_counter() - t0
+        seconds = (player_frame_at(page) - page.evaluate("performance.timeOrigin")) / 1000
     page.close()
     return seconds
 
@@ -69,17 +78,15 @@ def in_tab_s(page, name: str) -> float:
     about 1 s here, a second one in the same process about 30 ms."""
     old = page.query_selector("iframe")
     t0 = time.perf_counter()
+    clicked = page.evaluate("performance.timeOrigin + performance.now()")
     page.locator('[data-testid="stSidebarNav"]').get_by_text(name, exact=True).click()
     if name == "Metrics":
         page.wait_for_function("location.pathname.endsWith('/metrics')")
         page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg")
-    else:
-        fresh = "(old) => { const f = document.querySelector('iframe'); return f && f !== old; }"
-        page.wait_for_function(fresh, arg=old)
-        frame = page.query_selector("iframe").content_frame()
-        assert frame is not None
-        frame.wait_for_function(PLAYER_READY, polling=50)
-    return time.perf_counter() - t0
+        return time.perf_counter() - t0
+    fresh = "(old) => { const f = document.querySelector('iframe'); return f && f !== old; }"
+    page.wait_for_function(fresh, arg=old)
+    return (player_frame_at(page) - clicked) / 1000
 
 
 def main() -> int:
@@ -105,7 +112,7 @@ def main() -> int:
         tab = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
         tab.set_default_timeout(180_000)
         tab.goto(base + "/")
-        tab.wait_for_selector("iframe").content_frame().wait_for_function(PLAYER_READY, polling=50)
+        player_frame_at(tab)
         for i, name in enumerate(SIDEBAR):
             when = "again" if i >= len(SIDEBAR) // 2 else "first"
             print(f"in one tab, {when}: {name:18s} {in_tab_s(tab, name):6.2f} s", flush=True)

@@ -317,3 +317,23 @@ def test_block_labels_survive_stepping_through_a_trace(browser, files):
         want = [re.sub(r"<[^>]+>", "", x).replace("&lt;", "<") or " " for x in block_map(view, k).data[0].text]
         assert texts == want, k
     page.close()
+
+
+AFTER_RESIZE = """() => { window.__after = undefined;
+  window.addEventListener('resize', () => { window.__after = bsPlayer.state.drawn; }, { once: true }); }"""
+
+
+def test_a_taller_frame_keeps_its_frame_and_a_wider_one_redraws(browser, files):
+    """The app sizes the player's frame to its content once it has drawn: a change of height alone must not redraw
+    every view (it did, once per resize: two more full draws of both sides on each Compare page load); a change of
+    width must (the plots fill the width). The player's own resize listener runs first, so ``drawn`` read in a
+    later listener of the same event says whether it asked for a redraw (-1)."""
+    page = open_file(browser, files["sixteen"], "?step=40", width=1280, height=720)
+    assert page.evaluate("performance.getEntriesByName('bs-first-frame').length") == 1
+    for size, redraws in (({"width": 1280, "height": 1400}, False), ({"width": 1000, "height": 1400}, True)):
+        page.evaluate(AFTER_RESIZE)
+        page.set_viewport_size(size)
+        page.wait_for_function("window.__after !== undefined")
+        assert (page.evaluate("window.__after") == -1) == redraws, size
+        page.wait_for_function(READY)
+    page.close()

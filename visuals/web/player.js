@@ -93,7 +93,17 @@ BS.Player = class {
     document.addEventListener("keydown", (e) => this.key(e));
     document.addEventListener("keyup", (e) => { if (e.key === " ") e.preventDefault(); });
     this.listenOnParent();
-    window.addEventListener("resize", () => { this.state.drawn = -1; this.request(); });
+    // Redraw when the frame gets wider or narrower (the plots fill its width); not when only its height changes, as
+    // when the app sizes its frame to the content just drawn (that redrew every view once more on each page load),
+    // except in presenter mode, whose charts share the screen's height.
+    this.size = [window.innerWidth, window.innerHeight];
+    window.addEventListener("resize", () => {
+      const size = [window.innerWidth, window.innerHeight], was = this.size;
+      this.size = size;
+      if (size[0] === was[0] && (size[1] === was[1] || !this.present)) return;
+      this.state.drawn = -1;
+      this.request();
+    });
   }
 
   /* In the app the player is a frame: keys pressed on the page around it (a presentation clicker's PageDown, the
@@ -226,6 +236,9 @@ BS.Player = class {
     for (const c of this.counters) c.el.textContent = this.P.t(c.values[k]);
     this.tour.draw(k);
     this.table.draw(k);
+    if (this.state.drawn < 0 && !performance.getEntriesByName("bs-first-frame").length) {
+      performance.mark("bs-first-frame"); // when the first frame was drawn (scripts/measure_page_load.py reads it)
+    }
     this.state.drawn = k;
     const stepEl = this.$("bs-step");
     const part = this.lo > 0 || this.hi < this.n - 1 ? ` (steps ${this.lo}–${this.hi} loaded)` : "";
