@@ -114,3 +114,18 @@ def comeback(view: Any, step: int, request_id: str) -> tuple[int, AdmissionRecor
         if request_id in view.steps[k]["admitted"]:
             return k, next(a for a in decisions(view, k).get("admissions", []) if a["request_id"] == request_id)
     return None
+
+
+def resumption(view: Any, step: int, request_id: str) -> AdmissionRecord | None:
+    """The admission record of ``request_id``'s latest comeback (an admission with ``resumed``) before step position
+    ``step``, or ``None``: what its later chunks count against (its ``num_prefix_hit_tokens`` come from the cache,
+    the next ``num_recompute_tokens`` are recomputed, the rest are new). Built once per view."""
+    if "resumptions" not in view.memo:
+        found: dict[str, list[tuple[int, AdmissionRecord]]] = {}
+        for k, st in enumerate(view.steps):
+            if st["admitted"]:
+                for a in decisions(view, k).get("admissions", []):
+                    if a["resumed"]:
+                        found.setdefault(a["request_id"], []).append((k, a))
+        view.memo["resumptions"] = found
+    return next((a for k, a in reversed(view.memo["resumptions"].get(request_id, [])) if k < step), None)

@@ -137,6 +137,25 @@ def pool_unit(header: Mapping[str, Any]) -> str:
     return "token slot" if sglang else "KV block"
 
 
+def cache_name(header: Mapping[str, Any]) -> str:
+    """What the trace's prefix cache is called: SGLang's ``radix cache`` (a tree of token spans) for the SGLang
+    family, else vLLM's ``prefix cache`` (hashed full blocks)."""
+    return "radix cache" if header.get("policy") == "sglang" else "prefix cache"
+
+
+# Which cached entries an eviction drops first. SGLang: ``--radix-eviction-policy`` (default ``lru``; Batchscope's
+# radix cache implements LRU, ``engine.radix_cache``); vLLM: its free queue hands out the least recently used cached
+# block first (``engine.block_pool``).
+EVICTION_ORDERS: dict[str, str] = {"lru": "least recently used first", "lfu": "least frequently used first"}
+
+
+def eviction_order(header: Mapping[str, Any]) -> str:
+    """How the trace's cache picks what to evict (``EVICTION_ORDERS``): the header's ``radix_eviction_policy`` for
+    an SGLang trace that records one, else LRU (SGLang's default, and vLLM's free-queue order)."""
+    policy = header["config"].get("radix_eviction_policy", "lru") if header.get("policy") == "sglang" else "lru"
+    return EVICTION_ORDERS.get(policy, policy)
+
+
 def pool_words(header: Mapping[str, Any]) -> str:
     """The KV pool in its unit: "KV pool 64 blocks × 16 tokens", or "KV pool 1,024 token slots" for an SGLang trace
     (``pool_unit``: blocks of 1 token)."""

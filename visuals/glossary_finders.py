@@ -16,6 +16,7 @@ from steplog.reasons import VICTIM_RULES
 from steplog.view import TraceView
 from visuals.glossary_term import Found
 from visuals.quiz_facts import prefix_hits, prompt_lengths
+from visuals.words import article
 
 SLO_TTFT_STEPS = 8  # the example service-level objective of the goodput entry, on the step clock
 SLO_TPOT_STEPS = 1.5
@@ -57,7 +58,7 @@ def chunked_prefill(view: TraceView) -> Found:
         for s in st["scheduled"]:
             rid, c, n = s["request_id"], s["num_computed_tokens"], s["num_tokens"]
             if s["kind"] == "prefill" and not s.get("recompute") and c + n < plen[rid]:
-                return f"{rid} prefills a {n}-token chunk ({c}→{c + n} of {plen[rid]} prompt tokens)"
+                return f"{rid} prefills {article(n)} {n}-token chunk ({c}→{c + n} of {plen[rid]} prompt tokens)"
         return None
 
     return first(view, test)

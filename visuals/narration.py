@@ -8,23 +8,18 @@ The teaching moments called out beside it are ``visuals.beats``.
 
 from __future__ import annotations
 
-from steplog.decisions import comeback, decisions, kv_high_before
-from steplog.finishes import aborted_before
-from steplog.reasons import ABORT_STATES, VICTIM_RULES, abort_cause, pool_unit, queue_order
-from steplog.records import AdmissionRecord, FinishedRecord, PreemptionRecord, ScheduledRecord
+from steplog.decisions import comeback, decisions, kv_high_before, resumption
+from steplog.reasons import VICTIM_RULES, cache_name, pool_unit, queue_order
+from steplog.records import AdmissionRecord, PreemptionRecord, ScheduledRecord
 from steplog.view import TraceView
 from visuals.checklist import binding_reason
+from visuals.narration_cache import eviction
+from visuals.narration_finish import ending_sentences
 from visuals.narration_sglang import batch_sentences, retraction
 from visuals.narration_spec import draft_phrase
-from visuals.stepinfo import freed_blocks
+from visuals.stepinfo import freed_blocks, held_after
+from visuals.words import article, plural
 
-REASONS = {
-    "stop": "emitted EOS",
-    "length": "hit max_tokens",
-    "abort": "was aborted",  # a trace of one without its record; ``_abort`` says who, as far as the trace knows
-    "error": "failed with an error",
-    "repetition": "was stopped for repetition",
-}
 MAX_NAMED = 8  # longer lists name the first few and count the rest (a server runs hundreds of requests)
 
 
@@ -34,10 +29,6 @@ def _join(items: list[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def narrate(view: TraceView, step: int) -> str:
@@ -56,7 +47,7 @@ def narrate(view: TraceView, step: int) -> str:
         sentences.append(f"Waiting: {_join(st['waiting'])}." + (f" {why}." if why else ""))
     kv = st["kv"]
     released = len(
-        {b for blocks in freed_blocks(view, step)["finished"].values() for b in blocks} - _still_held(view, step)
+        {b for blocks in freed_blocks(view, step)["finished"].values() for b in blocks} - held_after(view, step)
     )
     after = f", {kv['num_used_blocks'] - released} after the release" if released else ""
     sentences.append(
@@ -64,12 +55,6 @@ def narrate(view: TraceView, step: int) -> str:
         f"{kv['num_used_blocks']}/{kv['num_blocks']} {pool_unit(view.header)}s in use during the step{after}."
     )
     return _short_ids(view, " ".join(sentences))
-
-
-def _still_held(view: TraceView, step: int) -> set[int]:
-    """Blocks that requests still running after ``step`` hold (a shared block outlives a finished holder)."""
-    done = {f["request_id"] for f in view.steps[step]["finished"]}
-    return {b for rid, blocks in view.block_tables(step).items() if rid not in done for b in blocks}
 
 
 def _short_ids(view: TraceView, text: str) -> str:
@@ -123,7 +108,8 @@ def _span(view: TraceView, step: int, s: ScheduledRecord) -> str:
     if c == 0 and c + n >= plen:
         return f"{n} tokens"
     last = s is st["scheduled"][-1] and st["num_batched_tokens"] == budget and c + n < plen
-    return f"a {n}-token chunk ({c}→{c + n} of {plen} prompt tokens{': all the budget left' if last else ''})"
+    rest = ": all the budget left" if last else ""
+    return f"{article(n)} {n}-token chunk ({c}→{c + n} of {plen} prompt tokens{rest})"
 
 
 def _admitted(view: TraceView, step: int, s: ScheduledRecord, a: AdmissionRecord) -> str:
@@ -133,12 +119,12 @@ def _admitted(view: TraceView, step: int, s: ScheduledRecord, a: AdmissionRecord
     known = hit + redo + new
     samples = _samples(view, step, rid)
     if a["resumed"]:
-        found = f"{hit} of its {known} known tokens are in the prefix cache, so it" if hit else "it"
+        found = f"{hit} of its {known} known tokens are in the {cache_name(view.header)}, so it" if hit else "it"
         if redo:
-            plan = f"recomputes {_plural(redo, 'token')} whose K/V the preemption dropped"
+            plan = f"recomputes {plural(redo, 'token')} whose K/V the preemption dropped"
             plan += f", plus {new} that never had K/V" if new else ""
         else:
-            plan = f"computes {_plural(new, 'token')} that never had K/V"
+            plan = f"computes {plural(new, 'token')} that never had K/V"
         now = (
             ""
             if n == redo + new
@@ -157,17 +143,36 @@ def _admitted(view: TraceView, step: int, s: ScheduledRecord, a: AdmissionRecord
 
 
 def _resumed_chunk(view: TraceView, step: int, s: ScheduledRecord) -> str:
-    """A later chunk of a resumed request: the part below its high-water mark is recomputed, the rest is new."""
+    """A later chunk of a resumed request, counted against its comeback's admission record (``resumption``): the
+    tokens past its prefix-cache hit that the admission said it recomputes (the K/V the preemption dropped and the
+    cache did not hold), then those that never had K/V. A trace without that record: below the request's
+    high-water mark it recomputes, above it computes for the first time."""
     rid, n, c = s["request_id"], s["num_tokens"], s["num_computed_tokens"]
-    high = kv_high_before(view, step, rid)
-    redo = max(0, min(c + n, high) - c)
+    back = resumption(view, step, rid)
+    if back is None:
+        high = kv_high_before(view, step, rid)
+        redo = max(0, min(c + n, high) - c)
+        done, left, of = 0, 0, f"the {high} whose K/V the preemption dropped"
+    else:
+        hit, total = back["num_prefix_hit_tokens"], back["num_recompute_tokens"]
+        redo = max(0, min(c + n, hit + total) - max(c, hit))
+        done = max(0, min(c, hit + total) - hit)
+        left = total - done - redo
+        of = (
+            f"the {total} dropped tokens the {cache_name(view.header)} did not hold"
+            if hit
+            else f"the {total} tokens whose K/V the preemption dropped"
+        )
+    if not done:
+        part = f"{plural(redo, 'token')} of {of}"
+    else:
+        part = f"{redo} more of {of}" if left else f"the last {redo} of {of}"
     what = _join(
-        ([f"recomputes {_plural(redo, 'token')} of the {high} whose K/V the preemption dropped"] if redo else [])
-        + ([f"computes {_plural(n - redo, 'token')} for the first time"] if n - redo else [])
+        ([f"recomputes {part}" + (f" ({left} still to recompute)" if left else "")] if redo else [])
+        + ([f"computes {plural(n - redo, 'token')} for the first time"] if n - redo else [])
     )
-    return (
-        f"{rid} continues after its preemption: a {n}-token chunk ({c}→{c + n}) that {what}{_samples(view, step, rid)}"
-    )
+    chunk = f"{article(n)} {n}-token chunk ({c}→{c + n})"
+    return f"{rid} continues after its preemption: {chunk} that {what}{_samples(view, step, rid)}"
 
 
 def _events(view: TraceView, step: int) -> list[str]:
@@ -184,7 +189,7 @@ def _events(view: TraceView, step: int) -> list[str]:
         for rid in st["preempted"]
         if rid not in explained
     ]
-    freed = freed_blocks(view, step)
+    sentences += eviction(view, step)
     fresh = [a["request_id"] for a in decisions(view, step).get("admissions", []) if not a["resumed"]]
     together = _arrived_together(view, fresh) if queue_order(view.header) == "arrival" else []
     if together:
@@ -199,22 +204,7 @@ def _events(view: TraceView, step: int) -> list[str]:
             "blocks that earlier requests left there, never each other's (continuous batching admits a request "
             "after the blocks computed earlier in the same step are cached)."
         )
-    kept = _still_held(view, step)
-    for f in st["finished"]:
-        if f["reason"] == "abort" and "aborted" in f:
-            sentences.append(_abort(view, step, f, freed, kept))
-            continue
-        blocks = freed["finished"].get(f["request_id"], [])
-        free = [b for b in blocks if b not in kept]
-        shared = (
-            f" ({len(blocks) - len(free)} more stay in use: other requests share them)"
-            if len(free) < len(blocks)
-            else ""
-        )
-        sentences.append(
-            f"{f['request_id']} {REASONS.get(f['reason'], f['reason'])} and finished, releasing "
-            f"{_plural(len(free), unit)}{shared}."
-        )
+    sentences += ending_sentences(view, step)
     if st["padding_slots"]:
         pads = [p["request_id"] for p in st["padding_slots"]]
         sentences.append(
@@ -222,35 +212,6 @@ def _events(view: TraceView, step: int) -> list[str]:
             f"{'occupies a row' if len(pads) == 1 else 'occupy rows'} as padding."
         )
     return sentences
-
-
-def _abort(view: TraceView, step: int, f: FinishedRecord, freed: dict, kept: set[int]) -> str:
-    """One abort: who did it as far as the trace knows (``steplog.reasons.abort_cause``), when, the request's state,
-    its tokens and the blocks it gave back (``steplog.records.AbortRecord``)."""
-    rid, record = f["request_id"], f["aborted"]
-    cause = abort_cause(view.header, view.request_info.get(rid, {}), view.step_number(step))
-    before = aborted_before(f)
-    when = "before this step was scheduled" if before else "while this step ran (its work is discarded)"
-    blocks = (freed["aborted"] if before else freed["finished"]).get(rid, [])
-    shared = len([b for b in blocks if b in (_held_at_abort(view, step) if before else kept)])
-    n = record["num_freed_blocks"]
-    unit = pool_unit(view.header)
-    gave = f"it held no {unit}s" if n == 0 else f"its {_plural(n, unit)} went back to the pool"
-    if shared:
-        gave += f" ({shared} stay in use: other requests share them)"
-    k, state = record["num_output_tokens"], record["state"]
-    tokens = f", after {_plural(k, 'output token')}" if k else ", before its first token" if state != "waiting" else ""
-    return f"{rid} {cause}, {when}, {ABORT_STATES[state]}{tokens}; {gave}."
-
-
-def _held_at_abort(view: TraceView, step: int) -> set[int]:
-    """Blocks other requests still hold after the aborts made before ``step`` was scheduled: the previous step's
-    tables without the requests that finished at its end or were aborted before this step."""
-    if step == 0:
-        return set()
-    gone = {f["request_id"] for f in view.steps[step - 1]["finished"]}
-    gone |= {f["request_id"] for f in view.steps[step]["finished"] if aborted_before(f)}
-    return {b for rid, blocks in view.block_tables(step - 1).items() if rid not in gone for b in blocks}
 
 
 def _preemption(view: TraceView, step: int, p: PreemptionRecord) -> str:
@@ -262,7 +223,7 @@ def _preemption(view: TraceView, step: int, p: PreemptionRecord) -> str:
     else:
         free = p.get("free", 0)
         room = "none was free" if free == 0 else f"only {free} {'was' if free == 1 else 'were'} free"
-        need = f"{_plural(p['need'], 'more KV block')} and {room}" if "need" in p else "a KV block and none was free"
+        need = f"{plural(p['need'], 'more KV block')} and {room}" if "need" in p else "a KV block and none was free"
         cause = f"{requester} needed {need}"
     pick = (
         f"{victim} is itself {rule}, so it preempts itself"
@@ -271,8 +232,8 @@ def _preemption(view: TraceView, step: int, p: PreemptionRecord) -> str:
     )
     dropped = p["num_dropped_tokens"]
     text = (
-        f"{victim} was preempted: {cause}; {pick}. Its {_plural(p['num_dropped_blocks'], 'KV block')} "
-        f"({_plural(dropped, 'token')} of K/V) were given back and it returned to the waiting queue."
+        f"{victim} was preempted: {cause}; {pick}. Its {plural(p['num_dropped_blocks'], 'KV block')} "
+        f"({plural(dropped, 'token')} of K/V) were given back and it returned to the waiting queue."
     )
     back = comeback(view, step, victim)
     if back is not None and dropped:

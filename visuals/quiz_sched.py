@@ -23,6 +23,7 @@ from visuals.quiz_facts import (
     used_blocks_after,
 )
 from visuals.quiz_types import Choice, Question, int_choices, make_choices, show_me
+from visuals.words import article
 
 
 def join(ids: list[str] | tuple[str, ...]) -> str:
@@ -109,7 +110,8 @@ def num_tokens(view: TraceView, step: int, rng: random.Random) -> Question | Non
     elif n < lacks:
         why = (
             f"{rid} lacks {lacks} tokens of K/V, but only {budget - before} of the {budget} budget tokens were "
-            f"left after the rows scheduled before it, so it gets a {n}-token chunk (positions {c}..{c + n - 1})."
+            f"left after the rows scheduled before it, so it gets {article(n)} {n}-token chunk (positions "
+            f"{c}..{c + n - 1})."
         )
     else:
         why = f"{rid} lacks {lacks} tokens of K/V and all of them fit the {budget - before} budget tokens left."

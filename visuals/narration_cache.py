@@ -1,0 +1,25 @@
+"""The sentence of a step whose allocations evicted cached entries: SGLang's radix cache frees the slots of unlocked
+leaves when the pool runs short; vLLM's free queue hands out a cached free block for new tokens, dropping its
+prefix from the prefix cache. Read from the step's ``kv.evicted`` (``steplog.records.KVExtras``), in the pool's
+unit; the order is ``steplog.reasons.eviction_order``:
+
+    "To make room, 8 cached token slots were evicted from the radix cache (least recently used first)."
+"""
+
+from __future__ import annotations
+
+from steplog.reasons import cache_name, eviction_order, pool_unit
+from steplog.view import TraceView
+from visuals.words import plural
+
+
+def eviction(view: TraceView, step: int) -> list[str]:
+    """One sentence if ``step`` evicted cached blocks (token slots), else none."""
+    n = len(view.steps[step]["kv"].get("evicted", ()))
+    if not n:
+        return []
+    was = "was" if n == 1 else "were"
+    return [
+        f"To make room, {plural(n, 'cached ' + pool_unit(view.header))} {was} evicted from the "
+        f"{cache_name(view.header)} ({eviction_order(view.header)})."
+    ]
