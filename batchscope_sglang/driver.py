@@ -55,6 +55,7 @@ from sglang.srt.mem_cache.common import checkpoint_kv_cache, release_kv_cache  #
 from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
 
 from batchscope_sglang.clock import use_logical_clock  # noqa: E402
+from batchscope_sglang.probe import StopProbe  # noqa: E402
 from batchscope_sglang.shell import VOCAB_SIZE, build_scheduler  # noqa: E402
 
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -139,6 +140,7 @@ def run_sglang(workload: dict[str, Any], max_steps: int = 10_000) -> list[dict]:
     ):
         use_logical_clock()  # eviction order by access time, reproducible (batchscope_sglang.clock)
         s = build_scheduler(cfg)
+        probe = StopProbe(s)
         unfinished = {r["request_id"] for r in pending}
         step = 0
         while unfinished and step < max_steps:
@@ -148,9 +150,12 @@ def run_sglang(workload: dict[str, Any], max_steps: int = 10_000) -> list[dict]:
             running_before = {r.rid for r in s.running_batch.reqs}
             if s.last_batch is not None and s.last_batch.forward_mode.is_extend():
                 running_before |= {r.rid for r in s.last_batch.reqs if not r.finished()}
+            probe.begin(s)
             plan = s.get_next_batch_to_run(running_batch=s.running_batch, last_batch=s.last_batch)
             s.running_batch, batch = plan.running_batch, plan.batch_to_run
             rec = _record(step, s, batch, waiting_before, running_before)
+            # the head of the queue after the step, and the condition that ended admission (``probe``)
+            rec["head"] = {"request_id": s.waiting_queue[0].rid, "stop": probe.stop} if s.waiting_queue else None
             if batch is not None:
                 rec["finished"] = _process(s, batch, outputs)
                 unfinished -= set(rec["finished"])

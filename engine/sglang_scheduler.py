@@ -193,8 +193,10 @@ class SGLangScheduler:
             if result != CONTINUE:
                 if result == NO_TOKEN:
                     self.batch_is_full = bool(adder.can_run) or bool(self.running)
-                need, left = adder.last_need if not n else (None, None)  # refused: the estimate it did not fit
-                no_room = (adder.last_limit, _ceil(need), _floor(left))
+                # refused: the rule and estimate it did not fit; admitted: the budget left after it is spent (the
+                # pool after the output estimates, ``budget_state``), whatever rule admitted it
+                need, left = adder.last_need if not n else (None, None)
+                no_room = (adder.last_limit if not n else "sglang_reserved_output", _ceil(need), _floor(left))
                 self.held = no_room if result == NO_TOKEN else ("token_budget", 1, 0)
                 break
 

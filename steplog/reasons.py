@@ -200,8 +200,14 @@ def checks(header: Mapping[str, Any]) -> list[str]:
     that fails; ``head.limit`` is that one). Static batching forms a batch only when the last one has ended, then
     fills its rows while the worst-case blocks fit; a vLLM-style continuous scheduler admits nobody after a
     preemption, then checks the budget, a row, chunking (when off) and KV blocks (the whole sequence under the
-    full-prompt rule). SGLang's family: no prefill after a retraction in the step, none while the running batch is
-    marked full, then a row, the chunk tokens, and the memory its output estimate needs."""
+    full-prompt rule).
+
+    SGLang's family (0.5.23, ``Scheduler._get_new_batch_prefill_raw``): no prefill while the running batch is marked
+    full, then, before each waiting request, the chunk tokens left (``adder.budget_state()``, scheduler.py:4207), a
+    row (``get_num_allocatable_reqs``, :4226), and the memory its output estimate needs (``add_one_req``, :4279).
+    Without a continuing chunk the rows are also checked once before any request (:4119), while the whole chunk is
+    still left: the budget passes there too. A retraction is no check here: SGLang retracts in the decode batch it
+    forms after the prefill attempt, so a head retracted in its step (``preempted_this_step``) met none of these."""
     cfg = header["config"]
     if header.get("policy") == "static":
         return ["static_batch_running", "max_num_seqs", "kv_blocks_reserved"]
@@ -209,12 +215,31 @@ def checks(header: Mapping[str, Any]) -> list[str]:
         memory = ["sglang_reserved_output"] + (
             [] if cfg.get("enable_prefix_caching", True) else ["sglang_fixed_length_run"]
         )
-        return ["preempted_this_step", "sglang_batch_full", "max_num_seqs", "token_budget", *memory]
+        return ["sglang_batch_full", "token_budget", "max_num_seqs", *memory]
     out = ["preempted_this_step", "token_budget", "max_num_seqs"]
     if not cfg.get("enable_chunked_prefill", True):
         out.append("chunked_prefill_off")
     out.append("kv_blocks_full_prompt" if cfg.get("reserve_full_prompt") else "kv_blocks")
     return out
+
+
+def at_the_check(header: Mapping[str, Any], st: Mapping[str, Any], limit: str) -> tuple[int, int]:
+    """(rows taken, budget tokens left) when the scheduler checked the head of the queue in step record ``st``,
+    whose recorded ``limit`` held it: the admissions before it count, as they come first in queue order. vLLM's
+    family preempts before admitting, so that is the step's ``running`` and its batched tokens. SGLang's tries its
+    prefill first: the requests its decode batch retracts afterwards still held rows; a decode step spent none of
+    the chunk tokens (only an EXTEND batch draws on them), but with mixed chunks an adder (made unless the batch was
+    full or had no row, :4098, :4119) sets one aside per running request before any waiting one (``checks``)."""
+    budget = int(header["config"]["max_num_batched_tokens"])
+    if header.get("policy") != "sglang":
+        return len(st["running"]), max(0, budget - int(st["num_batched_tokens"]))
+    rows = len(st["running"]) + len(st["preempted"])
+    batch = st.get("decisions", {}).get("batch", {})
+    mixed = bool(header["config"].get("enable_mixed_chunk"))
+    if batch.get("kind") == "extend":
+        return rows, max(0, budget - int(st["num_batched_tokens"]) - mixed * len(batch.get("decodes_waiting", [])))
+    set_aside = rows if mixed and limit not in ("sglang_batch_full", "max_num_seqs") else 0
+    return rows, max(0, budget - set_aside)
 
 
 def queue_order(header: Mapping[str, Any]) -> str:

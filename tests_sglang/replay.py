@@ -17,6 +17,38 @@ from engine.sglang_state import SglRequest
 
 AFTER_STEP = ("cached_tokens", "evictable_tokens")  # the radix cache's sizes (tokens) once the step is over
 
+# The condition that ended SGLang's admission (``batchscope_sglang.probe``) -> the limit Batchscope records for the
+# head of the queue (``steplog.reasons``). None: nothing held the head at the prefill attempt (the queue was empty or
+# emptied); a head after the step was retracted into it by the decode batch, which the engine's trace names
+# ``preempted_this_step``. The memory budget spent after an admission is the output estimate's, whatever the rule
+# that admitted the last request.
+STOP_LIMITS: dict[str, str | None] = {
+    "batch_is_full": "sglang_batch_full",
+    "no_row": "max_num_seqs",
+    "budget_state OTHER": "token_budget",
+    "add_one_req OTHER": "token_budget",
+    "add_one_req OTHER after admitting": "token_budget",
+    "add_one_req_ignore_eos OTHER": "token_budget",
+    "add_one_req_ignore_eos OTHER after admitting": "token_budget",
+    "add_one_req NO_TOKEN": "sglang_reserved_output",
+    "add_one_req NO_TOKEN after admitting": "sglang_reserved_output",
+    "add_one_req_ignore_eos NO_TOKEN": "sglang_fixed_length_run",
+    "add_one_req_ignore_eos NO_TOKEN after admitting": "sglang_reserved_output",
+    "queue_empty": None,
+    "queue_done": None,
+}
+RETRACTED_HEAD = "preempted_this_step"  # the trace's limit for a head the step's decode retracted into the queue
+
+
+def sglang_head(rec: dict, retracted: str | None = None) -> dict | None:
+    """SGLang's head after a step, its stop condition as Batchscope's limit (``retracted`` for None)."""
+    head = rec["head"]
+    if head is None:
+        return None
+    if head["stop"] not in STOP_LIMITS:
+        raise AssertionError(f"step {rec['step']}: SGLang stopped admission for {head['stop']!r}, not in STOP_LIMITS")
+    return {"request_id": head["request_id"], "limit": STOP_LIMITS[head["stop"]] or retracted}
+
 
 def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[dict]:
     """Batchscope's step records for ``workload`` (the driver's fields, see ``batchscope_sglang.driver._record``)."""
@@ -52,6 +84,9 @@ def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[di
             "retracted": out.retracted,
             "chunked": s.chunked.request_id if s.chunked is not None else None,
             "new_token_ratio": s.ratio,
+            "head": {"request_id": s.waiting[0].request_id, "limit": s.held[0] if s.held else None}
+            if s.waiting
+            else None,
         }
         sampled = {r.request_id: outputs[r.request_id][len(r.output_token_ids)] for r, _ in out.run}
         rec["finished"] = s.update(out, sampled)
@@ -62,9 +97,11 @@ def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[di
     return records
 
 
-def first_difference(ours: list[dict], theirs: list[dict]) -> str:
-    """``"agrees on all N steps"`` or the first step and field that differ (the ratio to 1e-9)."""
+def first_difference(ours: list[dict], theirs: list[dict], retracted: str | None = None) -> str:
+    """``"agrees on all N steps"`` or the first step and field that differ (the ratio to 1e-9); SGLang's head
+    compares as Batchscope's limit (``sglang_head``)."""
     for a, b in zip(ours, theirs):
+        b = {**b, "head": sglang_head(b, retracted)}
         for key in b:
             x, y = a.get(key), b[key]
             same = abs(x - y) < 1e-9 if key == "new_token_ratio" else x == y
@@ -143,6 +180,7 @@ def trace_steps(records: list[dict]) -> list[dict]:
                 "chunked": cut[0] if cut else None,
                 "new_token_ratio": batch["new_token_ratio"],
                 "finished": [f["request_id"] for f in st["finished"]],
+                "head": _head(st["decisions"].get("head")),
             }
         )
     return out
@@ -157,4 +195,8 @@ def compare_trace(records: list[dict], theirs: list[dict]) -> str:
         {**{f: v for f, v in r.items() if f not in AFTER_STEP}, "step": k}
         for k, r in enumerate(r for r in theirs if r["kind"] != "idle")
     ]
-    return first_difference(ours, busy)
+    return first_difference(ours, busy, RETRACTED_HEAD)
+
+
+def _head(head: dict | None) -> dict | None:
+    return None if head is None else {"request_id": head["request_id"], "limit": head["limit"]}

@@ -10,7 +10,7 @@ ones after it were not reached. Units: tokens, blocks, rows.
 from __future__ import annotations
 
 from steplog.decisions import decisions
-from steplog.reasons import LIMIT_NAMES, LIMIT_WHY, QUEUE_ORDERS, checks, limit_numbers
+from steplog.reasons import LIMIT_NAMES, LIMIT_WHY, QUEUE_ORDERS, at_the_check, checks, limit_numbers
 from steplog.records import HeadWaitRecord
 from steplog.view import TraceView
 
@@ -22,13 +22,11 @@ def head_checklist(view: TraceView, step: int) -> list[dict]:
     if head is None:
         return []
     order = checks(view.header)
-    if head["limit"] not in order:  # a limit this page does not know the place of: show it alone
+    if head["limit"] not in order:  # not one of the checks (SGLang's head retracted in its step, after them): alone
         order = [head["limit"]]
     at = order.index(head["limit"])
     items = []
     for i, limit in enumerate(order):
-        if limit == "preempted_this_step" and i != at and view.policy == "sglang":
-            continue  # SGLang retracts in the decode batch formed after its prefill attempt: not a check passed
         state = "passed" if i < at else "binds" if i == at else "not reached"
         numbers = _numbers(view, step, limit, head) if state != "not reached" else ""
         items.append(
@@ -45,17 +43,18 @@ def head_checklist(view: TraceView, step: int) -> list[dict]:
 
 
 def _numbers(view: TraceView, step: int, limit: str, head: HeadWaitRecord) -> str:
-    """The log's numbers for one check: the recorded ones for the binding limit, the step's own for a passed one."""
+    """The log's numbers for one check: the recorded ones for the binding limit; for a passed one the rows and tokens
+    when the scheduler checked the head (``steplog.reasons.at_the_check``)."""
     st, cfg = view.steps[step], view.header["config"]
     if limit == head["limit"] and limit_numbers(head):
         return limit_numbers(head)
-    budget = cfg["max_num_batched_tokens"]
+    rows, left = at_the_check(view.header, st, head["limit"])
     if limit == "preempted_this_step":
         return f"{len(st['preempted'])} preempted"
     if limit == "token_budget":
-        return f"{max(0, budget - st['num_batched_tokens'])} of {budget} tokens left"
+        return f"{left} of {cfg['max_num_batched_tokens']} tokens left"
     if limit == "max_num_seqs":
-        return f"{len(st['running'])} / {cfg['max_num_seqs']} rows used"
+        return f"{rows} / {cfg['max_num_seqs']} rows used"
     if limit == "static_batch_running":
         running = [r for r in st["running"] if r not in {f["request_id"] for f in st["finished"]}]
         return f"{len(running)} members still running" if limit == head["limit"] else "the last batch has ended"

@@ -52,3 +52,40 @@ def test_static_batch_binds_for_waiting_requests_and_a_full_batch_names_the_rows
     view = _view("seed-abcd-static")
     assert [i["limit"] for i in head_checklist(view, 0) if i["binds"]] == ["max_num_seqs"]  # 3 rows, D is 4th
     assert [i["limit"] for i in head_checklist(view, 1) if i["binds"]] == ["static_batch_running"]
+
+
+def test_sglang_checks_the_chunk_tokens_before_a_row_in_the_seed_story():
+    """seed-abcd under SGLang: 3 rows, 32 chunk tokens. Step 1: B and C hold rows, A's row is its continuing chunk,
+    which takes all 32 chunk tokens (24 + 32 of its 71); SGLang's loop stops at ``budget_state`` OTHER before its
+    row check (scheduler.py:4207, :4226), so the rows, though all taken, are not reached. Step 2: A's last 15 tokens
+    leave 17; then no row is left for D. No retraction check: SGLang retracts after its prefill attempt."""
+    view = _view("seed-abcd-sglang")
+    step1 = head_checklist(view, 1)
+    assert [(i["limit"], i["state"], i["numbers"]) for i in step1] == [
+        ("sglang_batch_full", "passed", ""),
+        ("token_budget", "binds", "needs 1 token, 0 left"),
+        ("max_num_seqs", "not reached", ""),
+        ("sglang_reserved_output", "not reached", ""),
+    ]
+    step2 = {i["limit"]: (i["state"], i["numbers"]) for i in head_checklist(view, 2)}
+    assert step2["token_budget"] == ("passed", "17 of 32 tokens left")
+    assert step2["max_num_seqs"] == ("binds", "needs 1 row, 0 free")
+
+
+def test_sglang_passed_checks_count_at_the_prefill_attempt():
+    """A decode step spends none of SGLang's chunk tokens, and a request its decode batch retracts held a row when
+    the prefill was tried. shared-prefix at position 29 (step 30): C alone decodes, A3 needs 45 tokens of memory,
+    43 left: the whole 64-token chunk was left, 1 of 3 rows used. vllm-vs-sglang step 53: C is retracted after the
+    prefill attempt found the batch full; the head D's checklist has no retraction item."""
+    step29 = {i["limit"]: (i["state"], i["numbers"]) for i in head_checklist(_view("shared-prefix-sglang"), 29)}
+    assert step29["token_budget"] == ("passed", "64 of 64 tokens left")
+    assert step29["max_num_seqs"] == ("passed", "1 / 3 rows used")
+    assert step29["sglang_reserved_output"] == ("binds", "needs 45 tokens, 43 left")
+    view = _view("vllm-vs-sglang-sglang")
+    assert view.steps[53]["preempted"] == ["C"]
+    assert [i["limit"] for i in head_checklist(view, 53)] == [
+        "sglang_batch_full",
+        "token_budget",
+        "max_num_seqs",
+        "sglang_reserved_output",
+    ]
