@@ -31,8 +31,11 @@ CAPTION = "scheduled: request:kind and tokens (p = prefill chunk or recompute, d
 
 
 def columns(view: TraceView) -> tuple[str, ...]:
-    """The table's column names; the pool's in its unit (``steplog.reasons.pool_unit``)."""
-    return (*FIRST_COLUMNS, f"{pool_unit(view.header)}s used")
+    """The table's column names; the pool's in its unit (``steplog.reasons.pool_unit``). "padding rows" only for a
+    static batch's trace: only static batching has them (a column of zeros elsewhere, which pushed the table past
+    the Trace page's width at 1280x720)."""
+    first = FIRST_COLUMNS if view.policy == "static" else tuple(c for c in FIRST_COLUMNS if c != "padding rows")
+    return (*first, f"{pool_unit(view.header)}s used")
 
 
 def listed(view: TraceView, ids: list[str]) -> str:
@@ -53,11 +56,12 @@ def scheduled_cell(view: TraceView, scheduled: list[ScheduledRecord]) -> str:
 def step_row(view: TraceView, k: int) -> dict:
     """Step ``k``'s row, keyed by ``columns(view)``: its end time (seconds since the run started, 4 decimals), the
     tokens it batched, who ran how, who was admitted, finished and preempted, how many waited, the static batch's
-    padding rows and the pool's units (KV blocks, or an SGLang trace's token slots) in use after it.
+    padding rows (a static batch's trace only) and the pool's units (KV blocks, or an SGLang trace's token slots) in
+    use after it.
 
     Raises IndexError if ``k`` is not a step of the trace."""
     s = view.steps[k]
-    return {
+    row = {
         "step": s["step"],
         "t_end (s)": round(s["t_end"], 4),
         "batched tokens": s["num_batched_tokens"],
@@ -69,6 +73,7 @@ def step_row(view: TraceView, k: int) -> dict:
         "padding rows": len(s["padding_slots"]),
         f"{pool_unit(view.header)}s used": s["kv"]["num_used_blocks"],
     }
+    return {c: row[c] for c in columns(view)}
 
 
 def steps_table_payload(view: TraceView, lo: int, hi: int, intern: Interner) -> dict:

@@ -52,3 +52,17 @@ def test_the_payload_holds_the_span_only():
     p = steps_table_payload(view, 10, 19, intern)
     assert p["first"] == 10 and len(p["rows"]) == 10
     assert [intern.table[i] for i in p["rows"][0]] == list(step_row(view, 10).values())
+
+
+@pytest.mark.parametrize(("policy", "padding"), [("static", True), ("continuous", False), ("sglang", False)])
+def test_padding_rows_are_a_column_only_where_static_batching_pads(policy, padding):
+    """A static batch's trace counts each step's padding rows (its records' ``padding_slots``); a continuous or
+    SGLang trace has none, and a column of zeros only pushed the table past the page's width."""
+    records = trace.read(recorded_path("sixteen", policy))
+    view = TraceView(records)
+    assert ("padding rows" in columns(view)) == padding
+    if padding:
+        pads = [len(st["padding_slots"]) for st in records[1:-1]]
+        assert any(pads) and [step_row(view, k)["padding rows"] for k in range(view.num_steps)] == pads
+    else:
+        assert not any(st["padding_slots"] for st in records[1:-1])
