@@ -191,7 +191,7 @@ def run_b_knobs(s: dict) -> Slots:
             icon=":material/content_copy:",
             help="set every knob of run B to run A's current value",
         )
-        cb = st.columns(4)
+        cb = st.columns([1, 1, 1, 1.5])  # the last holds the toggles: their labels do not wrap (at 1280x720)
         with cb[0]:
             b = {"batching": st.selectbox("Batching (run B)", BATCHING_MODES, key="pg:b:batching")}
         knobs_b, slots_b = scheduler_knobs("pg:b", like=s, places=list(cb))

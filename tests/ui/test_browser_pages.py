@@ -276,3 +276,24 @@ def test_compare_page_takes_an_uploaded_trace_and_refuses_another_workload(brows
     page.get_by_text("not of one workload").wait_for()
     assert page.locator('[data-testid="stException"]').count() == 0
     page.close()
+
+
+# Widget labels Streamlit cuts short with an ellipsis (a label that does not wrap, wider than its column).
+CUT_LABELS = """(keys) => keys.flatMap((k) => [...document.querySelectorAll(
+  `.st-key-${k} [data-testid="stWidgetLabel"] *`)].filter((e) => e.scrollWidth > e.clientWidth + 1)
+  .map((e) => e.textContent))"""
+
+
+def test_run_b_toggles_read_whole_at_1280x720(browser, server):
+    """Run B's knobs sit in four columns of the A vs B box: its toggles' labels do not wrap, so their column must
+    fit them ("Full-prompt admis…" and "Mixed chunks (SGL…" were cut)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(server + "/playground")
+    page.locator(".st-key-pg-run button").wait_for()
+    page.locator(".st-key-pg-runs").click()
+    page.get_by_role("option", name="A vs B").click()
+    page.locator(".st-key-pg-b-mixed label").wait_for()
+    toggles = [f"pg{side}-{k}" for side in ("", "-b") for k in ("chunked", "prefix", "fullprompt", "mixed")]
+    assert page.evaluate(CUT_LABELS, toggles) == []
+    page.close()
