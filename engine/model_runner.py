@@ -35,11 +35,12 @@ from typing import Any
 import torch
 
 from engine.config import EngineConfig
+from engine.ngram_proposer import PLACEHOLDER
 from engine.paged_attention import ATTN_IMPL, KVCachePool, PagedBatch
 from engine.request import Request
 from engine.sampler import make_generator, sample
 from engine.scheduler import SchedulerOutput
-from engine.spec_decode import PLACEHOLDER, verify
+from engine.spec_decode import verify
 
 
 def mkl_packing_available(device: torch.device, dtype: torch.dtype) -> bool:

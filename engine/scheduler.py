@@ -46,11 +46,11 @@ from __future__ import annotations
 
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
+from engine.ngram_proposer import PLACEHOLDER, NgramProposer
 from engine.request import Request, RequestStatus
 from engine.request_queue import QUEUES
 from engine.scheduler_output import ScheduledRequest, SchedulerOutput, admission_record
 from engine.scheduler_update import SchedulerUpdate
-from engine.spec_decode import PLACEHOLDER, NgramProposer
 from steplog.records import HeadWaitRecord, KVExtras, PreemptionRecord
 
 __all__ = ["ScheduledRequest", "Scheduler", "SchedulerOutput"]

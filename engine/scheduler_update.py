@@ -15,8 +15,8 @@ from steplog.records import AbortRecord, AbortState
 
 if TYPE_CHECKING:
     from engine.block_manager import BlockManager
+    from engine.ngram_proposer import NgramProposer
     from engine.request_queue import FCFSQueue
-    from engine.spec_decode import NgramProposer
 
 
 class SchedulerUpdate:

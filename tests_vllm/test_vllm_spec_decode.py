@@ -22,7 +22,7 @@ from replay import run_batchscope, run_both
 from vllm.v1.spec_decode import ngram_proposer
 
 from batchscope_vllm.compare import first_difference
-from engine.spec_decode import propose_ngram
+from engine.ngram_proposer import propose_ngram
 
 EOS = 2
 

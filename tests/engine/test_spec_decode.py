@@ -12,8 +12,9 @@ from fakes import ScriptedModel
 from engine.config import ConfigError, EngineConfig
 from engine.engine import LLMEngine
 from engine.model_runner import ModelRunner
+from engine.ngram_proposer import propose_ngram
 from engine.request import Request, SamplingParams
-from engine.spec_decode import propose_ngram, verify
+from engine.spec_decode import verify
 
 
 def test_a_schedule_computed_by_hand():

@@ -148,6 +148,19 @@ def test_visuals_and_steplog_load_without_torch():
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
+def test_the_apps_pages_load_without_torch():
+    """Every page of the app, the Playground's scheduler knobs included, imports without PyTorch (about 1 s of the
+    server's first page before); a live run loads it when it starts the model."""
+    pages = ("walkthrough", "lockstep", "metrics", "playground", "trace", "quiz", "glossary")
+    code = (
+        "import sys; "
+        + "; ".join(f"import ui.page_{p}" for p in pages)
+        + "; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 @pytest.mark.parametrize("package", PACKAGES)
 def test_files_and_functions_stay_small(package):
     for path in _sources(package):
