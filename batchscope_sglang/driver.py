@@ -17,7 +17,8 @@ test helpers stub the kernel library and publish the server arguments (``sglang.
 which SGLang imports at module level for multimodal configs only, is stubbed the same way (no CPU build of it
 matches torch 2.13.0 here). The radix cache's module gets a logical clock for the wall clock it stamps access times
 with (``batchscope_sglang.clock``), so eviction order does not depend on timing. Nothing of SGLang's code is
-patched.
+patched: to name the condition that ends each step's admission, two of the scheduler's methods are wrapped on
+the one instance to note what SGLang's own return (``batchscope_sglang.probe``).
 
 Units: tokens (page_size 1, so a token is a KV slot); a "step" is one ``get_next_batch_to_run`` call.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 import json
 import sys
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 from batchscope_sglang.stubs import stub_modules
@@ -118,11 +120,15 @@ def _record(step: int, s: Scheduler, batch: Any, waiting_before: set[str], runni
     return rec
 
 
-def run_sglang(workload: dict[str, Any], max_steps: int = 10_000) -> list[dict]:
+def run_sglang(
+    workload: dict[str, Any], max_steps: int = 10_000, observe: Callable[[Scheduler, Any, dict], None] | None = None
+) -> list[dict]:
     """SGLang's step records for ``workload``: ``config`` (keys of ``DEFAULT_CONFIG``) and ``requests``
     (request_id, prompt_token_ids, max_new_tokens, arrival_step, output_token_ids, optional ignore_eos), plus
     ``eos_token_ids``. Each request samples its ``output_token_ids`` in order; it finishes on an EOS id (unless
-    ``ignore_eos``) or at ``max_new_tokens``, as SGLang decides (``Req.update_finish_state``)."""
+    ``ignore_eos``) or at ``max_new_tokens``, as SGLang decides (``Req.update_finish_state``). ``observe(scheduler,
+    batch, record)``: called after each step that ran a batch, once its results are processed (where SGLang's
+    metrics reporter reads the scheduler)."""
     cfg = {**DEFAULT_CONFIG, **workload.get("config", {})}
     eos = list(workload.get("eos_token_ids", []))
     pending = sorted(workload["requests"], key=lambda r: r.get("arrival_step", 0))
@@ -159,6 +165,8 @@ def run_sglang(workload: dict[str, Any], max_steps: int = 10_000) -> list[dict]:
             if batch is not None:
                 rec["finished"] = _process(s, batch, outputs)
                 unfinished -= set(rec["finished"])
+                if observe is not None:
+                    observe(s, batch, rec)
             else:
                 s.new_token_ratio_tracker.reset()  # Scheduler.on_idle
                 rec["finished"] = []

@@ -1,4 +1,5 @@
-"""vLLM 0.33's Prometheus metrics as a server would have exported them after each step of a trace.
+"""vLLM 0.33's Prometheus metrics as a server would have exported them after each step of a trace (an SGLang trace
+gets SGLang's own: ``steplog.gauges_sglang``; the names of both: ``steplog.metric_names``).
 
 One value per step position (``TraceView.steps``), read after the step, where vLLM reads it: its engine core calls
 ``Scheduler.make_stats()`` at the end of ``update_from_output`` (vllm/v1/core/sched/scheduler.py), after the
@@ -37,17 +38,15 @@ from collections import deque
 from typing import Any
 
 from steplog.decisions import decisions
+from steplog.gauges_sglang import SGLANG_KEYS, sglang_gauges
+from steplog.metric_names import family
 from steplog.view import TraceView
 
-RUNNING = "vllm:num_requests_running"
-WAITING = "vllm:num_requests_waiting"
-KV_USAGE = "vllm:kv_cache_usage_perc"
-QUERIES = "vllm:prefix_cache_queries"
-HITS = "vllm:prefix_cache_hits"
-HIT_RATE = "prefix cache hit rate"
-PREEMPTIONS = "vllm:num_preemptions"
-ITERATION_TOKENS = "vllm:iteration_tokens_total"
-NAMES = (RUNNING, WAITING, KV_USAGE, QUERIES, HITS, HIT_RATE, PREEMPTIONS, ITERATION_TOKENS)
+# The series' keys: the same for every family, each the key of its name in ``steplog.metric_names``' table
+RUNNING, WAITING, KV_USAGE = "running", "waiting", "kv_usage"
+QUERIES, HITS, HIT_RATE = "prefix_queries", "prefix_hits", "hit_rate"
+PREEMPTIONS, ITERATION_TOKENS = "preemptions", "step_tokens"
+NAMES = (RUNNING, WAITING, KV_USAGE, QUERIES, HITS, HIT_RATE, PREEMPTIONS, ITERATION_TOKENS)  # vLLM's family
 HIT_RATE_WINDOW = 1000  # CachingMetrics(max_recent_requests=1000), vllm/v1/metrics/stats.py
 
 Series = list[Any]  # one value per step position: int, float or None
@@ -148,14 +147,22 @@ def _counters(view: TraceView, out: dict[str, Series]) -> None:
 
 
 def gauges(view: TraceView) -> dict[str, Series]:
-    """``{name: one value per step position}`` for every name of ``NAMES`` (see the module docstring for each
-    definition and unit), computed once per view (``view.memo``)."""
+    """``{key: one value per step position}`` for every key of ``keys(view)`` (see the module docstring for each
+    definition and unit; an SGLang trace's: ``steplog.gauges_sglang``), computed once per view (``view.memo``)."""
     if "gauges" not in view.memo:
+        if family(view.header) == "sglang":
+            view.memo["gauges"] = sglang_gauges(view)
+            return view.memo["gauges"]
         out: dict[str, Series] = {name: [] for name in NAMES}
         _scheduler_state(view, out)
         _counters(view, out)
         view.memo["gauges"] = out
     return view.memo["gauges"]
+
+
+def keys(view: TraceView) -> tuple[str, ...]:
+    """The series ``gauges(view)`` has: the keys of the family's table that are per-step series."""
+    return SGLANG_KEYS if family(view.header) == "sglang" else NAMES
 
 
 def unknown_note(view: TraceView) -> str | None:

@@ -7,10 +7,12 @@ import streamlit as st
 
 from engine.workload import list_scenarios
 from steplog import trace
+from steplog.metric_names import FAMILIES, TITLES, family
 from steplog.view import TraceView
 from ui.common import badge, md, query_int, recorded_policies, recorded_records
 from ui.state import live_runs
 from ui.web_player import web_player
+from visuals.gauges import DRAWN
 from visuals.packing import span_size, spans
 from visuals.steps_table import CAPTION, columns, step_row
 
@@ -156,11 +158,11 @@ def page() -> None:
     with st.expander("All steps", expanded=False):
         st.dataframe(steps_table(records, view), hide_index=True, width="stretch", height=260)
         st.caption(CAPTION)
+    names = FAMILIES[family(view.header)]
     st.caption(
-        "Under the request timeline, the player draws vLLM 0.33's Prometheus metrics as a server would have exported "
-        "them after each step (`steplog/gauges.py`: running, waiting, KV-cache usage, the prefix-cache hit rate of "
-        "vLLM's log line, each step's `vllm:iteration_tokens_total` observation, the preemption counter), with "
-        "the player's cursor on the current step."
+        f"Under the request timeline, the player draws {TITLES[family(view.header)]} (`steplog/gauges.py`: "
+        + ", ".join(f"`{names[key][0]}`" for key, *_ in DRAWN)
+        + "), with the player's cursor on the current step."
     )
     with st.expander("Raw record of a step"):
         k = st.number_input("step", 0, view.num_steps - 1, query_int("step", 0, 0, view.num_steps - 1), key="trace:raw")

@@ -6,6 +6,7 @@ finds it in a trace (``serving_finders``)."""
 
 from __future__ import annotations
 
+from steplog.metric_names import VLLM
 from visuals import serving_finders as sf
 from visuals.glossary_term import Term
 from visuals.kv_memory import DEFAULT_MODEL, MODEL_SHAPES, fmt_bytes, kv_bytes_per_token, per_token_sum
@@ -21,20 +22,9 @@ _FLOOR_TEXT = (
 )
 _SIXTEEN_C, _PREEMPTION_C = ("sixteen", "continuous"), ("preemption", "continuous")
 
-# vLLM 0.33's Prometheus names (vllm/v1/metrics/loggers.py) -> what each observes -> Batchscope's figure
-VLLM_METRICS = (
-    ("vllm:time_to_first_token_seconds", "histogram, one value per request", "TTFT = first token − arrival"),
-    ("vllm:inter_token_latency_seconds", "histogram, one value per output token after the first", "ITL gaps"),
-    ("vllm:request_time_per_output_token_seconds", "histogram, one value per request", "TPOT"),
-    ("vllm:e2e_request_latency_seconds", "histogram, one value per finished request", "E2E = finish − arrival"),
-    ("vllm:request_queue_time_seconds", "histogram, time queued before first scheduled", "queue time"),
-    ("vllm:num_requests_running", "gauge after each step, admitted and not finished", "the step's running"),
-    ("vllm:num_requests_waiting", "gauge after each step, fresh and preempted", "the step's waiting queue"),
-    ("vllm:kv_cache_usage_perc", "gauge, a fraction 0..1: 1 − free / (num_gpu_blocks − 1)", "KV blocks in use / pool"),
-    ("vllm:num_preemptions", "counter, counted at the victim's next output", "preemptions"),
-    ("vllm:prefix_cache_queries", "counter, tokens looked up at first admissions", "prefix-cache queried tokens"),
-    ("vllm:prefix_cache_hits", "counter, of those, tokens found", "prefix-cache hit tokens"),
-)
+# vLLM 0.33's Prometheus names -> what each observes -> Batchscope's figure (``steplog.metric_names``)
+_GLOSSED = ("ttft", "itl", "tpot", "e2e", "queue_time", "running", "waiting", "kv_usage", "preemptions")
+VLLM_METRICS = tuple(VLLM[key] for key in (*_GLOSSED, "prefix_queries", "prefix_hits"))
 
 SERVING_TERMS = (
     Term(

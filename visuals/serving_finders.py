@@ -9,9 +9,11 @@ the head of the queue waits (``steplog.decisions``); vLLM's metrics come from ``
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from steplog.decisions import decisions
 from steplog.gauges import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, gauges
+from steplog.metric_names import name_of
 from steplog.step_cost import decode_by_batch, step_costs
 from steplog.view import TraceView
 from visuals.glossary_term import Found
@@ -139,9 +141,10 @@ def vllm_metrics(view: TraceView) -> Found:
     counted = next((j for j in range(k, view.num_steps) if g[PREEMPTIONS][j] > before), None)
     victim = view.steps[k]["preempted"][0]
     when = f"at step {counted}, {victim}'s next token" if counted is not None else f"never: {victim} outputs no more"
+    name = partial(name_of, view.header)
     return k, (
-        f"{victim} is preempted; after this step vllm:num_requests_running = {g[RUNNING][k]}, "
-        f"vllm:num_requests_waiting = {g[WAITING][k]} and vllm:kv_cache_usage_perc = {g[KV_USAGE][k]:.2f} "
-        f"({round(g[KV_USAGE][k] * kv['num_blocks'])} of {kv['num_blocks']} blocks); vllm:num_preemptions counts it "
+        f"{victim} is preempted; after this step {name(RUNNING)} = {g[RUNNING][k]}, "
+        f"{name(WAITING)} = {g[WAITING][k]} and {name(KV_USAGE)} = {g[KV_USAGE][k]:.2f} "
+        f"({round(g[KV_USAGE][k] * kv['num_blocks'])} of {kv['num_blocks']} blocks); {name(PREEMPTIONS)} counts it "
         f"{when}"
     )

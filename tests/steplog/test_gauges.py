@@ -15,7 +15,7 @@ from steplog import gauges as g
 from steplog import trace
 from steplog.view import TraceView
 from ui.common import TRACE_DIR
-from visuals.gauges import SERIES
+from visuals.gauges import series
 from visuals.playback import player_payload as build_payload
 
 
@@ -72,7 +72,7 @@ def test_the_trace_pages_player_carries_the_gauges_of_the_raw_lines(scenario):
     (view,) = p["views"]
     want = from_raw_lines(raw(f"{scenario}-continuous.jsonl"))
     drawn = {tr["name"]: tr["y"] for tr in view["gauges"]["data"]}
-    for name, label, _row, _color, scale in SERIES:
+    for name, label, _row, _color, scale in series(TraceView(trace.read(TRACE_DIR / f"{scenario}-continuous.jsonl"))):
         expect = [None if y is None else round(y * scale, 4) for y in want[name]]
         assert same(drawn[label], expect), name
     cursor = view["gauges"]["layout"]["shapes"][-1]
