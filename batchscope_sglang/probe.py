@@ -5,7 +5,7 @@ at the first of these; ``StopProbe.stop`` names it (SGLang's own terms):
 
 - ``batch_is_full`` (line 4098): the running batch is marked full, or the queue is empty, and no chunk continues;
   nothing is tried (``queue_empty`` when the queue was empty);
-- ``no_row`` (line 4119, only without a continuing chunk; or line 4226, in the loop, before each request):
+- ``no_row`` (line 4120, only without a continuing chunk; or line 4226, in the loop, before each request):
   ``get_num_allocatable_reqs`` leaves no row for another request (``batch_is_full`` is set);
 - ``budget_state OTHER`` (line 4207, in the loop, before each request): the adder's chunk or input tokens are
   spent (``PrefillAdder.budget_state``, sglang/srt/managers/schedule_policy.py:874);

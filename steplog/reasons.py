@@ -205,7 +205,7 @@ def checks(header: Mapping[str, Any]) -> list[str]:
     SGLang's family (0.5.23, ``Scheduler._get_new_batch_prefill_raw``): no prefill while the running batch is marked
     full, then, before each waiting request, the chunk tokens left (``adder.budget_state()``, scheduler.py:4207), a
     row (``get_num_allocatable_reqs``, :4226), and the memory its output estimate needs (``add_one_req``, :4279).
-    Without a continuing chunk the rows are also checked once before any request (:4119), while the whole chunk is
+    Without a continuing chunk the rows are also checked once before any request (:4120), while the whole chunk is
     still left: the budget passes there too. A retraction is no check here: SGLang retracts in the decode batch it
     forms after the prefill attempt, so a head retracted in its step (``preempted_this_step``) met none of these."""
     cfg = header["config"]
@@ -229,7 +229,7 @@ def at_the_check(header: Mapping[str, Any], st: Mapping[str, Any], limit: str) -
     family preempts before admitting, so that is the step's ``running`` and its batched tokens. SGLang's tries its
     prefill first: the requests its decode batch retracts afterwards still held rows; a decode step spent none of
     the chunk tokens (only an EXTEND batch draws on them), but with mixed chunks an adder (made unless the batch was
-    full or had no row, :4098, :4119) sets one aside per running request before any waiting one (``checks``)."""
+    full or had no row, :4098, :4120) sets one aside per running request before any waiting one (``checks``)."""
     budget = int(header["config"]["max_num_batched_tokens"])
     if header.get("policy") != "sglang":
         return len(st["running"]), max(0, budget - int(st["num_batched_tokens"]))
