@@ -1,7 +1,8 @@
 """Speculative decoding with n-gram drafts: Batchscope's proposer and scheduler against vLLM 0.33.0's own.
 
-- The proposer (``engine.ngram_proposer.propose_ngram``) against vLLM's ``_find_longest_matched_ngram_and_propose_tokens``
-  (vllm/v1/spec_decode/ngram_proposer.py) on random token lists over small vocabularies (so n-grams repeat).
+- The proposer (``engine.ngram_proposer.propose_ngram``) against vLLM's
+  ``_find_longest_matched_ngram_and_propose_tokens`` (vllm/v1/spec_decode/ngram_proposer.py) on random token lists
+  over small vocabularies (so n-grams repeat).
 - The scheduler: 300 random workloads with ``num_speculative_tokens`` 1-4 run through ``LLMEngine(ReplayRunner)`` and
   through vLLM's ``Scheduler`` with a ``SpeculativeConfig(method="ngram")``, the driver proposing each step's drafts
   with vLLM's own function and verifying them as a greedy model would (a draft is kept while it equals the next
