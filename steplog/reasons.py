@@ -174,6 +174,13 @@ PLACEHOLDER_DRAFTS = (
 
 # Each batching mode (the trace header's ``policy``) by name, as a sentence starts.
 BATCHING_NAMES = {"static": "Static batching", "continuous": "Continuous batching", "sglang": "SGLang's scheduler"}
+POLICY_HEADINGS = {"sglang": "SGLang"}  # a policy as a heading names it ("sglang" capitalised read "Sglang")
+
+
+def policy_heading(policy: str) -> str:
+    """``policy`` as a side's heading says it: ``SGLang`` for the SGLang family, else the policy itself."""
+    return POLICY_HEADINGS.get(policy, policy)
+
 
 # How the waiting queue is ordered (``head.order``): who is the head and why nobody overtakes it.
 QUEUE_ORDERS: dict[str, str] = {

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from steplog.decisions import decisions
-from steplog.reasons import BATCHING_NAMES
+from steplog.reasons import BATCHING_NAMES, cache_name
 from steplog.view import TraceView
 from visuals.moments_sglang import RETRACT, sglang_moments
 
@@ -127,7 +127,7 @@ def _kv_moments(view: TraceView, k: int) -> list[Moment]:
     for a in d.get("admissions", []):
         if a["resumed"] and a["num_recompute_tokens"]:
             hit = a["num_prefix_hit_tokens"]
-            found = f" ({hit} found in the prefix cache)" if hit else ""
+            found = f" ({hit} found in the {cache_name(view.header)})" if hit else ""
             note = (
                 f"{view.label(a['request_id'])} is admitted again and computes {a['num_recompute_tokens']} tokens a "
                 f"second time{found}: the cost of its {_sent_back(view, k, a['request_id'])}."

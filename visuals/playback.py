@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import plotly.io as pio
 
-from steplog.reasons import pool_words
+from steplog.reasons import policy_heading, pool_words
 from steplog.view import TraceView, text_color
 from visuals.beats import BEAT_TEXT, story_beats
 from visuals.blockgroups import AGGREGATE_ABOVE, grouped_marks_all, grouped_title
@@ -198,7 +198,7 @@ def view_payload(
     ks = loaded(view, span or (0, num_steps - 1))
     c = view.header["config"]
     last = view.num_steps - 1
-    label = label or view.policy
+    label = label or policy_heading(view.policy)
     return {
         "policy": view.policy,
         "label": label,
@@ -227,7 +227,7 @@ def side_labels(views: list[TraceView]) -> list[str]:
     """Each side's heading: its policy, or "A · policy" / "B · policy" when two runs share a policy."""
     policies = [v.policy for v in views]
     same = len(set(policies)) < len(policies)
-    return [f"{ab} · {p}" if same else p for ab, p in zip("AB", policies)]
+    return [f"{ab} · {policy_heading(p)}" if same else policy_heading(p) for ab, p in zip("AB", policies)]
 
 
 def player_payload(

@@ -106,3 +106,24 @@ def test_the_exported_pair_carries_both_schedulers_and_their_counters():
     assert num_steps == len(raw("sglang")) - 2  # SGLang's run is the longer one here
     assert "decodes waiting behind a prefill (SGLang)" in html
     assert "The decodes of A and B wait this step" in html
+
+
+def test_an_sglang_side_is_headed_sglang_and_its_comeback_moment_names_the_radix_cache():
+    """The player capitalises a side's heading ("continuous" -> "Continuous"): SGLang's read "Sglang". And the tour's
+    comeback note of an SGLang trace said its hits were found "in the prefix cache" (vLLM's); SGLang's is a radix
+    cache. The hit count is the comeback admission's own record."""
+    from visuals.playback import player_payload, side_labels
+
+    vl, sg = view("continuous"), view("sglang")
+    assert side_labels([vl, sg]) == ["continuous", "SGLang"]
+    assert side_labels([sg, sg]) == ["A · SGLang", "B · SGLang"]
+    assert [v["label"] for v in player_payload([sg], "x")["views"]] == ["SGLang"]
+    for v, cache in ((sg, "radix cache"), (vl, "prefix cache")):
+        notes = [m["note"] for m in tour_for([v], None) if "admitted again" in m["note"]]
+        hits = [
+            a["num_prefix_hit_tokens"]
+            for k in range(v.num_steps)
+            for a in v.steps[k].get("decisions", {}).get("admissions", [])
+            if a["resumed"] and a["num_recompute_tokens"] and a["num_prefix_hit_tokens"]
+        ]
+        assert hits and all(f"({h} found in the {cache})" in " ".join(notes) for h in hits), (notes, hits)
