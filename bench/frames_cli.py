@@ -132,7 +132,7 @@ def render_stills(
             page = browser.new_page(viewport={"width": size[0], "height": size[1]})
             page.set_default_timeout(120_000)
             page.goto(f"{page_file.as_uri()}?{query}")
-            page.wait_for_function("window.bsPlayer && bsPlayer.state.drawn >= 0 && document.fonts.status === 'loaded'")
+            page.wait_for_function("window.bsPlayer && bsPlayer.state.complete && document.fonts.status === 'loaded'")
             for k in steps:
                 page.evaluate("(k) => bsPlayer.seek(k)", k)
                 page.wait_for_function(f"bsPlayer.state.drawn === {k}")

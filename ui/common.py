@@ -31,16 +31,20 @@ def recorded_policies(scenario: str) -> tuple[str, ...]:
     return tuple(p for p in (*POLICIES, "sglang") if p in POLICIES or (TRACE_DIR / f"{scenario}-{p}.jsonl").exists())
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_resource(show_spinner=False)
 def recorded_records(scenario: str, policy: str) -> list[dict]:
-    """A trace shipped in assets/traces/ (recorded by this engine on the default model)."""
+    """A trace shipped in assets/traces/ (recorded by this engine on the default model): one list shared by every
+    session, read-only (``st.cache_data`` would unpickle a copy per call: the Compare page lists all 17 shipped
+    traces, 0.15-0.3 s of every visit)."""
     return trace.read(TRACE_DIR / f"{scenario}-{policy}.jsonl")
 
 
+@st.cache_resource(show_spinner=False)
 def recorded_view(scenario: str, policy: str) -> TraceView:
-    view = TraceView(recorded_records(scenario, policy))
-    view.source = "recorded"
-    return view
+    """The ``TraceView`` of a shipped trace, shared by every session: what the visuals derive from it (cells, block
+    tables, moments) is built once per server, not per visit. Read-only: a page that needs its own ``source`` or
+    ``filename`` makes its own view of ``recorded_records``."""
+    return TraceView(recorded_records(scenario, policy), source="recorded")
 
 
 @st.cache_resource(show_spinner="Loading the model (SmolLM2 the first time: ~20 s to convert its GGUF file)...")

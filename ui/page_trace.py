@@ -147,8 +147,11 @@ def page() -> None:
         mime="application/jsonl",
         key="trace:export",
     )
-    with st.expander("Header", expanded=False):
-        st.json(records[0])
+    # The header and a step's raw record are built only when opened: a JSON viewer costs the browser ~0.1 s each on
+    # every visit even folded (scripts/measure_page_load.py), before the player's frame appears.
+    header = st.expander("Header", expanded=False, key="trace:header", on_change="rerun")
+    if header.open:
+        header.json(records[0])
     title = f"{view.header.get('scenario') or name or 'trace'} ({name if source == 'live' else view.policy})"
     web_player([view], title, key=f"trace-{source}", window=20, span=pick_span(view), gauges=True, table=True)
     st.caption(
@@ -164,6 +167,9 @@ def page() -> None:
         + ", ".join(f"`{names[key][0]}`" for key, *_ in DRAWN)
         + "), with the player's cursor on the current step."
     )
-    with st.expander("Raw record of a step"):
-        k = st.number_input("step", 0, view.num_steps - 1, query_int("step", 0, 0, view.num_steps - 1), key="trace:raw")
-        st.json(view.steps[int(k)])
+    raw = st.expander("Raw record of a step", key="trace:raw-open", on_change="rerun")
+    if raw.open:
+        with raw:
+            last = view.num_steps - 1
+            k = st.number_input("step", 0, last, query_int("step", 0, 0, last), key="trace:raw")
+            st.json(view.steps[int(k)])

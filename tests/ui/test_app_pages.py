@@ -85,6 +85,26 @@ def test_trace_page_shows_header_steps_and_export():
     assert not at.exception
 
 
+def test_trace_page_builds_the_header_and_a_raw_record_when_opened():
+    """Folded, the Header and "Raw record of a step" boxes hold no JSON viewer (each cost the browser ~0.1 s on
+    every visit); opened, they show the trace file's own header line and the step's own record."""
+    import json
+
+    at = page("page_trace")
+    assert not at.json
+    at.session_state["trace:header"] = True
+    at.run()
+    first_line = (TRACE_DIR / "seed-abcd-continuous.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    (header,) = at.json
+    assert json.loads(header.value) == json.loads(first_line)
+    at.session_state["trace:raw-open"] = True
+    at.query_params["step"] = "3"
+    at.run()
+    raw = json.loads(at.json[1].value)
+    assert raw == json.loads((TRACE_DIR / "seed-abcd-continuous.jsonl").read_text(encoding="utf-8").splitlines()[4])
+    assert not at.exception
+
+
 @pytest.mark.real_model
 def test_playground_rejects_a_pool_too_small_next_to_the_knob_and_keeps_values():
     at = page("page_playground")
@@ -296,3 +316,21 @@ def test_playground_cancels_one_request_and_the_run_goes_on_without_it():
     reasons = {r["request_id"]: r["finish_reason"] for r in first[-1]["requests"]}
     assert reasons[victim] == "abort" and sorted(set(reasons.values())) == ["abort", "length"]
     assert job.settings_key not in run_cache()
+
+
+def test_the_shared_recorded_traces_stay_as_their_files_after_every_page():
+    """The shipped traces are one object per server shared by every session (``ui.common.recorded_records``, not a
+    copy per visit): no page may change them. Every page runs on them, then each is compared with its file."""
+    from ui.common import recorded_policies, recorded_records
+
+    page("page_walkthrough")
+    page("page_lockstep", scenario="sixteen")
+    page("page_lockstep", scenario="preemption", pair="schedulers")
+    page("page_trace", scenario="preemption", policy="static")
+    page("page_metrics", scenario="sixteen")
+    page("page_glossary")
+    page("page_quiz")
+    for path in sorted(TRACE_DIR.glob("*.jsonl")):
+        scenario, policy = path.stem.rsplit("-", 1)
+        assert policy in recorded_policies(scenario)
+        assert recorded_records(scenario, policy) == trace.read(path), path.name

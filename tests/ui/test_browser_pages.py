@@ -79,7 +79,7 @@ def shot(page, name: str) -> None:
 def player_frame(page, step: int | None = None, min_charts: int = 8):
     """The browser player's frame on a page, once it has drawn (at ``step`` if given)."""
     frame = page.wait_for_selector("iframe").content_frame()
-    frame.wait_for_function("window.bsPlayer && bsPlayer.state.drawn >= 0")
+    frame.wait_for_function("window.bsPlayer && bsPlayer.state.drawn >= 0 && bsPlayer.state.complete")
     if step is not None:
         frame.wait_for_function(f"document.getElementById('bs-step').dataset.bsStep === '{step}'")
     frame.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {min_charts}")

@@ -28,7 +28,7 @@ from visuals.stepinfo import event_steps
 pytestmark = pytest.mark.app
 
 WINDOW = 8
-READY = "window.bsPlayer && bsPlayer.state.drawn >= 0"
+READY = "window.bsPlayer && bsPlayer.state.drawn >= 0 && bsPlayer.state.complete"
 RECORD = """() => { window.__steps = []; const el = document.getElementById('bs-step');
   const f = () => { window.__steps.push(+el.dataset.bsStep); if (!window.__stop) requestAnimationFrame(f); };
   requestAnimationFrame(f); }"""

@@ -26,7 +26,7 @@ from visuals.lockstep import lockstep_counters
 pytestmark = pytest.mark.app
 
 SHOTS = ROOT / "artifacts" / "screenshots"
-READY = "window.bsPlayer && bsPlayer.state.drawn >= 0"
+READY = "window.bsPlayer && bsPlayer.state.drawn >= 0 && bsPlayer.state.complete"
 
 # Every visible text of the page, HTML and SVG: its computed font size and font, and whether it is the narration.
 TEXTS = """() => {

@@ -21,7 +21,7 @@ from engine.__main__ import main
 
 pytestmark = pytest.mark.app
 
-READY = "window.bsPlayer && bsPlayer.state.drawn >= 0 && document.querySelectorAll('.js-plotly-plot').length >= 4"
+READY = "window.bsPlayer && bsPlayer.state.complete && document.querySelectorAll('.js-plotly-plot').length >= 4"
 
 
 @pytest.fixture(scope="module")

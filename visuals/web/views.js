@@ -65,12 +65,18 @@ BS.Side = class {
     });
     s.details.addEventListener("toggle", () => this.drawTexts(this.drawn));
     s.timeline = el("div", "bs-plot bs-timeline", s.root);
-    if (v.timeline) this.drawTimeline();
-    if (v.gauges) {
-      s.gauges = el("div", "bs-plot bs-gauges", s.root);
-      this.drawGauges();
-    }
+    if (v.gauges) s.gauges = el("div", "bs-plot bs-gauges", s.root);
     if (v.cost) this.cost = new BS.CostChart(this, v.cost, s.root);
+  }
+
+  /* The figures under the step's views that are drawn once for the whole trace (the request timeline, the Trace
+   * page's gauges): drawn after the first frame is on the screen (BS.Player.draw), so the step's own views do not
+   * wait for them (measured on the sixteen traces: 120-170 ms of a 0.35-0.56 s first draw). */
+  drawWhole() {
+    if (this.wholeDrawn) return;
+    this.wholeDrawn = true;
+    if (this.v.timeline) this.drawTimeline();
+    if (this.v.gauges) this.drawGauges();
   }
 
   /* The request timeline and vLLM's metrics (the Trace page's gauges) are drawn once each; the cursor of each (the
