@@ -3,11 +3,11 @@ embedded in the page, wait for a live run to end."""
 
 from __future__ import annotations
 
-import json
-import re
 import time
 
 from streamlit.testing.v1 import AppTest
+
+from visuals.export import read_payload
 
 
 def page(name: str, **query) -> AppTest:
@@ -26,10 +26,9 @@ def click(at, key: str) -> AppTest:
 
 
 def player_payload(at) -> dict:
-    """The payload of the browser player embedded in the page (its frame's inline JSON)."""
+    """The payload of the browser player embedded in the page (its frame's packed trace and this visit's fields)."""
     (frame,) = at.get("iframe")
-    body = re.search(r'<script type="application/json" id="bs-payload">(.*?)</script>', frame.proto.srcdoc, re.DOTALL)
-    return json.loads(body.group(1))
+    return read_payload(frame.proto.srcdoc)
 
 
 def wait_for_live_run(at, timeout: float = 180) -> AppTest:

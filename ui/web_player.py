@@ -18,7 +18,7 @@ import streamlit as st
 from engine.workload import scenario_tour
 from steplog.view import TraceView
 from ui.common import query_int
-from visuals.export import plotly_file, render, url_number
+from visuals.export import packed_payload, plotly_file, render, url_number
 from visuals.moments import tour_for
 from visuals.playback import player_payload
 
@@ -72,6 +72,14 @@ def cached_payload(
     )
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_packed(key: str, _payload: dict) -> str:
+    """``visuals.export.packed_payload`` of ``_payload``, compressed once per ``key`` (what ``cached_payload`` is
+    keyed by: the traces, every option, the span): each visit sends this and its own few fields
+    (``render(..., packed=...)``)."""
+    return packed_payload(_payload)
+
+
 STATIC = Path(__file__).resolve().parents[1] / "static"  # served at app/static/ (server.enableStaticServing)
 
 
@@ -118,14 +126,17 @@ def web_player(
     labels_ = tuple(labels) if labels else None
     payload = dict(cached_payload(ck, views, title, window, counters, labels_, span, gauges, table, cost))
     present = st.query_params.get("present") == "1"
-    payload.update(
+    visit = dict(
+        title=payload["title"],
         initial_step=query_int("step", lo, lo, hi) if initial is None else min(max(initial, lo), hi),
         speed=url_speed(speed),
         present=present,
     )
+    payload.update(visit)
     if present:
         st.html(PRESENT_CSS)
-    st.iframe(render(payload, plotly_src=static_plotly()), height=720 if present else "content")
+    frame = render(visit, plotly_src=static_plotly(), packed=cached_packed(f"{ck}:{labels_}:{span}", payload))
+    st.iframe(frame, height=720 if present else "content")
     st.download_button(
         "Download this player as one HTML file",
         data=lambda: render(payload),  # plotly.js inlined: the file plays alone, offline

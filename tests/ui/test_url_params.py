@@ -16,7 +16,7 @@ import pytest
 from appkit import page, player_payload
 from conftest import ROOT
 
-from visuals.export import _URL_NUMBER, payload_json, url_number, url_step
+from visuals.export import _URL_NUMBER, payload_json, read_payload, url_number, url_step
 
 LAST = 21  # seed-abcd: static and continuous on one clock, 22 steps
 
@@ -87,8 +87,12 @@ def test_the_app_gives_the_player_a_clamped_step_and_a_finite_speed(query, step,
     at = page("page_lockstep", scenario="seed-abcd", **query)
     (frame,) = at.get("iframe")
     body = re.search(r'id="bs-payload">(.*?)</script>', frame.proto.srcdoc, re.DOTALL).group(1)
-    payload = strict(body)
-    assert (payload["initial_step"], payload["speed"], payload["num_steps"]) == (step, speed, LAST + 1)
+    visit = strict(body)  # this visit's own fields, in plain JSON over the packed trace
+    assert (visit["initial_step"], visit["speed"], read_payload(frame.proto.srcdoc)["num_steps"]) == (
+        step,
+        speed,
+        LAST + 1,
+    )
 
 
 @pytest.mark.app

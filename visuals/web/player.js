@@ -289,8 +289,7 @@ BS.Player = class {
   }
 };
 
-window.addEventListener("DOMContentLoaded", () => {
+window.addEventListener("DOMContentLoaded", async () => {
   Plotly.setPlotConfig({ logging: 0 }); // the slot grid's patterned bars make plotly.js warn on every redraw
-  const payload = JSON.parse(document.getElementById("bs-payload").textContent);
-  window.bsPlayer = new BS.Player(payload);
+  window.bsPlayer = new BS.Player(await BS.readPayload());
 });
