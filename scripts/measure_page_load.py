@@ -13,9 +13,10 @@ the new page's first frame. Target (issue 20 part 5): the first frame of every r
 2-core machine, within 1 s on later visits.
 
 Where the time of a later visit goes (measured on this 2-core machine): Streamlit's page, its session and the
-script until the player's frame exists, 0.4-1.0 s (more for a bigger payload: 0.1 MB on the Walkthrough, 2.3 MB on
-the sixteen pair); plotly.js's run, about 1.0 s in a new process without a code cache, 0.1 s with one (30 ms when
-the same process ran it before, which is why a click within a tab is fast); the player's first draw, 0.2-0.5 s.
+script until the player's frame exists, 0.4-1.0 s (more for a bigger payload: 0.1 MB on the Walkthrough, 2.17 MB
+of JSON on the sixteen pair, 0.22 MB packed); plotly.js's run, about 1.0 s in a new process without a code cache,
+0.1 s with one (30 ms when the same process ran it before, which is why a click within a tab is fast); the
+player's first draw, 0.2-0.5 s.
 
     .venv/bin/python scripts/measure_page_load.py [--visits 5]
 """

@@ -53,12 +53,13 @@ def cached_payload(
     gauges: bool = False,
     table: bool = False,
     cost: bool = False,
-) -> dict:
-    """The payload of ``_views``, built once per ``key`` (``content_key`` plus the options), with the tour of the
-    traces' scenario (``visuals.moments.tour_for``: its moments found in these traces)."""
+) -> tuple[dict, str]:
+    """The payload of ``_views`` and the same payload packed for the app's frame (``visuals.export.packed_payload``),
+    both built once per ``key`` (``content_key`` plus the options), with the tour of the traces' scenario
+    (``visuals.moments.tour_for``: its moments found in these traces)."""
     tour = tour_for(_views, scenario_tour(_views[0].header.get("scenario")))
     labels_ = list(labels) if labels else None
-    return player_payload(
+    payload = player_payload(
         _views,
         title,
         window=window,
@@ -70,14 +71,7 @@ def cached_payload(
         table=table,
         cost=cost,
     )
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def cached_packed(key: str, _payload: dict) -> str:
-    """``visuals.export.packed_payload`` of ``_payload``, compressed once per ``key`` (what ``cached_payload`` is
-    keyed by: the traces, every option, the span): each visit sends this and its own few fields
-    (``render(..., packed=...)``)."""
-    return packed_payload(_payload)
+    return payload, packed_payload(payload)
 
 
 STATIC = Path(__file__).resolve().parents[1] / "static"  # served at app/static/ (server.enableStaticServing)
@@ -124,7 +118,8 @@ def web_player(
     lo, hi = span or (0, num_steps - 1)
     ck = f"{content_key(views)}:{window}:{title}:{bool(counters)}:{gauges}:{table}:{cost}"
     labels_ = tuple(labels) if labels else None
-    payload = dict(cached_payload(ck, views, title, window, counters, labels_, span, gauges, table, cost))
+    whole, packed = cached_payload(ck, views, title, window, counters, labels_, span, gauges, table, cost)
+    payload = dict(whole)
     present = st.query_params.get("present") == "1"
     visit = dict(
         title=payload["title"],
@@ -135,8 +130,8 @@ def web_player(
     payload.update(visit)
     if present:
         st.html(PRESENT_CSS)
-    frame = render(visit, plotly_src=static_plotly(), packed=cached_packed(f"{ck}:{labels_}:{span}", payload))
-    st.iframe(frame, height=720 if present else "content")
+    # the frame gets the packed payload and this visit's own fields over it; the download, the whole payload
+    st.iframe(render(visit, plotly_src=static_plotly(), packed=packed), height=720 if present else "content")
     st.download_button(
         "Download this player as one HTML file",
         data=lambda: render(payload),  # plotly.js inlined: the file plays alone, offline

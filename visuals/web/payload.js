@@ -121,7 +121,7 @@ BS.sliceTrace = function (tr, lo, hi) {
 };
 
 /* The payload: the JSON in #bs-payload, over the gzip-compressed JSON (base64) in #bs-payload-gz when the page has
- * one (the app's frames: visuals.export.render(packed=True), a tenth of the bytes to send and parse). */
+ * one (the app's frames: visuals.export.render(..., packed=...), a tenth of the bytes to send and parse). */
 BS.readPayload = async () => {
   const own = JSON.parse(document.getElementById("bs-payload").textContent);
   const el = document.getElementById("bs-payload-gz");
