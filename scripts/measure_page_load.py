@@ -1,16 +1,16 @@
 """Measure how long the app's recorded pages take to show their first frame, on a first and a later visit.
 
-Not a test: timings depend on the machine (compare figures of one run). Starts the app (``bench.app_server``) and,
-for each page, opens it in a new browser page (a new Streamlit session) of Debian's headless Chromium and times from
-the request to the first frame the player draws (its ``bs-first-frame`` performance mark: the step's views, before
-the figures of the whole trace under them; for the Metrics page, its first chart drawn). The first visit after the
-server started builds the page's payloads, in a browser that has loaded nothing yet (a fresh profile). Later visits
-are new sessions of one browser with a profile on disk, as a student's browser has: the payloads come from the
-server's shared cache (``st.cache_data``), plotly.js and Streamlit's scripts from the browser's HTTP cache, and from
-about the third load on, their compiled code from Chromium's code cache (which an in-memory, incognito profile does
-not keep). Last, in one tab (as a lecture goes), it clicks from page to page in the sidebar and times each click to
-the new page's first frame. Target (issue 20 part 5): the first frame of every recorded page within 3 s on a quiet
-2-core machine, within 1 s on later visits.
+Not a test: timings depend on the machine (compare figures of one run). Starts the app (``bench.app_server``) and, for
+each page, opens it in a new browser page (a new Streamlit session) of Debian's headless Chromium and times from the
+request to the first frame the player draws (its ``bs-first-frame`` performance mark: the step's views, before the
+figures of the whole trace under them; for the Metrics page, its first chart drawn, ``visuals.figure_frame``). The first
+visit after the server started builds the page's payloads, in a browser that has loaded nothing yet (a fresh profile).
+Later visits are new sessions of one browser with a profile on disk, as a student's browser has: the payloads come from
+the server's shared cache (``st.cache_data``), plotly.js and Streamlit's scripts from the browser's HTTP cache, and from
+about the third load on, their compiled code from Chromium's code cache (which an in-memory, incognito profile does not
+keep). Last, in one tab (as a lecture goes), it clicks from page to page in the sidebar and times each click to the new
+page's first frame. Target (issue 20 part 5): the first frame of every recorded page within 3 s on a quiet 2-core
+machine, within 1 s on later visits.
 
 Where the time of a later visit goes (measured on this 2-core machine): Streamlit's page, its session and the
 script until the player's frame exists, 0.4-1.0 s (more for a bigger payload: 0.1 MB on the Walkthrough, 2.17 MB
@@ -28,7 +28,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,8 +47,9 @@ FRAME_AT = "performance.timeOrigin + performance.getEntriesByName('bs-first-fram
 
 
 def player_frame_at(page) -> float:
-    """The time (ms since the epoch, the browser's clock) the player in ``page``'s frame drew its first frame (the
-    player's own ``bs-first-frame`` mark: polling from here would see it late while the frame's thread is busy)."""
+    """The time (ms since the epoch, the browser's clock) the player in ``page``'s first frame drew its first frame
+    (the player's own ``bs-first-frame`` mark, which the Metrics page's first chart frame sets when its first chart is
+    drawn: polling from here would see it late while the frame's thread is busy)."""
     frame = page.wait_for_selector("iframe").content_frame()
     assert frame is not None
     frame.wait_for_function(PLAYER_READY, polling=50)
@@ -62,13 +62,8 @@ def first_frame_s(context, url: str, timeout_ms: int = 180_000) -> float:
     loaded before)."""
     page = context.new_page()
     page.set_default_timeout(timeout_ms)
-    t0 = time.perf_counter()
     page.goto(url)
-    if "/metrics" in url:
-        page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg")
-        seconds = time.perf_counter() - t0
-    else:
-        seconds = (player_frame_at(page) - page.evaluate("performance.timeOrigin")) / 1000
+    seconds = (player_frame_at(page) - page.evaluate("performance.timeOrigin")) / 1000
     page.close()
     return seconds
 
@@ -82,13 +77,8 @@ def in_tab_s(page, name: str) -> float:
     plotly.js compiled already (V8 keeps code compiled for a source per process): a first run of plotly.min.js costs
     about 1 s here, a second one in the same process about 30 ms."""
     old = page.query_selector("iframe")
-    t0 = time.perf_counter()
     clicked = page.evaluate("performance.timeOrigin + performance.now()")
     page.locator('[data-testid="stSidebarNav"]').get_by_text(name, exact=True).click()
-    if name == "Metrics":
-        page.wait_for_function("location.pathname.endsWith('/metrics')")
-        page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg")
-        return time.perf_counter() - t0
     fresh = "(old) => { const f = document.querySelector('iframe'); return f && f !== old; }"
     page.wait_for_function(fresh, arg=old)
     return (player_frame_at(page) - clicked) / 1000

@@ -1,5 +1,5 @@
 """Helpers for the app's AppTest tests: open a page (with a URL query), click, read the browser player's payload
-embedded in the page, wait for a live run to end."""
+embedded in the page and the figures of its chart frames, wait for a live run to end."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import time
 from streamlit.testing.v1 import AppTest
 
 from visuals.export import read_payload
+from visuals.figure_frame import read_figures
 
 
 def page(name: str, **query) -> AppTest:
@@ -29,6 +30,11 @@ def player_payload(at) -> dict:
     """The payload of the browser player embedded in the page (its frame's packed trace and this visit's fields)."""
     (frame,) = at.get("iframe")
     return read_payload(frame.proto.srcdoc)
+
+
+def frame_figures(at) -> list[list[dict]]:
+    """The plotly figures of each chart frame on the page (``visuals.figure_frame``), in page order."""
+    return [read_figures(f.proto.srcdoc) for f in at.get("iframe") if 'id="bs-figures"' in f.proto.srcdoc]
 
 
 def wait_for_live_run(at, timeout: float = 180) -> AppTest:

@@ -15,6 +15,7 @@ from steplog.metrics import LATENCY_METRICS, summarize
 from steplog.view import TraceView
 from ui.common import POLICIES, md, recorded_records
 from ui.state import live_runs
+from ui.web_player import chart_frame
 from visuals.compare_runs import config_diff
 from visuals.metrics import REQUEST_METRICS, kv_utilisation, latency_cdf, request_latency, sweep_ratio, sweep_throughput
 from visuals.step_cost import step_cost_figure, step_cost_sentence
@@ -142,7 +143,7 @@ def step_cost(runs: dict[str, list[dict]]) -> None:
         "the weight-streaming floor on this CPU (PyTorch's per-step overhead on a small model). "
         + md(step_cost_sentence(views))
     )
-    st.plotly_chart(step_cost_figure(views), key="metrics:step-cost", width="stretch")
+    chart_frame([[step_cost_figure(views)]], "What a step costs")
 
 
 def page() -> None:
@@ -174,10 +175,10 @@ def page() -> None:
         format_func=lambda m: f"{m}: {LATENCY_METRICS[m][1]}",
         key="metrics:metric",
     )
-    left, right = st.columns(2)
-    left.plotly_chart(request_latency(runs, metric), key="metrics:per-request", width="stretch")
-    right.plotly_chart(latency_cdf(runs, "e2e_steps"), key="metrics:cdf", width="stretch")
-    st.plotly_chart(kv_utilisation(runs), key="metrics:kv", width="stretch")
+    chart_frame(
+        [[request_latency(runs, metric), latency_cdf(runs, "e2e_steps")], [kv_utilisation(runs)]],
+        "Per-request latency and KV-cache use",
+    )
     step_cost(runs)
     with st.expander("All figures (mean, p50, p90, p99)"):
         st.dataframe(summary_frame(runs), hide_index=True, width="stretch")
@@ -193,5 +194,4 @@ def page() -> None:
         st.info("No sweep result yet: run `python -m engine sweep`.")
         return
     result = json.loads(SWEEP.read_text())
-    st.plotly_chart(sweep_ratio(result), key="metrics:sweep-ratio", width="stretch")
-    st.plotly_chart(sweep_throughput(result, "steps"), key="metrics:sweep-tp", width="stretch")
+    chart_frame([[sweep_ratio(result)], [sweep_throughput(result, "steps")]], "Variance sweep")

@@ -8,7 +8,7 @@ import re
 import time
 
 import pytest
-from appkit import click, page, player_payload, wait_for_live_run
+from appkit import click, frame_figures, page, player_payload, wait_for_live_run
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
@@ -167,7 +167,16 @@ def test_metrics_page_shows_both_policies_from_the_traces():
     runs = {p: trace.read(TRACE_DIR / f"seed-abcd-{p}.jsonl") for p in ("static", "continuous")}
     pads = [v for label, v in values if label == "padding"]
     assert pads == [f"{summarize(runs[p])['padding_slot_steps']} slot-steps" for p in ("static", "continuous")]
-    assert len(at.get("plotly_chart")) >= 3
+    at.selectbox(key="metrics:metric").set_value("e2e_steps").run()
+    charts = frame_figures(at)  # the charts are drawn in frames of their own (visuals.figure_frame)
+    assert [len(f) for f in charts] == [3, 1, 2]  # per request, CDF, KV use; step cost; the variance sweep
+    bars = charts[0][0]["data"]
+    assert [b["name"] for b in bars] == ["static", "continuous"]
+    for bar, policy in zip(bars, ("static", "continuous")):  # E2E on the step clock, counted from the trace itself
+        header, steps = runs[policy][0], [r for r in runs[policy] if r["type"] == "step"]
+        last = {s["request_id"]: r["step"] for r in steps for s in r["sampled"]}
+        want = {q["request_id"]: last[q["request_id"]] + 1 - q["arrival_step"] for q in header["requests"]}
+        assert dict(zip(bar["x"], bar["y"])) == want
 
 
 def test_compare_page_takes_any_two_runs_of_one_workload_and_refuses_two_workloads():

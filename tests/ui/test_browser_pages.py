@@ -86,10 +86,19 @@ def player_frame(page, step: int | None = None, min_charts: int = 8):
     return frame
 
 
+def chart_frames(page, count: int) -> list:
+    """The page's ``count`` chart frames (``visuals.figure_frame``), once each has drawn all its figures."""
+    page.wait_for_function(f"document.querySelectorAll('iframe[srcdoc*=\"bs-figures\"]').length >= {count}")
+    frames = [f.content_frame() for f in page.query_selector_all('iframe[srcdoc*="bs-figures"]')]
+    for frame in frames:
+        frame.wait_for_function("document.body.dataset.bsDrawn")
+    return frames
+
+
 PAGES = [
     ("walkthrough", "/?step=2", 0, 2200),
     ("compare", "/compare?scenario=sixteen&step=300", 0, 2400),
-    ("metrics", "/metrics?scenario=sixteen", 3, 2600),
+    ("metrics", "/metrics?scenario=sixteen", 0, 2600),
     ("trace", "/trace?step=3", 0, 2400),
 ]
 PLAYER_STEP = {"walkthrough": 2, "compare": 300, "trace": 3}  # pages whose views play in the browser player
@@ -105,6 +114,9 @@ def test_page_loads_without_error_or_outside_request(browser, server, name, path
     wait_ready(page, charts)
     if name in PLAYER_STEP:  # the per-step views play in the browser player's frame; ?step= lands there
         player_frame(page, step=PLAYER_STEP[name], min_charts=4)
+    if name == "metrics":  # six charts in three frames of their own
+        frames = chart_frames(page, 3)
+        assert sum(f.evaluate("document.querySelectorAll('.js-plotly-plot').length") for f in frames) == 6
     shot(page, name)
     outside = [u for u in requests if not u.startswith((server, "data:", "blob:"))]
     assert outside == [], f"the app asked the network for {outside[:5]}"
