@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from engine.cli_util import HelpFormatter, check_device, check_out_path
+from engine.cli_util import HelpFormatter, add_device_flags, check_device, check_out_path
 from engine.config import LIMITS
 from engine.progress import Progress
 from engine.threads import use_threads
@@ -66,8 +66,7 @@ def add_bench(sub) -> None:
         action="store_true",
         help="instead: the decode step quiet and with one busy core, for 1 and 2 threads (assets/contention.*)",
     )
-    b.add_argument("--model", default="SmolLM2-135M-Instruct")
-    b.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
+    add_device_flags(b)  # --model, --device, --dtype
     b.add_argument("--threads", type=int, default=None, help="CPU threads (default: available cores - 1, >= 1)")
     b.add_argument("--out-json", default=None, help="default: assets/bench.json (assets/contention.json)")
     b.add_argument("--out-md", default=None, help="default: assets/bench.md (assets/contention.md)")
@@ -99,8 +98,7 @@ def add_sweep(sub) -> None:
     w.add_argument("--block-size", type=int, default=16)
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--rounds", type=int, default=1, help="runs per level and batching mode (fastest counts); [1, 20]")
-    w.add_argument("--model", default="SmolLM2-135M-Instruct")
-    w.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
+    add_device_flags(w)  # --model, --device, --dtype
     w.add_argument("--threads", type=int, default=None, help="CPU threads (default: available cores - 1, >= 1)")
     w.add_argument("--out", default="assets/sweep.json", help="result JSON (its folder must exist)")
     w.set_defaults(handler=_sweep)
@@ -175,7 +173,7 @@ def _load(args):
         scenario = load_scenario(args.scenario)
         specs, budget = scenario["requests"], scenario.get("config", {}).get("max_num_batched_tokens", 128)
     use_threads(args.threads)
-    loaded = load_model(args.model, args.device)
+    loaded = load_model(args.model, args.device, args.dtype)
     from engine.config import EngineConfig
     from engine.llm import validate_requests
     from engine.workload import to_requests
@@ -245,7 +243,7 @@ def _sweep(args) -> int:
     check_device(args.device)
     check_model_name(args.model)
     use_threads(args.threads)
-    loaded = load_model(args.model, args.device)
+    loaded = load_model(args.model, args.device, args.dtype)
     bar = Progress("sweep")
     try:
         result = sweep.run_sweep(

@@ -96,11 +96,7 @@ def to_markdown(result: dict) -> str:
         f"Workload: {w['num_requests']} requests, max_tokens {w['max_tokens']}, greedy; "
         f"{result['options']['rounds']} interleaved rounds.",
         "",
-        *(
-            ["**PARTIAL: the run was stopped early (Ctrl-C); these are the rounds it finished.**", ""]
-            if result.get("partial")
-            else []
-        ),
+        *([f"**PARTIAL: {_stopped_by(result)}; these are the rounds it finished.**", ""] * bool(result.get("partial"))),
         "| # | engine | max_num_seqs | seconds (best round) | output tokens/s | × row 1 | outside forward |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -148,3 +144,10 @@ def write(result: dict, json_path: str | Path, md_path: str | Path) -> None:
     """Write the result as JSON and the Markdown table (each atomically: never half a file)."""
     write_text_atomic(json.dumps(result, indent=1, allow_nan=False) + "\n", json_path)
     write_text_atomic(to_markdown(result), md_path)
+
+
+def _stopped_by(result: dict) -> str:
+    """Why a partial run stopped: the error that ended it, else Ctrl-C."""
+    if result.get("error"):
+        return f"the run stopped at an error ({result['error']})"
+    return "the run was stopped early (Ctrl-C)"

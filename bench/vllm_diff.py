@@ -70,7 +70,7 @@ def batchscope_records(args) -> list[dict]:
     else:
         specs, overrides = read_workload(args.workload), {}
     config = config_from_args(args, overrides)
-    records = generate_trace(load_model(args.model, args.device), specs, config, scenario=args.scenario)
+    records = generate_trace(load_model(args.model, args.device, args.dtype), specs, config, scenario=args.scenario)
     if args.out:
         trace.write(records, args.out)
     return records

@@ -152,7 +152,7 @@ def _run(args) -> int:
 
     check_model_name(args.model)
     use_threads(args.threads)
-    loaded = load_model(args.model, args.device)
+    loaded = load_model(args.model, args.device, args.dtype)
     requests = to_requests(specs, loaded.tokenizer)
     validate_requests(loaded, requests, config)  # fail in seconds, before any step
     ignored = priority_ignored_message(requests, config)

@@ -54,6 +54,22 @@ def check_out_path(out: str | Path, flag: str, inputs: tuple[str | Path | None, 
 
 
 _DEVICE = re.compile(r"^(cpu|mps|cuda(:\d{1,3})?)$")
+DTYPES = ("float32", "bfloat16", "float16")  # the weights' and KV cache's floating-point type (--dtype)
+
+
+def add_device_flags(parser: argparse.ArgumentParser) -> None:
+    """``--model``, ``--device`` and ``--dtype``: where the model runs and in which float type (every command that
+    loads the model shares them; ``engine.models.load_model`` takes the three values)."""
+    parser.add_argument(
+        "--model", default="SmolLM2-135M-Instruct", help="HF causal-LM id (in the local cache) or local folder"
+    )
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default=None,
+        help="weights and KV cache (default: float32 on CPU, whose greedy outputs are deterministic; bfloat16 on CUDA)",
+    )
 
 
 def check_device(device: str | None) -> str | None:

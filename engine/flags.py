@@ -6,6 +6,7 @@ import argparse
 from dataclasses import fields
 
 from engine.batching import SCHEDULERS, mode_config, validate_config
+from engine.cli_util import add_device_flags
 from engine.config import LIMITS, SPEC_LIMITS, EngineConfig
 from engine.request_queue import QUEUES
 from engine.sglang_policy import POLICIES
@@ -56,10 +57,7 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     for name, (lo, hi) in SPEC_LIMITS.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=int, default=None, help=f"integer in [{lo}, {hi}]: {spec_help[name]}")
-    parser.add_argument(
-        "--model", default="SmolLM2-135M-Instruct", help="HF causal-LM id (in the local cache) or local folder"
-    )
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: cuda if available)")
+    add_device_flags(parser)  # --model, --device, --dtype
 
 
 def config_from_args(args, overrides: dict) -> EngineConfig:

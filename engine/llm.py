@@ -7,7 +7,7 @@ from collections.abc import Callable
 from engine.config import EngineConfig
 from engine.engine import LLMEngine
 from engine.model_runner import ModelRunner
-from engine.models import LoadedModel
+from engine.models import LoadedModel, device_name
 from engine.request import Request
 from engine.validation import validate_request
 from engine.workload import to_requests
@@ -60,6 +60,7 @@ def build_engine(loaded: LoadedModel, config: EngineConfig, scenario: str | None
         meta={
             "model": loaded.name,
             "device": str(loaded.device),
+            "device_name": device_name(loaded.device),
             "dtype": str(loaded.dtype).replace("torch.", ""),
             "scenario": scenario,
         },

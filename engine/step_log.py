@@ -31,7 +31,7 @@ def header_record(
     config: EngineConfig, meta: dict, requests: list[Request], eos: set[int], max_len: int | None
 ) -> HeaderRecord:
     """Line 1: the model, the config (queue policy included), every request with its prompt token ids."""
-    return {
+    header: HeaderRecord = {
         "type": "header",
         "schema_version": SCHEMA_VERSION,
         "model": meta.get("model", "unknown"),
@@ -45,6 +45,9 @@ def header_record(
         "max_model_len": max_len,
         "requests": [_request_spec(r) for r in requests],
     }
+    if meta.get("device_name"):
+        header["device_name"] = meta["device_name"]
+    return header
 
 
 def _request_spec(r: Request) -> RequestSpecRecord:

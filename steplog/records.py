@@ -63,6 +63,7 @@ class _HeaderOptional(TypedDict, total=False):
     max_model_len: int | None
     seed: int | None  # the run's seed: unseeded sampled requests drew their seeds from it
     cpu_share: float  # CPU time during the steps / (their wall time x threads); CPU runs only
+    device_name: str  # the accelerator's name, e.g. "NVIDIA H200" (GPU runs of Batchscope's engine)
 
 
 class HeaderRecord(_HeaderOptional):

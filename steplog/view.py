@@ -266,9 +266,10 @@ class TraceView:
     def provenance(self) -> str:
         h = self.header
         created = (h.get("created") or "")[:10] or "unknown date"
+        device = f"{h['device']} ({h['device_name']})" if h.get("device_name") else h["device"]
         if self.engine == "vllm":
-            return f"vLLM {h.get('vllm_version', '?')} server, {h['model']}, {h['device']} · {h['dtype']} · {created}"
-        return f"{h['model']} · {h['device']} · {h['dtype']} · {created}"
+            return f"vLLM {h.get('vllm_version', '?')} server, {h['model']}, {device} · {h['dtype']} · {created}"
+        return f"{h['model']} · {device} · {h['dtype']} · {created}"
 
 
 def declared_requests(header: Any, steps: list[Any]) -> list[Any]:

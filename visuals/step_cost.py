@@ -14,7 +14,7 @@ from steplog.step_cost import StepCost, decode_by_batch, fit, step_costs
 from steplog.view import TraceView
 from visuals.metrics import run_color
 from visuals.packing import figure_json
-from visuals.weight_floor import weight_floor
+from visuals.weight_floor import floor_ms_text, floor_of
 
 
 def step_cost_figure(views: dict[str, TraceView]) -> go.Figure:
@@ -93,8 +93,7 @@ def _add_points(fig: go.Figure, label: str, view: TraceView, color: str, costs: 
 
 
 def _floor(fig: go.Figure, view: TraceView) -> None:
-    h = view.header
-    floor = weight_floor(h.get("model"), h.get("dtype"), h.get("device"))
+    floor = floor_of(view.header)
     if floor is None:
         return
     fig.add_hline(
@@ -102,7 +101,7 @@ def _floor(fig: go.Figure, view: TraceView) -> None:
         line={"color": "#555", "dash": "dash", "width": 1},
         row=1,
         col=1,
-        annotation_text=f"weight-streaming floor {floor['seconds'] * 1e3:.1f} ms: {floor['source'].replace('`', '')}",
+        annotation_text=f"weight-streaming floor {floor_ms_text(floor['seconds'])}: {floor['source'].replace('`', '')}",
         annotation_position="top left",
         annotation_font_size=11,
     )

@@ -1,34 +1,73 @@
 """The weight-streaming floor of a decode step: the time a forward needs just to read every weight once, as
-``python -m engine bench`` measured it on this project's machine (``assets/bench.json``: the model's weight bytes
-and the read bandwidth of summing a buffer as large as the weights). One place for the figure; the step-cost
-chart and the glossary read it here.
+``python -m engine bench`` measured it (the model's weight bytes, and the read bandwidth of summing a buffer as large
+as the weights on that device). One place for the figure; the step-cost chart and the glossary read it here.
+
+The shipped measurements, one per device: ``assets/bench.json`` (this project's 2-core CPU machine) and
+``assets/bench-h200.json`` (an NVIDIA H200, recorded by ``scripts/gpu-engine-check.sh``). A trace is matched to
+the one of its model, dtype and device (PyTorch's device type, and for a GPU the name its header records).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-BENCH = Path(__file__).resolve().parents[1] / "assets" / "bench.json"
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+BENCHES = ("bench.json", "bench-h200.json")  # file names under assets/: each a `python -m engine bench` result
 
 
-@lru_cache(maxsize=8)
-def weight_floor(model: str | None, dtype: str | None, device: str | None) -> dict | None:
-    """``{"seconds", "weight_bytes", "bandwidth_Bps", "source"}`` when the benchmark ran on this model, dtype and
-    device; None otherwise (another model or machine, or no benchmark result shipped)."""
-    try:
-        bench = json.loads(BENCH.read_text(encoding="utf-8"))
-        prov, step = bench["provenance"], bench["decode_step"]
-        if (prov["model"], prov["dtype"], prov["device"]) != (model, dtype, device):
-            return None
-        weight_bytes, bandwidth = float(step["weight_bytes"]), float(step["read_bandwidth_GBps"]) * 1e9
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return {
-        "seconds": weight_bytes / bandwidth,
-        "weight_bytes": weight_bytes,
-        "bandwidth_Bps": bandwidth,
-        "source": f"{weight_bytes / 1e6:.0f} MB of {dtype} weights at {bandwidth / 1e9:.1f} GB/s, the read bandwidth "
-        f"`python -m engine bench` measured on this {prov.get('cpu_count', '?')}-core machine",
-    }
+@lru_cache(maxsize=4)
+def _measurements() -> tuple[dict, ...]:
+    """The shipped benchmark results that carry a decode-step measurement (unreadable files left out)."""
+    found = []
+    for name in BENCHES:
+        try:
+            bench = json.loads((ASSETS / name).read_text(encoding="utf-8"))
+            step = bench["decode_step"]
+            found.append({"provenance": bench["provenance"], "weight_bytes": float(step["weight_bytes"]),
+                          "bandwidth_Bps": float(step["read_bandwidth_GBps"]) * 1e9})  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return tuple(found)
+
+
+@lru_cache(maxsize=16)
+def weight_floor(
+    model: str | None, dtype: str | None, device: str | None, device_name: str | None = None
+) -> dict | None:
+    """``{"seconds", "weight_bytes", "bandwidth_Bps", "device", "source"}`` for a run of ``model`` in ``dtype`` on
+    ``device`` (``cpu``, ``cuda``, ``cuda:0``; a GPU also by ``device_name``, such as ``NVIDIA H200``), when a
+    shipped benchmark measured that combination; None otherwise (another model, dtype or machine)."""
+    kind = (device or "").split(":")[0]
+    for m in _measurements():
+        prov = m["provenance"]
+        if (prov.get("model"), prov.get("dtype"), prov.get("device")) != (model, dtype, kind):
+            continue
+        if kind != "cpu" and prov.get("device_name") != device_name:
+            continue
+        where = f"this {prov.get('cpu_count', '?')}-core machine" if kind == "cpu" else f"an {prov.get('device_name')}"
+        seconds, gbps = m["weight_bytes"] / m["bandwidth_Bps"], m["bandwidth_Bps"] / 1e9
+        rate = f"{gbps:,.{1 if gbps < 100 else 0}f} GB/s"
+        return {
+            "seconds": seconds,
+            "weight_bytes": m["weight_bytes"],
+            "bandwidth_Bps": m["bandwidth_Bps"],
+            "device": "this CPU" if kind == "cpu" else prov.get("device_name"),
+            "source": f"{m['weight_bytes'] / 1e6:.0f} MB of {dtype} weights at {rate}, "
+            f"the read bandwidth `python -m engine bench` measured on {where}",
+        }
+    return None
+
+
+def floor_of(header: Mapping[str, Any]) -> dict | None:
+    """``weight_floor`` of the run a trace header describes."""
+    return weight_floor(header.get("model"), header.get("dtype"), header.get("device"), header.get("device_name"))
+
+
+def floor_ms_text(seconds: float) -> str:
+    """A floor in ms to two significant figures: "24 ms", "0.14 ms"."""
+    ms = seconds * 1e3
+    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.2g} ms"

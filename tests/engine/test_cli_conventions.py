@@ -135,6 +135,23 @@ def test_shrunk_scenario_runs_writes_atomically_and_reports_on_stdout(tmp_path):
 
 
 @pytest.mark.real_model
+def test_dtype_flag_loads_the_model_in_that_type_and_the_header_says_so(tmp_path):
+    """--dtype bfloat16 on CPU: the header records it (and no device name: a CPU has none), and the run completes.
+    Its tokens may differ from float32's, so only their count is checked."""
+    out = tmp_path / "t.jsonl"
+    code, _, err = cli(
+        "run", "--scenario", "seed-abcd", "--num-requests", "1", "--max-tokens", "2", "--device", "cpu",
+        "--dtype", "bfloat16", "--out", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    records = trace.read(out)
+    assert (records[0]["device"], records[0]["dtype"]) == ("cpu", "bfloat16") and "device_name" not in records[0]
+    assert len(records[-1]["requests"][0]["output_token_ids"]) == 2
+    code, _, err = cli("run", "--scenario", "seed-abcd", "--dtype", "float64", "--out", str(tmp_path / "u.jsonl"))
+    assert code == 2 and "argument --dtype" in err and "'float32', 'bfloat16', 'float16'" in err.splitlines()[-1]
+
+
+@pytest.mark.real_model
 def test_ctrl_c_stops_between_steps_and_keeps_a_partial_trace(tmp_path):
     out = tmp_path / "t.jsonl"
     proc = subprocess.Popen(

@@ -48,3 +48,28 @@ def test_trace_check_passes_on_the_tracer_fixture():
         check=True,
     ).stdout
     assert '"requests": 4' in out and "vLLM 0.33.0 server" in out
+
+
+ENGINE_SCRIPT = ROOT / "scripts" / "gpu-engine-check.sh"
+
+
+def test_engine_gpu_check_dry_run_and_shellcheck(tmp_path):
+    """scripts/gpu-engine-check.sh (Batchscope's engine alone on a GPU, the shipped assets/traces/gpu/ and
+    assets/bench-cuda.json came from it): its dry run names every command, runs none, and it is shellcheck-clean."""
+    out = subprocess.run(
+        ["bash", str(ENGINE_SCRIPT), "--dry-run"],
+        env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    for scenario in ("sixteen", "seed-abcd"):
+        for batching in ("continuous", "static"):
+            assert (
+                f"engine run --scenario {scenario} --batching {batching} --device cuda --dtype float32 --force "
+                f"--out {tmp_path}/out/{scenario}-{batching}.jsonl" in out
+            )
+    assert "engine bench --device cuda --dtype float32 --rounds 1 --parity report" in out
+    assert not (tmp_path / "out").exists()
+    subprocess.run(["shellcheck", str(ENGINE_SCRIPT)], check=True)
