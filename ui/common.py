@@ -40,6 +40,14 @@ def recorded_records(scenario: str, policy: str) -> list[dict]:
 
 
 @st.cache_resource(show_spinner=False)
+def gpu_records(scenario: str, policy: str) -> list[dict] | None:
+    """The same scenario recorded on a GPU (assets/traces/gpu/, by scripts/gpu-engine-check.sh), or None where none
+    was recorded. Shared by every session, read-only."""
+    path = TRACE_DIR / "gpu" / f"{scenario}-{policy}.jsonl"
+    return trace.read(path) if path.exists() else None
+
+
+@st.cache_resource(show_spinner=False)
 def recorded_view(scenario: str, policy: str) -> TraceView:
     """The ``TraceView`` of a shipped trace, shared by every session: what the visuals derive from it (cells, block
     tables, moments) is built once per server, not per visit. Read-only: a page that needs its own ``source`` or

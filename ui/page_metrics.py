@@ -13,12 +13,12 @@ from engine.workload import list_scenarios
 from steplog.frames import summary_frame
 from steplog.metrics import LATENCY_METRICS, summarize
 from steplog.view import TraceView
-from ui.common import POLICIES, md, recorded_records
+from ui.common import POLICIES, gpu_records, md, recorded_records
 from ui.state import live_runs
 from ui.web_player import chart_frame
 from visuals.compare_runs import config_diff
 from visuals.metrics import REQUEST_METRICS, kv_utilisation, latency_cdf, request_latency, sweep_ratio, sweep_throughput
-from visuals.step_cost import step_cost_figure, step_cost_sentence
+from visuals.step_cost import device_sentence, step_cost_figure, step_cost_sentence
 
 SWEEP = Path(__file__).resolve().parent.parent / "assets" / "sweep.json"
 TPOT_HELP = (
@@ -132,18 +132,28 @@ def intro(runs: dict[str, list[dict]]) -> str:
     )
 
 
-def step_cost(runs: dict[str, list[dict]]) -> None:
-    """The seed's central claim, measured on these runs: a step's time against the tokens it computed."""
+def step_cost(runs: dict[str, list[dict]], gpu: dict[str, list[dict]] | None = None) -> None:
+    """The seed's central claim, measured on these runs: a step's time against the tokens it computed; and, where the
+    scenario was also recorded on a GPU (``gpu``: the same batching modes), the same steps there."""
     st.subheader("What a step costs: reading the weights, whatever the batch")
     views = {label: TraceView(r) for label, r in runs.items()}
     st.markdown(
         "Each dot is one step of the runs above: its wall time against the tokens it computed. A decode step reads "
         "every weight once however many requests decode in it, so its time grows slowly with the batch and the "
-        "time per token falls. The dotted lines fit time = fixed + per token × tokens; the fixed part is far above "
-        "the weight-streaming floor on this CPU (PyTorch's per-step overhead on a small model). "
+        "time per token falls. The dotted lines fit time = fixed + per token × tokens; the dashed line is the "
+        "weight-streaming floor of the device the runs used, where it was measured (a step cannot be faster). "
         + md(step_cost_sentence(views))
     )
-    chart_frame([[step_cost_figure(views)]], "What a step costs")
+    rows = [[step_cost_figure(views)]]
+    if gpu:
+        gpu_views = {label: TraceView(r) for label, r in gpu.items()}
+        there = gpu_views.get("continuous") or next(iter(gpu_views.values()))
+        here = views.get("continuous") or next(iter(views.values()))
+        name = there.header.get("device_name") or there.header["device"]
+        st.markdown(f"**The same steps on a GPU** (the lower chart). {md(device_sentence(here, there))}")
+        rows.append([step_cost_figure(gpu_views, title=f"The same steps on an {name}")])
+        rows[0] = [step_cost_figure(views, title="On this CPU" if here.header["device"] == "cpu" else "")]
+    chart_frame(rows, "What a step costs")
 
 
 def page() -> None:
@@ -179,7 +189,8 @@ def page() -> None:
         [[request_latency(runs, metric), latency_cdf(runs, "e2e_steps")], [kv_utilisation(runs)]],
         "Per-request latency and KV-cache use",
     )
-    step_cost(runs)
+    gpu = {p: r for p in POLICIES if choice in names and (r := gpu_records(choice, p))}
+    step_cost(runs, gpu)
     with st.expander("All figures (mean, p50, p90, p99)"):
         st.dataframe(summary_frame(runs), hide_index=True, width="stretch")
 

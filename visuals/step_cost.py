@@ -7,6 +7,8 @@ measured them) is drawn where the trace ran on the model, dtype and device the b
 
 from __future__ import annotations
 
+import statistics
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -17,10 +19,15 @@ from visuals.packing import figure_json
 from visuals.weight_floor import floor_ms_text, floor_of
 
 
-def step_cost_figure(views: dict[str, TraceView]) -> go.Figure:
+def step_cost_figure(views: dict[str, TraceView], title: str = "") -> go.Figure:
     """Left: step time (ms) against tokens computed, per run, decode-only steps as dots and steps with a prompt
     chunk as crosses, with each run's fitted line and the floor where known. Right: the median decode-only step's
-    time per token (ms) against the requests decoding in it."""
+    time per token (ms) against the requests decoding in it. ``title`` heads the figure ("On an NVIDIA H200").
+
+    The left panel's ms axis ends just above every step but the fits' outliers (over 3 x the time their run's line
+    predicts, ``steplog.step_cost.fit``): the rare far slower step (a GPU's first, warm-up step; a step that waited
+    for a busy CPU) would otherwise squash every other point into the bottom of the chart. A note in the corner
+    counts the steps above it and gives the slowest."""
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -29,13 +36,43 @@ def step_cost_figure(views: dict[str, TraceView]) -> go.Figure:
     )
     for i, (label, view) in enumerate(views.items()):
         _add_run(fig, label, view, run_color(label, i))
-    _floor(fig, next(iter(views.values())))
-    fig.update_layout(height=420, barmode="group", margin={"t": 40, "b": 40}, legend={"orientation": "h", "y": -0.2})
+    floor = _floor(fig, next(iter(views.values())))
+    fig.update_layout(
+        height=440 if title else 420,
+        barmode="group",
+        margin={"t": 70 if title else 40, "b": 40},
+        legend={"orientation": "h", "y": -0.2},
+        **({"title": {"text": title, "x": 0, "font": {"size": 15}}} if title else {}),
+    )
     fig.update_xaxes(title_text="tokens computed in the step", row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
+    _clip_slow_steps(fig, views, floor)
     fig.update_xaxes(title_text="requests decoding (decode-only steps)", type="category", row=1, col=2)
     fig.update_yaxes(title_text="ms per token (median step)", rangemode="tozero", row=1, col=2)
     return fig
+
+
+def _clip_slow_steps(fig: go.Figure, views: dict[str, TraceView], floor_ms: float | None) -> None:
+    """End the left panel's ms axis above every step but the fits' outliers (and above the floor), and count those
+    outliers above it in a corner note."""
+    inside: list[float] = []
+    above: list[float] = []
+    for view in views.values():
+        costs = step_costs(view)
+        line = fit(costs)
+        outliers = set(line["outliers"]) if line else set()
+        for c in costs:
+            (above if c["step"] in outliers else inside).append(c["seconds"] * 1e3)
+    top = 1.1 * max([*inside, floor_ms or 0])
+    above = sorted(t for t in above if t > top)
+    if not inside or not above:
+        return
+    fig.update_yaxes(range=[0, top], row=1, col=1)
+    fig.add_annotation(
+        text=f"{len(above)} outlier step{'s' * (len(above) > 1)} above (slowest {above[-1]:.0f} ms)",
+        xref="x domain", yref="y domain", x=1, y=1, xanchor="right", yanchor="top", showarrow=False,
+        font={"size": 11, "color": "#555"},
+    )  # fmt: skip
 
 
 def _add_run(fig: go.Figure, label: str, view: TraceView, color: str) -> None:
@@ -92,19 +129,23 @@ def _add_points(fig: go.Figure, label: str, view: TraceView, color: str, costs: 
         )
 
 
-def _floor(fig: go.Figure, view: TraceView) -> None:
+def _floor(fig: go.Figure, view: TraceView) -> float | None:
+    """The weight-streaming floor of ``view``'s device as a dashed line with a short label (its source is told in
+    the page's text): the floor in ms, or None where it was not measured."""
     floor = floor_of(view.header)
     if floor is None:
-        return
+        return None
     fig.add_hline(
         y=floor["seconds"] * 1e3,
         line={"color": "#555", "dash": "dash", "width": 1},
         row=1,
         col=1,
-        annotation_text=f"weight-streaming floor {floor_ms_text(floor['seconds'])}: {floor['source'].replace('`', '')}",
+        annotation_text=f"weight-streaming floor {floor_ms_text(floor['seconds'])} "
+        f"({floor['weight_bytes'] / 1e6:.0f} MB at {floor['bandwidth_Bps'] / 1e9:,.0f} GB/s)",
         annotation_position="top left",
         annotation_font_size=11,
     )
+    return floor["seconds"] * 1e3
 
 
 def step_cost_sentence(views: dict[str, TraceView]) -> str:
@@ -124,6 +165,55 @@ def step_cost_sentence(views: dict[str, TraceView]) -> str:
     return "; ".join(parts) + "." if parts else ""
 
 
+def device_sentence(here: TraceView, there: TraceView) -> str:
+    """What the same workload cost on the device of ``there`` (a GPU trace) against ``here`` (this CPU's), from the
+    two traces and each device's weight-streaming floor: whether the schedule and outputs match, the median
+    decode-only step on each, each against its floor, and a token's cost alone against in the largest batch."""
+    h = there.header
+    name = h.get("device_name") or h.get("device", "another device")
+    same = _schedule(here) == _schedule(there) and _outputs(here) == _outputs(there)
+    text = f"Recorded on an {name} in {h.get('dtype')}: " + (
+        f"the same {there.num_steps} steps with token-identical outputs, so only the device differs. "
+        if same
+        else "the same workload (its steps or outputs differ from this CPU's run). "
+    )
+    a, b = _median_decode(here), _median_decode(there)
+    if a is None or b is None:
+        return text
+    text += f"A decode step took a median {b * 1e3:.1f} ms on the GPU against {a * 1e3:.0f} ms on this CPU"
+    fa, fb = floor_of(here.header), floor_of(there.header)
+    if fa and fb:
+        text += (
+            f". The {name} streams every weight in {floor_ms_text(fb['seconds'])} ({fb['source'].replace('`', '')}), "
+            f"so its step "
+            f"takes {b / fb['seconds']:.0f}× its floor, where this CPU's takes {a / fa['seconds']:.1f}×: a model "
+            "this small leaves the GPU mostly waiting. Its fixed cost is the CPU issuing the forward's thousands of "
+            "small operations one after another (python scripts/count_step_ops.py counts them), which is why vLLM "
+            "replays its decode forward as CUDA graphs"
+        )
+    by_batch = decode_by_batch(step_costs(there))
+    if len(by_batch) >= 2:
+        few, many = min(by_batch), max(by_batch)
+        text += (
+            f". Batching pays on the GPU too: a token cost {by_batch[few]['per_token_s'] * 1e3:.1f} ms with {few} "
+            f"request{'s' * (few > 1)} decoding and {by_batch[many]['per_token_s'] * 1e3:.1f} ms with {many}"
+        )
+    return text + "."
+
+
+def _schedule(view: TraceView) -> list[list[tuple[str, int]]]:
+    return [[(s["request_id"], s["num_tokens"]) for s in step["scheduled"]] for step in view.steps]
+
+
+def _outputs(view: TraceView) -> dict[str, list[int]]:
+    return {r["request_id"]: r.get("output_token_ids") for r in view.summary.get("requests", [])}
+
+
+def _median_decode(view: TraceView) -> float | None:
+    times = [c["seconds"] for c in step_costs(view) if c["decode_only"]]
+    return statistics.median(times) if times else None
+
+
 PLAYER_TITLE = "What a step costs: its time against the tokens it computed (ring: this step)"
 
 
@@ -137,7 +227,7 @@ def step_cost_player(view: TraceView, color: str = "#0072B2") -> dict | None:
         return None
     fig = make_subplots(rows=1, cols=1)
     _add_points(fig, "", view, color, costs)
-    _floor(fig, view)
+    _floor(fig, view)  # the player's chart keeps every point: its ring must find the current step's
     fig.update_layout(height=300, margin={"t": 10, "b": 40, "l": 50, "r": 10}, legend={"orientation": "h", "y": -0.3})
     fig.update_xaxes(title_text="tokens computed in the step", rangemode="tozero")
     fig.update_yaxes(title_text="ms", rangemode="tozero")

@@ -138,7 +138,7 @@ def tiny_cli(tiny_model, monkeypatch, tmp_path):
     from engine.models import LoadedModel
 
     loaded = LoadedModel("tiny-llama", tiny_model, None, torch.device("cpu"), torch.float64)
-    monkeypatch.setattr(engine.models, "load_model", lambda name, device=None: loaded)
+    monkeypatch.setattr(engine.models, "load_model", lambda name, device=None, dtype=None: loaded)
     monkeypatch.setattr(engine.threads, "use_threads", lambda n=None: 1)  # leave this process's threads alone
     execute, calls = ModelRunner.execute, []
 

@@ -169,7 +169,17 @@ def test_metrics_page_shows_both_policies_from_the_traces():
     assert pads == [f"{summarize(runs[p])['padding_slot_steps']} slot-steps" for p in ("static", "continuous")]
     at.selectbox(key="metrics:metric").set_value("e2e_steps").run()
     charts = frame_figures(at)  # the charts are drawn in frames of their own (visuals.figure_frame)
-    assert [len(f) for f in charts] == [3, 1, 2]  # per request, CDF, KV use; step cost; the variance sweep
+    assert [len(f) for f in charts] == [3, 2, 2]  # per request, CDF, KV use; step cost here and on a GPU; sweep
+    gpu = {p: trace.read(TRACE_DIR / "gpu" / f"seed-abcd-{p}.jsonl") for p in ("static", "continuous")}
+    for fig, recorded in zip(charts[1], (runs, gpu)):  # each chart's dots are its own device's step times
+        dots = {d["name"]: d["y"] for d in fig["data"] if d.get("mode") == "markers"}
+        for policy, records in recorded.items():
+            want = sorted(1e3 * (r["t_end"] - r["t_start"]) for r in records if r["type"] == "step" and r["scheduled"])
+            got = sorted(dots[f"{policy}: decode only"] + dots[f"{policy}: with a prompt chunk"])
+            assert got == pytest.approx(want)
+    assert "on an NVIDIA H200" in charts[1][1]["layout"]["annotations"][0]["text"]
+    text = " ".join(m.value for m in at.markdown)
+    assert "the same 14 steps with token-identical outputs" in text  # seed-abcd continuous: 14 steps on both
     bars = charts[0][0]["data"]
     assert [b["name"] for b in bars] == ["static", "continuous"]
     for bar, policy in zip(bars, ("static", "continuous")):  # E2E on the step clock, counted from the trace itself

@@ -114,9 +114,9 @@ def test_page_loads_without_error_or_outside_request(browser, server, name, path
     wait_ready(page, charts)
     if name in PLAYER_STEP:  # the per-step views play in the browser player's frame; ?step= lands there
         player_frame(page, step=PLAYER_STEP[name], min_charts=4)
-    if name == "metrics":  # six charts in three frames of their own
+    if name == "metrics":  # seven charts in three frames of their own (the step cost on this CPU and on a GPU)
         frames = chart_frames(page, 3)
-        assert sum(f.evaluate("document.querySelectorAll('.js-plotly-plot').length") for f in frames) == 6
+        assert sum(f.evaluate("document.querySelectorAll('.js-plotly-plot').length") for f in frames) == 7
     shot(page, name)
     outside = [u for u in requests if not u.startswith((server, "data:", "blob:"))]
     assert outside == [], f"the app asked the network for {outside[:5]}"
