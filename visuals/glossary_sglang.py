@@ -1,10 +1,12 @@
 """The glossary's terms of SGLang's scheduler (radix cache, prefill first, admission by estimated output,
-retraction, new-token ratio), each found in a trace by a rule over its decision records (``decisions.batch``,
-admissions with their reserved output, retractions), never by a step number."""
+retraction, new-token ratio) and of the metrics an SGLang server exports, each found in a trace by a rule over its
+decision records (``decisions.batch``, admissions with their reserved output, retractions), never by a step number."""
 
 from __future__ import annotations
 
 from steplog.decisions import decisions
+from steplog.gauges import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, gauges
+from steplog.metric_names import SGLANG
 from steplog.view import TraceView
 from visuals.glossary_term import Found, Term
 
@@ -66,6 +68,21 @@ def ratio_jump(view: TraceView) -> Found:
         return f"new_token_ratio goes from {was:.3f} to {now:.3f}"
 
     return _first(view, test)
+
+
+def sglang_metrics(view: TraceView) -> Found:
+    """The first retraction, read as SGLang's scheduler reports its metrics after the step (``steplog.gauges_sglang``:
+    the running batch, the waiting queue with the retracted request in it, token usage, the retraction counter)."""
+    k = next((k for k, st in enumerate(view.steps) if st["preempted"]), None)
+    if k is None:
+        return None
+    g = gauges(view)
+    name = {key: SGLANG[key][0] for key in (RUNNING, WAITING, KV_USAGE, PREEMPTIONS)}
+    return view.steps[k]["step"], (
+        f"{view.steps[k]['preempted'][0]} is retracted; after this step {name[RUNNING]} = {g[RUNNING][k]}, "
+        f"{name[WAITING]} = {g[WAITING][k]}, {name[KV_USAGE]} = {g[KV_USAGE][k]:.2f} and "
+        f"{name[PREEMPTIONS]} = {g[PREEMPTIONS][k]}"
+    )
 
 
 SGLANG_TERMS = (
@@ -132,6 +149,21 @@ SGLANG_TERMS = (
         "0.7, − 0.7 × 0.86 / 600 per decode step, ≥ 0.098; after a retraction min(1, (decoded + 20 × kept) / "
         "(Σ max_tokens + 1))",
         ratio_jump,
+        HOME,
+    ),
+    Term(
+        "sglang_metrics",
+        "SGLang's production metrics",
+        (
+            "What an SGLang server exports for Prometheus (the names of SGLang 0.5.23, "
+            "sglang/srt/observability/metrics_collector.py), what each observes, and the figure Batchscope computes "
+            "from a trace of SGLang's scheduler (the gauges under the Trace page's timeline). SGLang counts its "
+            "pool in token slots, not blocks; token_usage counts cached tokens no running request holds as free; "
+            "the hit rate is the last prefill batch's; and it reports at each prefill batch but only every 40th "
+            "decode batch, so a dashboard sees fewer points than the trace has steps."
+        ),
+        "\n".join(f"{name}: {what} → {ours}" for name, what, ours in SGLANG.values()),
+        sglang_metrics,
         HOME,
     ),
 )

@@ -17,7 +17,7 @@ from visuals.glossary_terms import TERMS
 
 KEYS = [(sc, p) for sc in ("seed-abcd", "preemption", "sixteen", "shared-prefix") for p in ("continuous", "static")]
 KEYS.append(("vllm-vs-sglang", "sglang"))  # SGLang's scheduler's terms
-SGLANG = ("radix_cache", "prefill_first", "reserved_output", "retraction", "new_token_ratio")
+SGLANG = ("radix_cache", "prefill_first", "reserved_output", "retraction", "new_token_ratio", "sglang_metrics")
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +97,7 @@ def sglang_visible(term: str, records: list[dict], k: int) -> bool:
             bool(st["waiting"]) and not st["admitted"] and st["decisions"]["head"]["limit"] == "sglang_reserved_output"
         ),
         "retraction": lambda: bool(st["preempted"]),
+        "sglang_metrics": lambda: bool(st["preempted"]) and set(st["preempted"]) <= set(st["waiting"]),
         "new_token_ratio": lambda: k > 0 and ratio[k] > ratio[k - 1],
     }
     return checks[term]()
