@@ -9,7 +9,7 @@ from engine.workload import list_scenarios
 from steplog import trace
 from steplog.metric_names import FAMILIES, TITLES, family
 from steplog.view import TraceView
-from ui.common import badge, md, query_int, recorded_policies, recorded_records
+from ui.common import POLICIES, badge, gpu_records, md, query_int, recorded_policies, recorded_records
 from ui.state import live_runs
 from ui.web_player import web_player
 from visuals.gauges import DRAWN
@@ -27,10 +27,15 @@ def steps_table(records: list[dict], view: TraceView | None = None) -> pd.DataFr
     return pd.DataFrame([step_row(view, k) for k in range(view.num_steps)], columns=list(columns(view)))
 
 
+GPU = "recorded on a GPU"  # the options of assets/traces/gpu/ (?device=gpu), beside "recorded" (this CPU's)
+
+
 def _linked_option(options: list[str]) -> int:
-    """The option a link asked for (``?scenario=..&policy=..`` or ``?live=policy``), else the first."""
+    """The option a link asked for (``?scenario=..&policy=..``, ``&device=gpu``, or ``?live=policy``), else the
+    first."""
     q = st.query_params
-    wanted = f"live run: {q['live']}" if "live" in q else f"recorded: {q.get('scenario')} / {q.get('policy')}"
+    where = GPU if q.get("device") == "gpu" else "recorded"
+    wanted = f"live run: {q['live']}" if "live" in q else f"{where}: {q.get('scenario')} / {q.get('policy')}"
     return options.index(wanted) if wanted in options else 0
 
 
@@ -42,18 +47,22 @@ def choose_trace(prefix: str = "trace", follow_url: bool = True) -> tuple[list[d
     names = sorted(list_scenarios(), key=lambda n: n != "seed-abcd")  # the walkthrough's story first
     order = ("continuous", "static", "sglang")
     options = [f"recorded: {sc} / {p}" for sc in names for p in sorted(recorded_policies(sc), key=order.index)]
+    options += [f"{GPU}: {sc} / {p}" for sc in names for p in POLICIES[::-1] if gpu_records(sc, p)]
     live = live_runs()
     options += [f"live run: {p}" for p in live]
     options.append("upload a file…")
     index = _linked_option(options) if follow_url else 0
     choice = st.selectbox("Trace", options, index=index, key=f"{prefix}:choice")
     if follow_url:
-        for name in ("scenario", "policy", "live"):
+        for name in ("scenario", "policy", "live", "device"):
             st.query_params.pop(name, None)
     if choice.startswith("recorded"):
         sc, p = choice.split(": ", 1)[1].split(" / ")
+        on_gpu = choice.startswith(GPU)
         if follow_url:
-            st.query_params.update(scenario=sc, policy=p)
+            st.query_params.update(scenario=sc, policy=p, **({"device": "gpu"} if on_gpu else {}))
+        if on_gpu:
+            return gpu_records(sc, p) or [], "recorded", f"{sc}-{p}-gpu.jsonl"
         return recorded_records(sc, p), "recorded", f"{sc}-{p}.jsonl"
     if choice.startswith("live"):
         if follow_url:

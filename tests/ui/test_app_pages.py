@@ -85,6 +85,17 @@ def test_trace_page_shows_header_steps_and_export():
     assert not at.exception
 
 
+def test_trace_page_opens_a_gpu_trace_by_its_link():
+    """?device=gpu opens the trace recorded on the H200: its badge names the GPU and its table is the file's."""
+    at = page("page_trace", scenario="seed-abcd", policy="static", device="gpu")
+    assert at.selectbox(key="trace:choice").value == "recorded on a GPU: seed-abcd / static"
+    records = trace.read(TRACE_DIR / "gpu" / "seed-abcd-static.jsonl")
+    (table,) = [d.value for d in at.dataframe]
+    assert list(table["t_end (s)"]) == [round(r["t_end"], 4) for r in records if r["type"] == "step"]
+    assert any("cuda (NVIDIA H200) · float32" in c.value for c in at.caption)  # the provenance badge
+    assert at.query_params["device"] in ("gpu", ["gpu"])
+
+
 def test_trace_page_builds_the_header_and_a_raw_record_when_opened():
     """Folded, the Header and "Raw record of a step" boxes hold no JSON viewer (each cost the browser ~0.1 s on
     every visit); opened, they show the trace file's own header line and the step's own record."""
