@@ -1,5 +1,6 @@
-"""scripts/vllm-gpu-check.sh cannot run here (no GPU): its dry run prints the commands it would run, it is
-shellcheck-clean where shellcheck is installed, and its trace check passes on a trace the tracer wrote."""
+"""The GPU scripts cannot run here (no GPU): scripts/vllm-gpu-check.sh's and scripts/gpu-engine-check.sh's dry runs
+print the commands they would run, both are shellcheck-clean, and the trace check passes on a trace the tracer
+wrote."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ from conftest import ROOT
 SCRIPT = ROOT / "scripts" / "vllm-gpu-check.sh"
 
 
-def test_dry_run_prints_every_command_without_running_them(tmp_path):
-    out = subprocess.run(
-        ["bash", str(SCRIPT), "--dry-run"],
-        env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")},
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
+def dry_run(script, out) -> str:
+    """What ``script --dry-run`` prints, with ``OUT`` set to ``out``."""
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(out)}
+    return subprocess.run(
+        ["bash", str(script), "--dry-run"], env=env, capture_output=True, text=True, check=True, timeout=60
     ).stdout
+
+
+def test_dry_run_prints_every_command_without_running_them(tmp_path):
+    out = dry_run(SCRIPT, tmp_path / "out")
     for needle in (
         "pip install -q --no-deps .",
         "BATCHSCOPE_TRACE=",
@@ -55,15 +57,8 @@ ENGINE_SCRIPT = ROOT / "scripts" / "gpu-engine-check.sh"
 
 def test_engine_gpu_check_dry_run_and_shellcheck(tmp_path):
     """scripts/gpu-engine-check.sh (Batchscope's engine alone on a GPU, the shipped assets/traces/gpu/ and
-    assets/bench-cuda.json came from it): its dry run names every command, runs none, and it is shellcheck-clean."""
-    out = subprocess.run(
-        ["bash", str(ENGINE_SCRIPT), "--dry-run"],
-        env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")},
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
+    assets/bench-h200.json came from it): its dry run names every command, runs none, and it is shellcheck-clean."""
+    out = dry_run(ENGINE_SCRIPT, tmp_path / "out")
     for scenario in ("sixteen", "seed-abcd"):
         for batching in ("continuous", "static"):
             assert (
