@@ -188,7 +188,7 @@ def test_metrics_page_shows_both_policies_from_the_traces():
             want = sorted(1e3 * (r["t_end"] - r["t_start"]) for r in records if r["type"] == "step" and r["scheduled"])
             got = sorted(dots[f"{policy}: decode only"] + dots[f"{policy}: with a prompt chunk"])
             assert got == pytest.approx(want)
-    assert "on an NVIDIA H200" in charts[1][1]["layout"]["annotations"][0]["text"]
+    assert charts[1][1]["layout"]["title"]["text"] == "The same steps on an NVIDIA H200"
     text = " ".join(m.value for m in at.markdown)
     assert "the same 14 steps with token-identical outputs" in text  # seed-abcd continuous: 14 steps on both
     bars = charts[0][0]["data"]
