@@ -32,11 +32,13 @@ def _term(term: Term, where: SeeIt | None) -> None:
     with st.container(border=True, key=f"gloss-{term.key}"):
         st.markdown(f"**{term.name}**: {term.text}")
         if term.formula:
-            st.code(term.formula, language=None)
+            st.code(term.formula, language=None, wrap_lines=True)  # long lines wrap: nothing hidden at 1280x720
         if where is None:
             st.caption("No shipped trace shows this yet (it needs a trace that records it).")
             return
-        step_link(where.target, f"See it: {where.scenario} ({where.policy}), step {where.step}: {where.what}")
+        # a link's label stays on one line and is cut at the box's edge: what the step shows goes under it, wrapped
+        step_link(where.target, f"See it: {where.scenario} ({where.policy}), step {where.step}")
+        st.caption(md(where.what))
 
 
 def _worked_example() -> None:

@@ -309,3 +309,22 @@ def test_run_b_toggles_read_whole_at_1280x720(browser, server):
     toggles = [f"pg{side}-{k}" for side in ("", "-b") for k in ("chunked", "prefix", "fullprompt", "mixed")]
     assert page.evaluate(CUT_LABELS, toggles) == []
     page.close()
+
+
+# Text the Glossary cuts at a box's edge: a code block that scrolls sideways, a link label wider than its line.
+CUT_GLOSSARY = """() => [...document.querySelectorAll('[data-testid="stCode"] pre, [data-testid="stPageLink"] p')]
+  .filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.textContent.slice(0, 60))"""
+
+
+def test_glossary_cuts_no_formula_or_link_at_1280x720(browser, server):
+    """Every term's formula wraps and every "See it" link reads whole (the vLLM and SGLang metric tables ran past
+    their boxes, and a link's label with what the step shows was cut mid-number)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(server + "/glossary")
+    page.get_by_text("SGLang's production metrics").first.wait_for()
+    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')")
+    assert page.locator('[data-testid="stCode"]').count() >= 20
+    assert page.locator('[data-testid="stPageLink"]').count() >= 31
+    assert page.evaluate(CUT_GLOSSARY) == []
+    page.close()
