@@ -30,6 +30,23 @@ def steps_table(records: list[dict], view: TraceView | None = None) -> pd.DataFr
 GPU = "recorded on a GPU"  # the options of assets/traces/gpu/ (?device=gpu), beside "recorded" (this CPU's)
 
 
+# The whole trace's table: shorter headings than the player's table (the full name on hover) and fixed widths in px
+# that add up to the 784 px the page has at 1280x720 (a static trace's ten columns needed 921 px as the player's table
+# names them, and the grid then scrolled sideways). A longer cell is cut; clicking it shows it whole.
+SHORT = {"t_end (s)": "end (s)", "batched tokens": "tokens", "padding rows": "padding", "KV blocks used": "blocks",
+         "token slots used": "slots"}  # fmt: skip
+WIDTH = {"step": 50, "t_end (s)": 64, "batched tokens": 58, "scheduled": 204, "admitted": 72, "finished": 64,
+         "preempted": 82, "waiting": 62, "padding rows": 68, "KV blocks used": 56, "token slots used": 52}  # fmt: skip
+
+
+def column_config(table: pd.DataFrame) -> dict:
+    """``st.dataframe``'s column_config for the whole trace's table: the short headings and the widths above."""
+    return {
+        c: st.column_config.Column(SHORT.get(c, c), help=c if c in SHORT else None, width=WIDTH.get(c))
+        for c in table.columns
+    }
+
+
 def _linked_option(options: list[str]) -> int:
     """The option a link asked for (``?scenario=..&policy=..``, ``&device=gpu``, or ``?live=policy``), else the
     first."""
@@ -168,7 +185,8 @@ def page() -> None:
         "that step). Every step of the whole trace, sortable:"
     )
     with st.expander("All steps", expanded=False):
-        st.dataframe(steps_table(records, view), hide_index=True, width="stretch", height=260)
+        table = steps_table(records, view)
+        st.dataframe(table, hide_index=True, width="stretch", height=260, column_config=column_config(table))
         st.caption(CAPTION)
     names = FAMILIES[family(view.header)]
     st.caption(

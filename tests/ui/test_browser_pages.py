@@ -328,3 +328,19 @@ def test_glossary_cuts_no_formula_or_link_at_1280x720(browser, server):
     assert page.locator('[data-testid="stPageLink"]').count() >= 31
     assert page.evaluate(CUT_GLOSSARY) == []
     page.close()
+
+
+def test_all_steps_table_of_a_static_trace_fits_1280x720(browser, server):
+    """The whole trace's table under "All steps": a static trace's ten columns fit the page's width (they needed
+    921 px of its 784 and the grid scrolled sideways); the headings are shorter there, each whole name on hover."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(server + "/trace?scenario=sixteen&policy=static")
+    page.get_by_text("All steps").first.click()
+    page.locator('[data-testid="stDataFrame"] .dvn-scroller').first.wait_for()
+    widths = page.evaluate(
+        "() => { const s = document.querySelector('[data-testid=\"stDataFrame\"] .dvn-scroller');"
+        " return [s.scrollWidth, s.clientWidth]; }"
+    )
+    assert widths[0] <= widths[1] + 1, widths
+    page.close()
