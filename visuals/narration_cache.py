@@ -3,7 +3,11 @@ leaves when the pool runs short; vLLM's free queue hands out a cached free block
 prefix from the prefix cache. Read from the step's ``kv.evicted`` (``steplog.records.KVExtras``), in the pool's
 unit; the order is ``steplog.reasons.eviction_order``:
 
-    "To make room, 8 cached token slots were evicted from the radix cache (least recently used first)."
+    "To make room, 63 cached token slots were evicted from the radix cache (whole unlocked leaves, least recently
+    used first)."
+
+SGLang frees a leaf whole, even past the tokens it asked for (``engine/radix_cache.py``, as its ``RadixCache.evict``),
+so its count can exceed what the step allocates; the sentence says so.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ def eviction(view: TraceView, step: int) -> list[str]:
     if not n:
         return []
     was = "was" if n == 1 else "were"
+    whole = "whole unlocked leaves, " if view.header.get("policy") == "sglang" else ""
     return [
         f"To make room, {plural(n, 'cached ' + pool_unit(view.header))} {was} evicted from the "
-        f"{cache_name(view.header)} ({eviction_order(view.header)})."
+        f"{cache_name(view.header)} ({whole}{eviction_order(view.header)})."
     ]

@@ -80,7 +80,9 @@ def test_sglang_passed_checks_count_at_the_prefill_attempt():
     step29 = {i["limit"]: (i["state"], i["numbers"]) for i in head_checklist(_view("shared-prefix-sglang"), 29)}
     assert step29["token_budget"] == ("passed", "64 of 64 tokens left")
     assert step29["max_num_seqs"] == ("passed", "1 / 3 rows used")
-    assert step29["sglang_reserved_output"] == ("binds", "needs 45 tokens, 43 left")
+    head = _view("shared-prefix-sglang").steps[29]["decisions"]["head"]  # the record: what the checklist must say
+    assert (head["request_id"], head["need"], head["left"]) == ("A3", 45, 35)
+    assert step29["sglang_reserved_output"] == ("binds", "needs 45 tokens, 35 left")
     view = _view("vllm-vs-sglang-sglang")
     assert view.steps[53]["preempted"] == ["C"]
     assert [i["limit"] for i in head_checklist(view, 53)] == [
