@@ -323,9 +323,11 @@ def test_glossary_cuts_no_formula_or_link_at_1280x720(browser, server):
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(server + "/glossary")
     page.get_by_text("SGLang's production metrics").first.wait_for()
-    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')")
-    assert page.locator('[data-testid="stCode"]').count() >= 20
-    assert page.locator('[data-testid="stPageLink"]').count() >= 31
+    # every term's box drawn: its formula (20 of the 31 terms have one) and its "See it" link
+    page.wait_for_function(
+        "document.querySelectorAll('[data-testid=\"stCode\"] pre').length >= 20"
+        " && document.querySelectorAll('[data-testid=\"stPageLink\"]').length >= 31"
+    )
     assert page.evaluate(CUT_GLOSSARY) == []
     page.close()
 
