@@ -16,7 +16,7 @@ from steplog.step_cost import StepCost, decode_by_batch, fit, step_costs
 from steplog.view import TraceView
 from visuals.metrics import run_color
 from visuals.packing import figure_json
-from visuals.weight_floor import floor_ms_text, floor_of
+from visuals.weight_floor import floor_ms_text, floor_of, rate_text
 
 
 def step_cost_figure(views: dict[str, TraceView], title: str = "") -> go.Figure:
@@ -141,7 +141,7 @@ def _floor(fig: go.Figure, view: TraceView) -> float | None:
         row=1,
         col=1,
         annotation_text=f"weight-streaming floor {floor_ms_text(floor['seconds'])} "
-        f"({floor['weight_bytes'] / 1e6:.0f} MB at {floor['bandwidth_Bps'] / 1e9:,.0f} GB/s)",
+        f"({floor['weight_bytes'] / 1e6:.0f} MB at {rate_text(floor['bandwidth_Bps'])})",
         annotation_position="top left",
         annotation_font_size=11,
     )

@@ -49,8 +49,8 @@ def weight_floor(
         if kind != "cpu" and prov.get("device_name") != device_name:
             continue
         where = f"this {prov.get('cpu_count', '?')}-core machine" if kind == "cpu" else f"an {prov.get('device_name')}"
-        seconds, gbps = m["weight_bytes"] / m["bandwidth_Bps"], m["bandwidth_Bps"] / 1e9
-        rate = f"{gbps:,.{1 if gbps < 100 else 0}f} GB/s"
+        seconds = m["weight_bytes"] / m["bandwidth_Bps"]
+        rate = rate_text(m["bandwidth_Bps"])
         return {
             "seconds": seconds,
             "weight_bytes": m["weight_bytes"],
@@ -65,6 +65,12 @@ def weight_floor(
 def floor_of(header: Mapping[str, Any]) -> dict | None:
     """``weight_floor`` of the run a trace header describes."""
     return weight_floor(header.get("model"), header.get("dtype"), header.get("device"), header.get("device_name"))
+
+
+def rate_text(bandwidth_bps: float) -> str:
+    """A read bandwidth in GB/s: one decimal under 100 ("22.1 GB/s"), none above ("3,830 GB/s")."""
+    gbps = bandwidth_bps / 1e9
+    return f"{gbps:,.{1 if gbps < 100 else 0}f} GB/s"
 
 
 def floor_ms_text(seconds: float) -> str:
