@@ -151,9 +151,13 @@ EVICTION_ORDERS: dict[str, str] = {"lru": "least recently used first", "lfu": "l
 
 def eviction_order(header: Mapping[str, Any]) -> str:
     """How the trace's cache picks what to evict (``EVICTION_ORDERS``): the header's ``radix_eviction_policy`` for
-    an SGLang trace that records one, else LRU (SGLang's default, and vLLM's free-queue order)."""
-    policy = header["config"].get("radix_eviction_policy", "lru") if header.get("policy") == "sglang" else "lru"
-    return EVICTION_ORDERS.get(policy, policy)
+    an SGLang trace that records one, else LRU (SGLang's default, and vLLM's free-queue order); SGLang's in whole
+    unlocked leaves."""
+    if header.get("policy") != "sglang":
+        return EVICTION_ORDERS["lru"]
+    # SGLang frees a leaf of its radix tree whole, even past the tokens it asked for (its RadixCache.evict)
+    policy = header["config"].get("radix_eviction_policy", "lru")
+    return "whole unlocked leaves, " + EVICTION_ORDERS.get(policy, policy)
 
 
 def pool_words(header: Mapping[str, Any]) -> str:

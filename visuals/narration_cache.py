@@ -7,7 +7,7 @@ unit; the order is ``steplog.reasons.eviction_order``:
     used first)."
 
 SGLang frees a leaf whole, even past the tokens it asked for (``engine/radix_cache.py``, as its ``RadixCache.evict``),
-so its count can exceed what the step allocates; the sentence says so.
+so its count can exceed what the step allocates; ``eviction_order`` says so.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ def eviction(view: TraceView, step: int) -> list[str]:
     if not n:
         return []
     was = "was" if n == 1 else "were"
-    whole = "whole unlocked leaves, " if view.header.get("policy") == "sglang" else ""
     return [
         f"To make room, {plural(n, 'cached ' + pool_unit(view.header))} {was} evicted from the "
-        f"{cache_name(view.header)} ({whole}{eviction_order(view.header)})."
+        f"{cache_name(view.header)} ({eviction_order(view.header)})."
     ]
