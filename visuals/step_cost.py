@@ -34,8 +34,7 @@ def step_cost_figure(views: dict[str, TraceView], title: str = "") -> go.Figure:
         column_widths=[0.62, 0.38],
         subplot_titles=("step time against tokens computed", "decode: time per token as the batch grows"),
     )
-    for i, (label, view) in enumerate(views.items()):
-        _add_run(fig, label, view, run_color(label, i))
+    runs = [_add_run(fig, label, view, run_color(label, i)) for i, (label, view) in enumerate(views.items())]
     floor = _floor(fig, next(iter(views.values())))
     fig.update_layout(
         height=440 if title else 420,
@@ -46,20 +45,18 @@ def step_cost_figure(views: dict[str, TraceView], title: str = "") -> go.Figure:
     )
     fig.update_xaxes(title_text="tokens computed in the step", row=1, col=1)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
-    _clip_slow_steps(fig, views, floor)
+    _clip_slow_steps(fig, runs, floor)
     fig.update_xaxes(title_text="requests decoding (decode-only steps)", type="category", row=1, col=2)
     fig.update_yaxes(title_text="ms per token (median step)", rangemode="tozero", row=1, col=2)
     return fig
 
 
-def _clip_slow_steps(fig: go.Figure, views: dict[str, TraceView], floor_ms: float | None) -> None:
+def _clip_slow_steps(fig: go.Figure, runs: list[tuple[list[StepCost], dict | None]], floor_ms: float | None) -> None:
     """End the left panel's ms axis above every step but the fits' outliers (and above the floor), and count those
-    outliers above it in a corner note."""
+    outliers above it in a corner note. ``runs``: each run's costs and fitted line (``_add_run``)."""
     inside: list[float] = []
     above: list[float] = []
-    for view in views.values():
-        costs = step_costs(view)
-        line = fit(costs)
+    for costs, line in runs:
         outliers = set(line["outliers"]) if line else set()
         for c in costs:
             (above if c["step"] in outliers else inside).append(c["seconds"] * 1e3)
@@ -75,10 +72,11 @@ def _clip_slow_steps(fig: go.Figure, views: dict[str, TraceView], floor_ms: floa
     )  # fmt: skip
 
 
-def _add_run(fig: go.Figure, label: str, view: TraceView, color: str) -> None:
-    """One run's steps (decode-only dots, prompt-chunk crosses), its fitted line and its per-token bars."""
+def _add_run(fig: go.Figure, label: str, view: TraceView, color: str) -> tuple[list[StepCost], dict | None]:
+    """One run's steps (decode-only dots, prompt-chunk crosses), its fitted line and its per-token bars; returns
+    its costs and its line."""
     costs = step_costs(view)
-    _add_points(fig, label, view, color, costs)
+    line = _add_points(fig, label, view, color, costs)
     by_batch = decode_by_batch(costs)
     fig.add_trace(
         go.Bar(
@@ -92,11 +90,12 @@ def _add_run(fig: go.Figure, label: str, view: TraceView, color: str) -> None:
         row=1,
         col=2,
     )
+    return costs, line
 
 
-def _add_points(fig: go.Figure, label: str, view: TraceView, color: str, costs: list[StepCost]) -> None:
+def _add_points(fig: go.Figure, label: str, view: TraceView, color: str, costs: list[StepCost]) -> dict | None:
     """The steps as points (ms against tokens computed: decode-only dots, prompt-chunk crosses) and the fitted line,
-    in the figure's first panel."""
+    in the figure's first panel; returns the line (``steplog.step_cost.fit``)."""
     prefix = f"{label}: " if label else ""
     for decode, symbol, name in ((True, "circle", "decode only"), (False, "x", "with a prompt chunk")):
         pts = [c for c in costs if c["decode_only"] == decode]
@@ -127,6 +126,7 @@ def _add_points(fig: go.Figure, label: str, view: TraceView, color: str, costs: 
             row=1,
             col=1,
         )
+    return line
 
 
 def _floor(fig: go.Figure, view: TraceView) -> float | None:
