@@ -184,10 +184,13 @@ def page() -> None:
         "The steps table under the views follows the player (its row is the current step; click a row to go to "
         "that step). Every step of the whole trace, sortable:"
     )
-    with st.expander("All steps", expanded=False):
+    # Built only when opened, as the Header is: folded, the table's grid still cost the browser 0.1-0.2 s of the thread
+    # that draws the player's first frame (scripts/measure_page_load.py)
+    steps = st.expander("All steps", expanded=False, key="trace:all-steps", on_change="rerun")
+    if steps.open:
         table = steps_table(records, view)
-        st.dataframe(table, hide_index=True, width="stretch", height=260, column_config=column_config(table))
-        st.caption(CAPTION)
+        steps.dataframe(table, hide_index=True, width="stretch", height=260, column_config=column_config(table))
+        steps.caption(CAPTION)
     names = FAMILIES[family(view.header)]
     st.caption(
         f"Under the request timeline, the player draws {TITLES[family(view.header)]} (`steplog/gauges.py`: "

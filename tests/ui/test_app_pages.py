@@ -70,6 +70,9 @@ def test_lockstep_url_carries_scenario_step_and_speed():
 def test_trace_page_shows_header_steps_and_export():
     at = page("page_trace")
     assert at.selectbox(key="trace:choice").value == "recorded: seed-abcd / continuous"
+    assert not at.dataframe  # folded: not built
+    at.session_state["trace:all-steps"] = True
+    at.run()
     (table,) = [d.value for d in at.dataframe]
     # the seed's story (README): a 32-token budget; B (5 prompt tokens) and C (3) prefill whole at step 0, A gets the
     # 24 tokens left as its first chunk and D waits; at step 1 B and C decode and A's next chunk is 30 tokens
@@ -89,6 +92,8 @@ def test_trace_page_opens_a_gpu_trace_by_its_link():
     """?device=gpu opens the trace recorded on the H200: its badge names the GPU and its table is the file's."""
     at = page("page_trace", scenario="seed-abcd", policy="static", device="gpu")
     assert at.selectbox(key="trace:choice").value == "recorded on a GPU: seed-abcd / static"
+    at.session_state["trace:all-steps"] = True
+    at.run()
     records = trace.read(TRACE_DIR / "gpu" / "seed-abcd-static.jsonl")
     (table,) = [d.value for d in at.dataframe]
     assert list(table["t_end (s)"]) == [round(r["t_end"], 4) for r in records if r["type"] == "step"]

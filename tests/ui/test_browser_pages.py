@@ -95,6 +95,10 @@ def chart_frames(page, count: int) -> list:
     return frames
 
 
+# the types of the traces that the loaded plotly.js cannot draw: it has no module for them, and draws an invisible
+# scatter in their place
+UNDRAWABLE = """[...document.querySelectorAll('.js-plotly-plot')].flatMap((gd) => (gd._fullData || [])
+  .map((t) => (gd.data[t.index] || {}).type || 'scatter').filter((type, i) => type !== gd._fullData[i].type))"""
 PAGES = [
     ("walkthrough", "/?step=2", 0, 2200),
     ("compare", "/compare?scenario=sixteen&step=300", 0, 2400),
@@ -117,6 +121,9 @@ def test_page_loads_without_error_or_outside_request(browser, server, name, path
     if name == "metrics":  # seven charts in three frames of their own (the step cost on this CPU and on a GPU)
         frames = chart_frames(page, 3)
         assert sum(f.evaluate("document.querySelectorAll('.js-plotly-plot').length") for f in frames) == 7
+    for frame in page.frames:  # every trace's type is one the served plotly.js bundle draws (its basic bundle)
+        unknown = frame.evaluate(UNDRAWABLE)
+        assert unknown == [], f"{name}: plotly.js has no module for {unknown}"
     shot(page, name)
     outside = [u for u in requests if not u.startswith((server, "data:", "blob:"))]
     assert outside == [], f"the app asked the network for {outside[:5]}"

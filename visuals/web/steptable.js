@@ -1,16 +1,22 @@
 /* Batchscope player: the steps table (visuals/steps_table.py), one row per step of the span, that follows the
  * step clock: the current step's row is marked and kept in the middle of the table's own scroll box (the page
  * around the frame does not scroll), and a click on a row goes to that step. The payload carries it only where a
- * page asks for it (the Trace page); without it nothing is drawn. */
+ * page asks for it (the Trace page); without it nothing is drawn. Its rows are built after the first frame
+ * (BS.Player.draw calls build): laying out a long trace's table (1,222 rows of 11 cells on the sixteen static
+ * trace) took 180-200 ms before the step's views could be drawn. */
 "use strict";
 
 BS.StepTable = class {
   constructor(P, spec, seek) {
-    this.spec = spec;
-    this.current = null;
-    this.rows = [];
-    const box = document.getElementById("bs-table");
-    if (!spec || !box) return;
+    Object.assign(this, { P, spec, seek, current: null, rows: [], built: false, step: null });
+    this.box = document.getElementById("bs-table");
+  }
+
+  /* The table's rows, then the row of the step drawn last marked. */
+  build() {
+    const { P, spec, seek, box } = this;
+    if (this.built || !spec || !box) return;
+    this.built = true;
     box.hidden = false;
     const scroll = this.scroll = document.createElement("div");
     scroll.className = "bs-table-scroll";
@@ -42,9 +48,12 @@ BS.StepTable = class {
     caption.textContent = spec.caption;
     scroll.appendChild(table);
     box.append(scroll, caption);
+    if (this.step !== null) this.draw(this.step);
   }
 
   draw(k) {
+    this.step = k;
+    if (!this.built) return;
     const tr = this.spec ? this.rows[k - this.spec.first] || null : null;
     if (tr === this.current) return;
     if (this.current) { this.current.classList.remove("bs-current"); this.current.removeAttribute("aria-current"); }
