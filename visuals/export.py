@@ -37,8 +37,8 @@ JS_FILES = (
 )
 
 
-# plotly.js's "basic" bundle, as npm's ``plotly.js-basic-dist-min`` ships it (MIT, ``web/vendor/LICENSE-plotly.js.txt``):
-# the trace types ``bar``, ``pie`` and ``scatter``, all that the player and the Metrics charts draw, in 1.19 MB against
+# plotly.js's "basic" bundle, as npm's ``plotly.js-basic-dist-min`` ships it (MIT license, in ``web/vendor/``): the
+# trace types ``bar``, ``pie`` and ``scatter``, all that the player and the Metrics charts draw, in 1.19 MB against
 # the full bundle's 4.82 MB (maps, 3D, WebGL). Its version is the plotly.js that the ``plotly`` Python package bundles
 # (tests/ui/test_page_assets.py), so the figures plotly.py writes mean the same to it. Measured on this 2-core machine:
 # a browser without a compiled copy ran the full bundle in 0.9-1.3 s before the player could draw, the basic one in
