@@ -15,7 +15,7 @@ from steplog.metrics import LATENCY_METRICS, summarize
 from steplog.view import TraceView
 from ui.common import POLICIES, gpu_records, md, recorded_records
 from ui.state import live_runs
-from ui.web_player import chart_frame
+from ui.web_player import chart_frame, chart_html
 from visuals.compare_runs import config_diff
 from visuals.metrics import REQUEST_METRICS, kv_utilisation, latency_cdf, request_latency, sweep_ratio, sweep_throughput
 from visuals.step_cost import device_sentence, step_cost_figure, step_cost_sentence
@@ -100,10 +100,10 @@ METRIC_CSS = """<style>
 </style>"""
 
 
-def headline(runs: dict[str, list[dict]]) -> None:
-    sums = {p: summarize(r) for p, r in runs.items()}
+def headline(sums: dict[str, dict]) -> None:
+    """The headline cards of each run's ``summarize``."""
     st.html(METRIC_CSS)
-    for run, col in zip(runs, st.columns(len(runs))):
+    for run, col in zip(sums, st.columns(len(sums))):
         with col:
             st.subheader(run[:1].upper() + run[1:])
             cells = st.columns(3)
@@ -130,6 +130,34 @@ def intro(runs: dict[str, list[dict]]) -> str:
         "Figures in **s** are wall clock on the recording machine; figures in **steps** count engine steps and are "
         "reproducible."
     )
+
+
+def summary_parts(runs: dict[str, list[dict]]) -> tuple[str, str, dict[str, dict]]:
+    """What the page says of ``runs`` before its charts: ``(intro, provenance caption, summaries)``."""
+    caption = " | ".join(
+        f"{p}: {md(TraceView(r).provenance())}" + (" (partial: stopped early)" if TraceView(r).partial else "")
+        for p, r in runs.items()
+    )
+    return intro(runs), caption, {p: summarize(r) for p, r in runs.items()}
+
+
+@st.cache_resource(show_spinner=False)
+def recorded_summary(scenario: str) -> tuple[str, str, dict[str, dict]]:
+    """``summary_parts`` of a shipped scenario, built once per server and shared read-only."""
+    return summary_parts({p: recorded_records(scenario, p) for p in POLICIES})
+
+
+def latency_html(runs: dict[str, list[dict]], metric: str) -> str:
+    """The frame of per-request ``metric``, the E2E CDF and the KV-cache use of ``runs``."""
+    rows = [[request_latency(runs, metric), latency_cdf(runs, "e2e_steps")], [kv_utilisation(runs)]]
+    return chart_html(rows, "Per-request latency and KV-cache use")
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def recorded_latency_html(scenario: str, metric: str) -> str:
+    """``latency_html`` of a shipped scenario, built once per server (its figures and their JSON took 0.06-0.1 s of
+    every visit, measured on sixteen)."""
+    return latency_html({p: recorded_records(scenario, p) for p in POLICIES}, metric)
 
 
 def step_cost_parts(
@@ -161,15 +189,16 @@ def step_cost_parts(
 
 
 @st.cache_resource(show_spinner=False)
-def recorded_step_cost(scenario: str) -> tuple[str, str | None, list[list]]:
-    """``step_cost_parts`` of a shipped scenario and its GPU runs, built once per server and shared read-only: its
-    figures took about 0.15 s of every visit (sixteen, measured)."""
+def recorded_step_cost(scenario: str) -> tuple[str, str | None, str]:
+    """``step_cost_parts`` of a shipped scenario and its GPU runs, the figures as their frame's page, built once per
+    server and shared read-only: its figures took about 0.15 s of every visit (sixteen, measured)."""
     gpu = {p: r for p in POLICIES if (r := gpu_records(scenario, p))}
-    return step_cost_parts({p: recorded_records(scenario, p) for p in POLICIES}, gpu)
+    text, gpu_text, rows = step_cost_parts({p: recorded_records(scenario, p) for p in POLICIES}, gpu)
+    return text, gpu_text, chart_html(rows, "What a step costs")
 
 
-def step_cost(parts: tuple[str, str | None, list[list]]) -> None:
-    """Draw ``step_cost_parts``: the heading, the texts, the charts in one frame."""
+def step_cost(parts: tuple[str, str | None, list[list] | str]) -> None:
+    """Draw ``step_cost_parts``: the heading, the texts, the charts in one frame (its figures, or their page)."""
     text, gpu_text, rows = parts
     st.subheader("What a step costs: reading the weights, whatever the batch")
     st.markdown(text)
@@ -192,14 +221,10 @@ def page() -> None:
         runs = {p: recorded_records(choice, p) for p in POLICIES}
     else:
         runs = live
-    st.markdown(intro(runs))
-    st.caption(
-        " | ".join(
-            f"{p}: {md(TraceView(r).provenance())}" + (" (partial: stopped early)" if TraceView(r).partial else "")
-            for p, r in runs.items()
-        )
-    )
-    headline(runs)
+    text, caption, sums = recorded_summary(choice) if choice in names else summary_parts(runs)
+    st.markdown(text)
+    st.caption(caption)
+    headline(sums)
     metric = st.selectbox(
         "Per-request figure",
         REQUEST_METRICS,
@@ -207,13 +232,12 @@ def page() -> None:
         format_func=lambda m: f"{m}: {LATENCY_METRICS[m][1]}",
         key="metrics:metric",
     )
-    chart_frame(
-        [[request_latency(runs, metric), latency_cdf(runs, "e2e_steps")], [kv_utilisation(runs)]],
-        "Per-request latency and KV-cache use",
-    )
+    chart_frame(recorded_latency_html(choice, metric) if choice in names else latency_html(runs, metric))
     step_cost(recorded_step_cost(choice) if choice in names else step_cost_parts(runs))
-    with st.expander("All figures (mean, p50, p90, p99)"):
-        st.dataframe(summary_frame(runs), hide_index=True, width="stretch")
+    # built only when opened: folded, the table's grid still cost the browser 0.1-0.2 s of every visit
+    table = st.expander("All figures (mean, p50, p90, p99)", key="metrics:all-figures", on_change="rerun")
+    if table.open:
+        table.dataframe(summary_frame(runs), hide_index=True, width="stretch")
 
     st.header("Variance sweep: when does continuous batching pay?")
     st.markdown(
@@ -225,5 +249,11 @@ def page() -> None:
     if not SWEEP.exists():
         st.info("No sweep result yet: run `python -m engine sweep`.")
         return
+    chart_frame(sweep_html(SWEEP.stat().st_mtime_ns))
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def sweep_html(version: int) -> str:
+    """The sweep's frame, from ``SWEEP`` as of its modification time ``version`` (a new sweep: a new frame)."""
     result = json.loads(SWEEP.read_text())
-    chart_frame([[sweep_ratio(result)], [sweep_throughput(result, "steps")]], "Variance sweep")
+    return chart_html([[sweep_ratio(result)], [sweep_throughput(result, "steps")]], "Variance sweep")

@@ -99,6 +99,9 @@ def test_metrics_page_shows_the_prefix_cache_figures():
     assert cards["prefix hit rate"] == ["36.1%", "43.9%"]  # static, continuous: 112 / 310, 136 / 310
     assert cards["prefix hits"] == ["112 / 310 tok", "136 / 310 tok"]
     assert cards["hits on resume"] == ["0 / 0 tok", "0 / 0 tok"]
+    assert not at.dataframe  # "All figures" folded: its table is built when opened
+    at.session_state["metrics:all-figures"] = True
+    at.run()
     table = at.dataframe[0].value.set_index("metric")
     assert list(table.loc["prefix_cache_hits", ["unit", "static", "continuous"]]) == ["tokens", 112, 136]
 
