@@ -87,6 +87,7 @@ def in_tab_s(page, name: str) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--visits", type=int, default=5, help="later visits per page (each a new session), at least 3")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the tree whose app runs (another commit's, to compare)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -94,7 +95,7 @@ def main() -> int:
 
     print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}")
     size = {"viewport": {"width": 1280, "height": 720}}
-    with streamlit_app() as base, sync_playwright() as pw, tempfile.TemporaryDirectory() as profile:
+    with streamlit_app(root=args.root) as base, sync_playwright() as pw, tempfile.TemporaryDirectory() as profile:
         browser = launch_chromium(pw)
         # a student's browser: a profile on disk, whose caches (HTTP, compiled code) outlive a tab
         student = pw.chromium.launch_persistent_context(
