@@ -12,13 +12,17 @@ keep). Last, in one tab (as a lecture goes), it clicks from page to page in the 
 page's first frame. Target (issue 20 part 5): the first frame of every recorded page within 3 s on a quiet 2-core
 machine, within 1 s on later visits.
 
-Where the time of a later visit goes (measured on this 2-core machine): Streamlit's page, its session and the
-script until the player's frame exists, 0.4-1.0 s (more for a bigger payload: 0.1 MB on the Walkthrough, 2.17 MB
-of JSON on the sixteen pair, 0.22 MB packed); plotly.js's run, about 1.0 s in a new process without a code cache,
-0.1 s with one (30 ms when the same process ran it before, which is why a click within a tab is fast); the
-player's first draw, 0.2-0.5 s.
+Where the time of a later visit goes (measured on this 2-core machine, 2026-12-04, with the basic plotly.js bundle):
+Streamlit's page until the player's frame exists, 0.75-1.0 s (its scripts, the session, the widgets above the
+player; ``--bare`` times a bare Streamlit page holding one small frame the same way: 0.57-0.74 s); in the player's
+frame, plotly.js's run 0.06-0.15 s from Chromium's code cache, inflating and parsing the payload 0.03-0.05 s, and the
+first draw 0.3-0.5 s (the slot grid, token budget and block map of each side; the first plotly.js draw of a page
+costs about twice a later one). The frame shares the page's main thread (a srcdoc frame is of the page's origin), so
+whatever the page renders after the frame, the frame waits for. A copy of plotly.js served with a fresh
+``Last-Modified`` is asked for again on every visit and run without its compiled code (about 1 s more):
+``visuals.export.plotly_file`` dates it.
 
-    .venv/bin/python scripts/measure_page_load.py [--visits 5]
+    .venv/bin/python scripts/measure_page_load.py [--visits 5] [--root OTHER_TREE]
 """
 
 from __future__ import annotations
@@ -84,10 +88,39 @@ def in_tab_s(page, name: str) -> float:
     return (player_frame_at(page) - clicked) / 1000
 
 
+BARE_APP = """import streamlit as st
+st.title("Bare")
+st.iframe("<p>frame</p><script>performance.mark('bs-first-frame')</script>", height=60)
+"""
+
+
+def bare(visits: int, size: dict) -> int:
+    """The same first and later visits of a bare Streamlit page holding one small frame that marks itself drawn: the
+    floor under every page of the app, what Streamlit alone costs on this machine."""
+    from playwright.sync_api import sync_playwright
+
+    from bench.app_server import CHROMIUM, CHROMIUM_ARGS, launch_chromium, streamlit_app
+
+    with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as profile:
+        (Path(folder) / "app.py").write_text(BARE_APP, encoding="utf-8")
+        with streamlit_app(root=Path(folder)) as base, sync_playwright() as pw:
+            first = first_frame_s(launch_chromium(pw).new_context(**size), base + "/")
+            student = pw.chromium.launch_persistent_context(
+                profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, **size
+            )
+            later = [first_frame_s(student, base + "/") for _ in range(max(3, visits))]
+            student.close()
+    runs = " ".join(f"{x:.2f}" for x in later)
+    print(f"{'bare Streamlit page':28s} first visit {first:5.2f} s   later visits {runs} s"
+          f"   (median of the last 3: {statistics.median(later[-3:]):.2f} s)")  # fmt: skip
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--visits", type=int, default=5, help="later visits per page (each a new session), at least 3")
     ap.add_argument("--root", type=Path, default=ROOT, help="the tree whose app runs (another commit's, to compare)")
+    ap.add_argument("--bare", action="store_true", help="time a bare Streamlit page with one small frame instead")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -95,6 +128,8 @@ def main() -> int:
 
     print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}")
     size = {"viewport": {"width": 1280, "height": 720}}
+    if args.bare:
+        return bare(args.visits, size)
     with streamlit_app(root=args.root) as base, sync_playwright() as pw, tempfile.TemporaryDirectory() as profile:
         browser = launch_chromium(pw)
         # a student's browser: a profile on disk, whose caches (HTTP, compiled code) outlive a tab
