@@ -81,7 +81,7 @@ STATIC = Path(__file__).resolve().parents[1] / "static"  # served at app/static/
 @st.cache_resource(show_spinner=False)
 def static_plotly() -> str | None:
     """The address of plotly.js as the app serves it (``visuals.export.plotly_file`` in ``static/``), relative to
-    the page, so that the browser loads it once for every player of every visit instead of a 4.6 MB copy inlined in
+    the page, so that the browser loads it once for every player of every visit instead of a 1.2 MB copy inlined in
     each; None (plotly.js inlined) if that folder cannot be written."""
     try:
         return f"app/static/{plotly_file(STATIC)}"
