@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/measure_live_run.py                 # the default model, the Playground's default knobs
     .venv/bin/python scripts/measure_live_run.py --model DIR --users 2 --post-script-gc
+    .venv/bin/python scripts/measure_live_run.py --requests 4 --users 1 --other-page  # four requests
 
 First the Playground's default settings (its knobs as first drawn, read with Streamlit's AppTest) are run in this
 process with ``engine.llm.generate_trace``, each run of the settings in turn, as the Playground's background
@@ -9,9 +10,12 @@ thread runs them: the **CLI** figure (wall seconds, and the engine's own mean st
 ``streamlit run app.py`` starts on a free loopback port (``bench/app_server.py``) and ``--users`` browser sessions
 (Debian's Chromium, headless) each press "Run live" at once, every session after the first with another ``seed``
 so that no run is served from the run cache: the **app** figure is, per session, the seconds from its click until
-its result's player is on the page. Live runs are serialised by one lock, so with two users the second figure
-includes the first user's run. A measurement, not a test: the figures depend on the machine and its load (compare
-the ratios of one run).
+its result's player is on the page. ``--requests N`` sets the Playground's "Number of requests" (default 6) in
+both. ``--other-page``: while the first session's run goes, another tab opens the Walkthrough and times its first
+frame (as ``scripts/measure_page_load.py`` does), against the same page opened before the run: what a live run
+costs the other pages (that tab's work slows the run too, so its app figure is not the one to compare). Live runs
+are serialised by one lock, so with two users the second figure includes the first user's run. A measurement, not
+a test: the figures depend on the machine and its load (compare the ratios of one run).
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # measure_page_load
 
 from bench.app_server import launch_chromium, streamlit_app
 
 
-def default_settings() -> dict:
-    """The Playground's knobs as first drawn (``ui.page_playground.knobs``), read through AppTest."""
+def default_settings(requests: int | None = None) -> dict:
+    """The Playground's knobs as first drawn (``ui.page_playground.knobs``), read through AppTest; ``requests``: the
+    number of requests instead of the default."""
     from streamlit.testing.v1 import AppTest
 
     def grab() -> None:
@@ -41,11 +47,14 @@ def default_settings() -> dict:
 
     at = AppTest.from_function(grab, default_timeout=60)
     at.run()
-    return at.session_state["bench:settings"]
+    settings = at.session_state["bench:settings"]
+    if requests is not None:
+        settings["num_requests"] = requests
+    return settings
 
 
-def cli_figures(model: str) -> tuple[float, float, int]:
-    """(wall s, mean engine step s, steps) of the default settings' runs, in this process."""
+def cli_figures(model: str, requests: int | None = None) -> tuple[float, float, int]:
+    """(wall s, mean engine step s, steps) of the default settings' runs (``requests`` requests), in this process."""
     from engine.llm import generate_trace, model_limits
     from engine.models import load_model
     from engine.threads import use_threads
@@ -54,7 +63,7 @@ def cli_figures(model: str) -> tuple[float, float, int]:
 
     use_threads()  # as the app does (ui/common.model_and_lock)
     loaded = load_model(model)
-    s = default_settings()
+    s = default_settings(requests)
     msgs, _, specs = validate_settings(s, loaded.tokenizer, *model_limits(loaded))
     assert not msgs, msgs
     t0, steps = time.perf_counter(), []
@@ -64,19 +73,45 @@ def cli_figures(model: str) -> tuple[float, float, int]:
     return time.perf_counter() - t0, statistics.fmean(steps), len(steps)
 
 
-def app_figures(model: str, users: int, timeout_s: float, extra: tuple[str, ...] = ()) -> list[float]:
-    """Seconds from each session's click on "Run live" to its result's player on the page. ``extra``: more
-    ``streamlit run`` options."""
+def set_requests(page, requests: int) -> None:
+    """Move the Playground's "Number of requests" slider (a range input) to ``requests`` with its keys, as a keyboard
+    user would, and wait for the rerun."""
+    thumb = page.locator(".st-key-pg-n input[type='range']")
+    now = int(thumb.input_value())
+    thumb.focus()
+    for _ in range(abs(requests - now)):
+        thumb.press("ArrowRight" if requests > now else "ArrowLeft")
+    page.wait_for_function(f"document.querySelector(\".st-key-pg-n input[type='range']\")?.value === '{requests}'")
+    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')")
+
+
+def app_figures(
+    model: str,
+    users: int,
+    timeout_s: float,
+    extra: tuple[str, ...] = (),
+    requests: int | None = None,
+    other_page: bool = False,
+) -> tuple[list[float], float | None, float | None]:
+    """Seconds from each session's click on "Run live" to its result's player on the page; with ``other_page``, the
+    Walkthrough's first frame (seconds from the request) opened before the runs and while the first one goes (None:
+    not measured, or the run ended first). ``extra``: more ``streamlit run`` options; ``requests``: the Playground's
+    number of requests instead of its default."""
+    from measure_page_load import first_frame_s
     from playwright.sync_api import sync_playwright
 
     with streamlit_app(env={"BATCHSCOPE_MODEL": model}, extra=extra) as url, sync_playwright() as p:
         browser = launch_chromium(p)
+        reader = browser.new_context(viewport={"width": 1280, "height": 720})  # a student on another page
+        quiet = min(first_frame_s(reader, url + "/") for _ in range(3)) if other_page else None
         pages = []
         for i in range(users):
             page = browser.new_context(viewport={"width": 1600, "height": 1800}).new_page()
             page.set_default_timeout(timeout_s * 1000)
             page.goto(url + "/playground")
             page.locator(".st-key-pg-run button").wait_for()
+            if requests is not None:
+                set_requests(page, requests)
             if i:  # another seed: a fresh run, not the first session's from the run cache
                 seed = page.locator(".st-key-pg-seed input")
                 seed.fill(str(i))
@@ -87,12 +122,18 @@ def app_figures(model: str, users: int, timeout_s: float, extra: tuple[str, ...]
         for page in pages:
             page.locator(".st-key-pg-run button").click()
             clicks.append(time.perf_counter())
+        busy, measured = None, 0.0
+        if other_page:
+            started = "document.querySelector(\"[data-testid='stProgress']\") || document.querySelector('iframe')"
+            pages[0].wait_for_function(started)  # the run's progress bar (or, a short run, its result already)
+            busy = first_frame_s(reader, url + "/")
+            measured = time.perf_counter()
         out = []
         for page, t0 in zip(pages, clicks):
             page.wait_for_selector("iframe")
             out.append(time.perf_counter() - t0)
         browser.close()
-    return out
+    return out, quiet, busy if busy is not None and measured < clicks[0] + out[0] else None
 
 
 def main() -> None:
@@ -102,6 +143,8 @@ def main() -> None:
     ap.add_argument("--model", default=os.environ.get("BATCHSCOPE_MODEL", DEFAULT_MODEL))
     ap.add_argument("--users", type=int, default=2, help="browser sessions that press Run live at once (1-4)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds to wait for each result")
+    ap.add_argument("--requests", type=int, default=None, help="the Playground's number of requests (1-32)")
+    ap.add_argument("--other-page", action="store_true", help="time the Walkthrough opened while the run goes")
     ap.add_argument(
         "--post-script-gc",
         action="store_true",
@@ -110,16 +153,26 @@ def main() -> None:
     args = ap.parse_args()
     if not 1 <= args.users <= 4:
         raise SystemExit(f"--users must be in [1, 4], got {args.users}")
-    wall, step, n = cli_figures(args.model)
+    if args.requests is not None and not 1 <= args.requests <= 32:
+        raise SystemExit(f"--requests must be in [1, 32], got {args.requests}")
+    wall, step, n = cli_figures(args.model, args.requests)
     print(f"CLI: {wall:.1f} s for {n} steps (engine step {step * 1000:.1f} ms mean)")
     for users in sorted({1, args.users}):
-        got = app_figures(
-            args.model, users, args.timeout, ("--runner.postScriptGC", "true") if args.post_script_gc else ()
+        got, quiet, busy = app_figures(
+            args.model,
+            users,
+            args.timeout,
+            ("--runner.postScriptGC", "true") if args.post_script_gc else (),
+            args.requests,
+            args.other_page,
         )
         print(
             f"app, {users} user(s): " + ", ".join(f"{g:.1f} s" for g in got) + f" from click to player; first user "
             f"{got[0] / wall:.2f}x the CLI, last {got[-1] / (wall * users):.2f}x {users} CLI runs"
         )
+        if quiet is not None:
+            during = f"{busy:.2f} s while it ran" if busy is not None else "the run ended before it was drawn"
+            print(f"  the Walkthrough's first frame: {quiet:.2f} s before the run, {during}")
 
 
 if __name__ == "__main__":
