@@ -3,6 +3,7 @@
     .venv/bin/python scripts/measure_live_run.py                 # the default model, the Playground's default knobs
     .venv/bin/python scripts/measure_live_run.py --model DIR --users 2 --post-script-gc
     .venv/bin/python scripts/measure_live_run.py --requests 4 --users 1 --other-page  # four requests
+    .venv/bin/python scripts/measure_live_run.py --requests 4 --max-tokens 12 --users 1  # the seed's size
 
 First the Playground's default settings (its knobs as first drawn, read with Streamlit's AppTest) are run in this
 process with ``engine.llm.generate_trace``, each run of the settings in turn, as the Playground's background
@@ -10,8 +11,9 @@ thread runs them: the **CLI** figure (wall seconds, and the engine's own mean st
 ``streamlit run app.py`` starts on a free loopback port (``bench/app_server.py``) and ``--users`` browser sessions
 (Debian's Chromium, headless) each press "Run live" at once, every session after the first with another ``seed``
 so that no run is served from the run cache: the **app** figure is, per session, the seconds from its click until
-its result's player is on the page. ``--requests N`` sets the Playground's "Number of requests" (default 6) in
-both. ``--other-page``: while the first session's run goes, another tab opens the Walkthrough and times its first
+its result's player is on the page. ``--requests N`` and ``--max-tokens N`` set the Playground's "Number of
+requests" (default 6) and "Max / mean output tokens" (default 24) in both (the seed: 4 requests of at most 12
+tokens). ``--other-page``: while the first session's run goes, another tab opens the Walkthrough and times its first
 frame (as ``scripts/measure_page_load.py`` does), against the same page opened before the run: what a live run
 costs the other pages (that tab's work slows the run too, so its app figure is not the one to compare). Live runs
 are serialised by one lock, so with two users the second figure includes the first user's run. A measurement, not
@@ -32,10 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # measure_page_load
 
 from bench.app_server import launch_chromium, streamlit_app
 
+# the Playground's sliders that --requests and --max-tokens move: widget key -> settings key
+SLIDERS = {"pg:n": "num_requests", "pg:maxtok": "max_tokens"}
 
-def default_settings(requests: int | None = None) -> dict:
-    """The Playground's knobs as first drawn (``ui.page_playground.knobs``), read through AppTest; ``requests``: the
-    number of requests instead of the default."""
+
+def default_settings(sliders: dict[str, int] | None = None) -> dict:
+    """The Playground's knobs as first drawn (``ui.page_playground.knobs``), read through AppTest; ``sliders``:
+    values instead of the defaults (by widget key, ``SLIDERS``)."""
     from streamlit.testing.v1 import AppTest
 
     def grab() -> None:
@@ -48,13 +53,13 @@ def default_settings(requests: int | None = None) -> dict:
     at = AppTest.from_function(grab, default_timeout=60)
     at.run()
     settings = at.session_state["bench:settings"]
-    if requests is not None:
-        settings["num_requests"] = requests
+    for key, value in (sliders or {}).items():
+        settings[SLIDERS[key]] = value
     return settings
 
 
-def cli_figures(model: str, requests: int | None = None) -> tuple[float, float, int]:
-    """(wall s, mean engine step s, steps) of the default settings' runs (``requests`` requests), in this process."""
+def cli_figures(model: str, sliders: dict[str, int] | None = None) -> tuple[float, float, int]:
+    """(wall s, mean engine step s, steps) of the default settings' runs (``sliders`` moved), in this process."""
     from engine.llm import generate_trace, model_limits
     from engine.models import load_model
     from engine.threads import use_threads
@@ -63,7 +68,7 @@ def cli_figures(model: str, requests: int | None = None) -> tuple[float, float, 
 
     use_threads()  # as the app does (ui/common.model_and_lock)
     loaded = load_model(model)
-    s = default_settings(requests)
+    s = default_settings(sliders)
     msgs, _, specs = validate_settings(s, loaded.tokenizer, *model_limits(loaded))
     assert not msgs, msgs
     t0, steps = time.perf_counter(), []
@@ -73,15 +78,16 @@ def cli_figures(model: str, requests: int | None = None) -> tuple[float, float, 
     return time.perf_counter() - t0, statistics.fmean(steps), len(steps)
 
 
-def set_requests(page, requests: int) -> None:
-    """Move the Playground's "Number of requests" slider (a range input) to ``requests`` with its keys, as a keyboard
-    user would, and wait for the rerun."""
-    thumb = page.locator(".st-key-pg-n input[type='range']")
+def set_slider(page, key: str, value: int) -> None:
+    """Move the Playground's slider ``key`` (a range input) to ``value`` with its keys, as a keyboard user would,
+    and wait for the rerun."""
+    box = f".st-key-{key.replace(':', '-')} input[type='range']"
+    thumb = page.locator(box)
     now = int(thumb.input_value())
     thumb.focus()
-    for _ in range(abs(requests - now)):
-        thumb.press("ArrowRight" if requests > now else "ArrowLeft")
-    page.wait_for_function(f"document.querySelector(\".st-key-pg-n input[type='range']\")?.value === '{requests}'")
+    for _ in range(abs(value - now)):
+        thumb.press("ArrowRight" if value > now else "ArrowLeft")
+    page.wait_for_function(f"document.querySelector(\"{box}\")?.value === '{value}'")
     page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')")
 
 
@@ -90,13 +96,13 @@ def app_figures(
     users: int,
     timeout_s: float,
     extra: tuple[str, ...] = (),
-    requests: int | None = None,
+    sliders: dict[str, int] | None = None,
     other_page: bool = False,
 ) -> tuple[list[float], float | None, float | None]:
     """Seconds from each session's click on "Run live" to its result's player on the page; with ``other_page``, the
     Walkthrough's first frame (seconds from the request) opened before the runs and while the first one goes (None:
-    not measured, or the run ended first). ``extra``: more ``streamlit run`` options; ``requests``: the Playground's
-    number of requests instead of its default."""
+    not measured, or the run ended first). ``extra``: more ``streamlit run`` options; ``sliders``: the Playground's
+    sliders moved (``SLIDERS``)."""
     from measure_page_load import first_frame_s
     from playwright.sync_api import sync_playwright
 
@@ -110,8 +116,8 @@ def app_figures(
             page.set_default_timeout(timeout_s * 1000)
             page.goto(url + "/playground")
             page.locator(".st-key-pg-run button").wait_for()
-            if requests is not None:
-                set_requests(page, requests)
+            for key, value in (sliders or {}).items():
+                set_slider(page, key, value)
             if i:  # another seed: a fresh run, not the first session's from the run cache
                 seed = page.locator(".st-key-pg-seed input")
                 seed.fill(str(i))
@@ -144,6 +150,7 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=2, help="browser sessions that press Run live at once (1-4)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds to wait for each result")
     ap.add_argument("--requests", type=int, default=None, help="the Playground's number of requests (1-32)")
+    ap.add_argument("--max-tokens", type=int, default=None, help="the Playground's max / mean output tokens (1-400)")
     ap.add_argument("--other-page", action="store_true", help="time the Walkthrough opened while the run goes")
     ap.add_argument(
         "--post-script-gc",
@@ -155,7 +162,10 @@ def main() -> None:
         raise SystemExit(f"--users must be in [1, 4], got {args.users}")
     if args.requests is not None and not 1 <= args.requests <= 32:
         raise SystemExit(f"--requests must be in [1, 32], got {args.requests}")
-    wall, step, n = cli_figures(args.model, args.requests)
+    if args.max_tokens is not None and not 1 <= args.max_tokens <= 400:
+        raise SystemExit(f"--max-tokens must be in [1, 400], got {args.max_tokens}")
+    sliders = {k: v for k, v in (("pg:n", args.requests), ("pg:maxtok", args.max_tokens)) if v is not None}
+    wall, step, n = cli_figures(args.model, sliders)
     print(f"CLI: {wall:.1f} s for {n} steps (engine step {step * 1000:.1f} ms mean)")
     for users in sorted({1, args.users}):
         got, quiet, busy = app_figures(
@@ -163,7 +173,7 @@ def main() -> None:
             users,
             args.timeout,
             ("--runner.postScriptGC", "true") if args.post_script_gc else (),
-            args.requests,
+            sliders,
             args.other_page,
         )
         print(
