@@ -21,6 +21,7 @@ from visuals.metrics import REQUEST_METRICS, kv_utilisation, latency_cdf, reques
 from visuals.step_cost import device_sentence, step_cost_figure, step_cost_sentence
 
 SWEEP = Path(__file__).resolve().parent.parent / "assets" / "sweep.json"
+STEP_COST_TITLE = "What a step costs"  # the step-cost frame's title (its charts' label for a screen reader)
 TPOT_HELP = (
     "TPOT = (E2E - TTFT) / (output tokens - 1). Continuous batching can show a higher TPOT than static batching: "
     "it keeps more rows busy in every step (and mixes prefill chunks into decode steps), so each step, and with it "
@@ -134,9 +135,9 @@ def intro(runs: dict[str, list[dict]]) -> str:
 
 def summary_parts(runs: dict[str, list[dict]]) -> tuple[str, str, dict[str, dict]]:
     """What the page says of ``runs`` before its charts: ``(intro, provenance caption, summaries)``."""
+    views = {p: TraceView(r) for p, r in runs.items()}
     caption = " | ".join(
-        f"{p}: {md(TraceView(r).provenance())}" + (" (partial: stopped early)" if TraceView(r).partial else "")
-        for p, r in runs.items()
+        f"{p}: {md(v.provenance())}" + (" (partial: stopped early)" if v.partial else "") for p, v in views.items()
     )
     return intro(runs), caption, {p: summarize(r) for p, r in runs.items()}
 
@@ -162,10 +163,10 @@ def recorded_latency_html(scenario: str, metric: str) -> str:
 
 def step_cost_parts(
     runs: dict[str, list[dict]], gpu: dict[str, list[dict]] | None = None
-) -> tuple[str, str | None, list[list]]:
-    """The seed's central claim, measured on these runs: ``(text, GPU text or None, rows of figures)`` of a step's
-    time against the tokens it computed; and, where the scenario was also recorded on a GPU (``gpu``: the same
-    batching modes), the same steps there."""
+) -> tuple[str, str | None, str]:
+    """The seed's central claim, measured on these runs: ``(text, GPU text or None, chart frame's page)`` of a
+    step's time against the tokens it computed; and, where the scenario was also recorded on a GPU (``gpu``: the
+    same batching modes), the same steps there."""
     views = {label: TraceView(r) for label, r in runs.items()}
     text = (
         "Each dot is one step of the runs above: its wall time against the tokens it computed. A decode step reads "
@@ -175,7 +176,7 @@ def step_cost_parts(
         + md(step_cost_sentence(views))
     )
     if not gpu:
-        return text, None, [[step_cost_figure(views)]]
+        return text, None, chart_html([[step_cost_figure(views)]], STEP_COST_TITLE)
     gpu_views = {label: TraceView(r) for label, r in gpu.items()}
     there = gpu_views.get("continuous") or next(iter(gpu_views.values()))
     here = views.get("continuous") or next(iter(views.values()))
@@ -185,26 +186,25 @@ def step_cost_parts(
         [step_cost_figure(views, title="On this CPU" if here.header["device"] == "cpu" else "")],
         [step_cost_figure(gpu_views, title=f"The same steps on an {name}")],
     ]
-    return text, gpu_text, rows
+    return text, gpu_text, chart_html(rows, STEP_COST_TITLE)
 
 
 @st.cache_resource(show_spinner=False)
 def recorded_step_cost(scenario: str) -> tuple[str, str | None, str]:
-    """``step_cost_parts`` of a shipped scenario and its GPU runs, the figures as their frame's page, built once per
-    server and shared read-only: its figures took about 0.15 s of every visit (sixteen, measured)."""
+    """``step_cost_parts`` of a shipped scenario and its GPU runs, built once per server and shared read-only: its
+    figures took about 0.15 s of every visit (sixteen, measured)."""
     gpu = {p: r for p in POLICIES if (r := gpu_records(scenario, p))}
-    text, gpu_text, rows = step_cost_parts({p: recorded_records(scenario, p) for p in POLICIES}, gpu)
-    return text, gpu_text, chart_html(rows, "What a step costs")
+    return step_cost_parts({p: recorded_records(scenario, p) for p in POLICIES}, gpu)
 
 
-def step_cost(parts: tuple[str, str | None, list[list] | str]) -> None:
-    """Draw ``step_cost_parts``: the heading, the texts, the charts in one frame (its figures, or their page)."""
-    text, gpu_text, rows = parts
+def step_cost(parts: tuple[str, str | None, str]) -> None:
+    """Draw ``step_cost_parts``: the heading, the texts, the charts in one frame."""
+    text, gpu_text, html = parts
     st.subheader("What a step costs: reading the weights, whatever the batch")
     st.markdown(text)
     if gpu_text:
         st.markdown(gpu_text)
-    chart_frame(rows, "What a step costs")
+    chart_frame(html)
 
 
 def page() -> None:

@@ -90,17 +90,16 @@ def static_plotly() -> str | None:
 
 
 def chart_html(rows: list[list], title: str) -> str:
-    """The page of ``chart_frame`` (``visuals.figure_frame.figures_html`` with the app's plotly.js), to build once
-    where the figures do not change."""
+    """The page of a chart frame: plotly figures in rows (``visuals.figure_frame.figures_html``: each row's figures
+    side by side) with the plotly.js the players load, which the browser keeps compiled. Streamlit's own plotly
+    element would load and run a bundle of its own on every visit (1.7-2.1 s on the Metrics page, measured). Built
+    once where the figures do not change."""
     return figures_html(rows, title, plotly_src=static_plotly())
 
 
-def chart_frame(rows: list[list] | str, title: str = "") -> None:
-    """Draw plotly figures in a frame of their own (``visuals.figure_frame``: each row's figures side by side) with
-    the plotly.js the players load, which the browser keeps compiled: Streamlit's own plotly element would load and
-    run a bundle of its own on every visit (1.7-2.1 s on the Metrics page, measured). ``rows``: the figures, or
-    their page built already (``chart_html``)."""
-    st.iframe(rows if isinstance(rows, str) else chart_html(rows, title), height="content")
+def chart_frame(html: str) -> None:
+    """Draw a page of ``chart_html`` in a frame as tall as its content."""
+    st.iframe(html, height="content")
 
 
 def url_speed(default: float) -> float:

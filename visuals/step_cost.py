@@ -177,7 +177,8 @@ def device_sentence(here: TraceView, there: TraceView) -> str:
         if same
         else "the same workload (its steps or outputs differ from this CPU's run). "
     )
-    a, b = _median_decode(here), _median_decode(there)
+    there_costs = step_costs(there)
+    a, b = _median_decode(step_costs(here)), _median_decode(there_costs)
     if a is None or b is None:
         return text
     text += f"A decode step took a median {b * 1e3:.1f} ms on the GPU against {a * 1e3:.0f} ms on this CPU"
@@ -191,7 +192,7 @@ def device_sentence(here: TraceView, there: TraceView) -> str:
             "small operations one after another (python scripts/count_step_ops.py counts them), which is why vLLM "
             "replays its decode forward as CUDA graphs"
         )
-    by_batch = decode_by_batch(step_costs(there))
+    by_batch = decode_by_batch(there_costs)
     if len(by_batch) >= 2:
         few, many = min(by_batch), max(by_batch)
         text += (
@@ -209,8 +210,8 @@ def _outputs(view: TraceView) -> dict[str, list[int]]:
     return {r["request_id"]: r.get("output_token_ids") for r in view.summary.get("requests", [])}
 
 
-def _median_decode(view: TraceView) -> float | None:
-    times = [c["seconds"] for c in step_costs(view) if c["decode_only"]]
+def _median_decode(costs: list[StepCost]) -> float | None:
+    times = [c["seconds"] for c in costs if c["decode_only"]]
     return statistics.median(times) if times else None
 
 

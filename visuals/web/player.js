@@ -240,8 +240,8 @@ BS.Player = class {
       if (!performance.getEntriesByName("bs-first-frame").length) {
         performance.mark("bs-first-frame"); // when the first frame was drawn (scripts/measure_page_load.py reads it)
       }
-      // once it is painted: the figures of the whole trace under the views and the steps table; then state.complete (what a test or a
-      // still waits for before reading every figure)
+      // once it is painted: the figures of the whole trace under the views and the steps table; then
+      // state.complete (what a test or a still waits for before reading every figure)
       requestAnimationFrame(() => setTimeout(() => {
         for (const side of this.sides) side.drawWhole();
         this.table.build();
