@@ -11,24 +11,27 @@ The unmodified transformers model runs on it with our paged attention (``engine.
 for the call; logits are computed only at the rows that sample (the last token of each request that reaches the
 end of its known tokens), via transformers' ``logits_to_keep`` index argument.
 
-Two speed-ups, neither of which changes what is computed:
+Two speed-ups, neither of which changes what a step computes (the second changes only its GEMMs' rounding):
 
 - Decode steps (every row one token) are built without per-request tensors and use the padded decode layout of
   ``engine.paged_attention`` (``build_decode_batch``).
-- On CPU in float32, when a step has exactly ``max_num_seqs`` rows (a full decode batch, which is also every step
-  of a static batch), each ``nn.Linear`` of the model runs through MKL's packed GEMM (``torch.ops.mkl._mkl_linear``
-  on weights packed once per model and row count by ``_mkl_reorder_linear_weight``: the kernels PyTorch's own
-  inductor uses for frozen CPU linears). Small-row GEMMs spend their time re-blocking the weight matrix; packing
-  does that once. On the default model this took the decode step at batch 4 from ~50 to ~40 ms of model body.
-  The packed copies are built lazily, cost one copy of the weights each (the two most recent row counts are kept),
-  and are used only inside this runner's forward, so ``generate`` on the same model is untouched.
+- On CPU in float32, every ``nn.Linear`` of the model runs through oneDNN's GEMM on weights reordered once per
+  model into oneDNN's blocked layout (``torch.ops.mkldnn._reorder_linear_weight``, then
+  ``torch.ops.mkldnn._linear_pointwise``: the ops PyTorch's inductor emits for frozen CPU linears). A decode step's
+  GEMMs have a few rows, and the default ``F.linear`` (MKL's sgemm) streams the weights far below the memory's
+  bandwidth there. Measured on this project's 2-core AMD EPYC machine
+  (``scripts/measure_linears.py``, the default model's 211 linears, 538 MB): at 4 rows and 1 thread ``F.linear``
+  read 7.5 GB/s and oneDNN on the packed copy 15.1 GB/s (a plain sum: 28.8 GB/s); 1.2-2.0x faster at 1 thread for
+  1 to 64 rows, 1.7-2.8x at 2 threads. The results differ from MKL's in the last bits (a GEMM's rounding depends
+  on its kernel, as it does on the batch's shape); greedy outputs stay token-identical to ``generate``, which the
+  tests check. The packed copy costs one copy of the weights, is built
+  lazily (~0.3 s), and is used only inside this runner's forward, so ``generate`` on the same model is untouched.
 """
 
 from __future__ import annotations
 
 import time
 import weakref
-from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
@@ -43,35 +46,34 @@ from engine.scheduler import SchedulerOutput
 from engine.spec_decode import verify
 
 
-def mkl_packing_available(device: torch.device, dtype: torch.dtype) -> bool:
-    """MKL's packed GEMM applies: CPU, float32, a PyTorch built with MKL."""
+def onednn_packing_available(device: torch.device, dtype: torch.dtype) -> bool:
+    """oneDNN's packed GEMM applies: CPU, float32, a PyTorch built with oneDNN (MKL-DNN)."""
     return (
         device.type == "cpu"
         and dtype == torch.float32
-        and torch.backends.mkl.is_available()
-        and hasattr(torch.ops.mkl, "_mkl_linear")
+        and torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_linear_pointwise")
     )
 
 
 class PackedLinears:
-    """Every ``nn.Linear`` of a model with its weight packed by MKL for inputs of exactly ``rows`` rows.
+    """Every ``nn.Linear`` of a model with its weight (``[out, in]``) reordered once into oneDNN's blocked layout.
 
     ``installed()`` swaps the packed forward in for the duration of a ``with`` block and restores the module's own
-    afterwards. An input of another row count falls back to the ordinary linear (inside MKL's op). Weights must not
-    change after packing (inference only). Like the attention switch of ``ModelRunner``, this changes the shared
-    model object for one forward: run one forward per model at a time (the app holds a lock around the model).
+    afterwards; inputs of any shape ``[..., in]`` and any row count. Weights must not change after packing
+    (inference only). Like the attention switch of ``ModelRunner``, this changes the shared model object for one
+    forward: run one forward per model at a time (the app holds a lock around the model).
     """
 
-    def __init__(self, model: torch.nn.Module, rows: int):
-        self.rows = rows
-        pack = torch.ops.mkl._mkl_reorder_linear_weight
-        self.linears = [(m, pack(m.weight.detach(), rows)) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    def __init__(self, model: torch.nn.Module):
+        pack = torch.ops.mkldnn._reorder_linear_weight
+        self.linears = [(m, pack(m.weight.detach())) for m in model.modules() if isinstance(m, torch.nn.Linear)]
 
     @contextmanager
     def installed(self):
-        linear = torch.ops.mkl._mkl_linear
+        linear = torch.ops.mkldnn._linear_pointwise
         for module, packed in self.linears:
-            module.forward = lambda x, m=module, w=packed: linear(x, w, m.weight, m.bias, self.rows)
+            module.forward = lambda x, w=packed, b=module.bias: linear(x, w, b, "none", [], "")
         try:
             yield
         finally:
@@ -79,20 +81,15 @@ class PackedLinears:
                 module.__dict__.pop("forward", None)
 
 
-_PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> OrderedDict(rows -> PackedLinears)
-_PACKED_KEEP = 2
+_PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> PackedLinears
 
 
-def packed_linears(model: torch.nn.Module, rows: int) -> PackedLinears:
-    """The model's ``PackedLinears`` for ``rows`` (built on first use, ~0.3 s; the 2 most recent are kept)."""
-    cache = _PACKED.setdefault(model, OrderedDict())
-    if rows not in cache:
+def packed_linears(model: torch.nn.Module) -> PackedLinears:
+    """The model's ``PackedLinears`` (built on first use, ~0.3 s for the default model, then kept with it)."""
+    if model not in _PACKED:
         with torch.inference_mode():
-            cache[rows] = PackedLinears(model, rows)
-        while len(cache) > _PACKED_KEEP:
-            cache.popitem(last=False)
-    cache.move_to_end(rows)
-    return cache[rows]
+            _PACKED[model] = PackedLinears(model)
+    return _PACKED[model]
 
 
 class ModelRunner:
@@ -118,10 +115,7 @@ class ModelRunner:
         self._generators: dict[str, torch.Generator] = {}
         self.time_forward = False  # when True, ``forward_times`` gets the seconds of each step's model forward
         self.forward_times: list[float] = []
-        # packed GEMM for full batches (a gain from about 3 rows up: measured 4, 8, 16; none at 2)
-        self.packed_rows = (
-            config.max_num_seqs if config.max_num_seqs >= 3 and mkl_packing_available(self.device, self.dtype) else None
-        )
+        self.packed = onednn_packing_available(self.device, self.dtype)  # every step's linears through oneDNN
 
     @contextmanager
     def _paged_attention(self):
@@ -216,11 +210,7 @@ class ModelRunner:
         num_tokens = input_ids.shape[1]
         # logits only where a token is sampled; all rows (no gather) when every row samples
         keep = 0 if rows == list(range(num_tokens)) else torch.tensor(rows or [0], dtype=torch.long, device=self.device)
-        packed = (
-            packed_linears(self.model, self.packed_rows).installed()
-            if self.packed_rows is not None and num_tokens == self.packed_rows
-            else nullcontext()
-        )
+        packed = packed_linears(self.model).installed() if self.packed else nullcontext()
         t0 = time.perf_counter() if self.time_forward else 0.0
         with self._paged_attention(), packed:
             logits = self.model(

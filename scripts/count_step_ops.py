@@ -6,7 +6,7 @@ time on any device (each operation is a Python call, a dispatch and, on a GPU, u
 Runs the first N requests of the ``sixteen`` scenario for a few steps with a ``TorchDispatchMode`` that counts every
 aten operation inside ``ModelRunner.execute`` (the forward and sampling), then prints each step's count and the most
 frequent kinds. Views (``view``, ``transpose``, ``select``, ...) launch no kernel; the rest do. On CPU the count
-includes MKL's packed linears where they apply (``engine.model_runner``); on a GPU those are ``mm``/``addmm``.
+includes oneDNN's packed linears (float32, ``engine.model_runner``); on a GPU those are ``mm``/``addmm``.
 """
 
 from __future__ import annotations
