@@ -146,3 +146,34 @@ def test_greedy_matches_generate_with_prefix_caching(tiny_model, name):
         assert records[1]["num_prefix_hit_tokens"]["r3"] == 20  # admitted after r0 in step 0: r0's blocks
     if name == "preemption-priority":
         assert any(st["preempted"] for st in step_records(records))
+
+
+# -- oneDNN's packed linears (CPU, float32) ----------------------------------------------------------------------
+
+
+def test_packed_linears_compute_each_linear_and_leave_the_model_as_it_was(tiny_model):
+    """Inside ``installed()`` every linear of a float32 copy of the tiny model runs its packed forward and the
+    logits equal the model's own up to rounding; afterwards the model's own forward is back, bit for bit."""
+    import copy
+
+    from engine.model_runner import PackedLinears, onednn_packing_available
+
+    model = copy.deepcopy(tiny_model).float()
+    assert onednn_packing_available(torch.device("cpu"), torch.float32)
+    assert not onednn_packing_available(torch.device("cpu"), torch.float64)  # the float64 tests run the default
+    ids = torch.tensor([prompts()[3]])
+    with torch.inference_mode():
+        plain = model(ids).logits
+        packed = PackedLinears(model)
+        calls = []
+        with packed.installed():
+            assert all("forward" in m.__dict__ for m, _ in packed.linears)
+            for m, _ in packed.linears:  # count the packed forwards the model calls
+                inner = m.__dict__["forward"]
+                m.forward = lambda x, f=inner: calls.append(1) or f(x)
+            fast = model(ids).logits
+        after = model(ids).logits
+    assert len(packed.linears) == 2 * 7 + 1 and len(calls) == len(packed.linears)  # q k v o gate up down, lm_head
+    assert all("forward" not in m.__dict__ for m, _ in packed.linears)
+    assert torch.equal(after, plain)
+    torch.testing.assert_close(fast, plain, rtol=1e-4, atol=1e-4)
