@@ -61,6 +61,7 @@ def default_settings(sliders: dict[str, int] | None = None) -> dict:
 def cli_figures(model: str, sliders: dict[str, int] | None = None) -> tuple[float, float, int]:
     """(wall s, mean engine step s, steps) of the default settings' runs (``sliders`` moved), in this process."""
     from engine.llm import generate_trace, model_limits
+    from engine.model_runner import pack_now
     from engine.models import load_model
     from engine.threads import use_threads
     from ui.playground_spec import run_configs
@@ -68,6 +69,7 @@ def cli_figures(model: str, sliders: dict[str, int] | None = None) -> tuple[floa
 
     use_threads()  # as the app does (ui/common.model_and_lock)
     loaded = load_model(model)
+    pack_now(loaded.model)  # as the app does when it loads the model
     s = default_settings(sliders)
     msgs, _, specs = validate_settings(s, loaded.tokenizer, *model_limits(loaded))
     assert not msgs, msgs

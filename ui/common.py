@@ -60,11 +60,14 @@ def model_and_lock():
     """The model for live runs, loaded once per process and shared read-only by every session; the lock
     serialises live runs (one forward at a time on this machine's cores), so two users each get their own correct
     trace. ``$BATCHSCOPE_MODEL`` picks another model (a local folder or a cached Hugging Face id)."""
+    from engine.model_runner import pack_now
     from engine.models import DEFAULT_MODEL, load_model
     from engine.threads import use_threads
 
     use_threads()  # one core left for the browser and other neighbours (engine/threads.py)
-    return load_model(os.environ.get("BATCHSCOPE_MODEL", DEFAULT_MODEL)), threading.Lock()
+    loaded = load_model(os.environ.get("BATCHSCOPE_MODEL", DEFAULT_MODEL))
+    pack_now(loaded.model)
+    return loaded, threading.Lock()
 
 
 _MD_SPECIAL = re.compile(r"([\\`*\[\]<>&$~|])")
