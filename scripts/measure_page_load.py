@@ -14,7 +14,11 @@ machine, within 1 s on later visits.
 
 Where the time of a later visit goes (measured on this 2-core machine, 2026-12-04, with the basic plotly.js bundle):
 Streamlit's page until the player's frame exists, 0.75-1.0 s (its scripts, the session, the widgets above the
-player; ``--bare`` times a bare Streamlit page holding one small frame the same way: 0.57-0.74 s); in the player's
+player; ``--bare`` times a bare Streamlit page holding one small frame the same way: 0.57-0.74 s). Of that, a page
+other than the default one (``/compare``, ``/trace``, ``/metrics``) pays 0.1-0.15 s more before its session opens:
+Streamlit 1.67's frontend first asks ``/compare/_stcore/health``, which its server answers 404 on purpose, waits its
+minimum retry delay (100 ms) and then asks ``/_stcore/health`` (measured 2026-12-04, from the page's DOMContentLoaded to
+its session's WebSocket: 75-100 ms on ``/``, 170-210 ms on ``/compare`` and ``/trace``). In the player's
 frame, plotly.js's run 0.06-0.15 s from Chromium's code cache, inflating and parsing the payload 0.03-0.05 s, and the
 first draw 0.3-0.5 s (the slot grid, token budget and block map of each side; the first plotly.js draw of a page
 costs about twice a later one). The frame shares the page's main thread (a srcdoc frame is of the page's origin), so
