@@ -19,13 +19,13 @@ Two speed-ups, neither of which changes what a step computes (the second changes
   model into oneDNN's blocked layout (``torch.ops.mkldnn._reorder_linear_weight``, then
   ``torch.ops.mkldnn._linear_pointwise``: the ops PyTorch's inductor emits for frozen CPU linears). A decode step's
   GEMMs have a few rows, and the default ``F.linear`` (MKL's sgemm) streams the weights far below the memory's
-  bandwidth there. Measured on this project's 2-core AMD EPYC machine
-  (``scripts/measure_linears.py``, the default model's 211 linears, 538 MB): at 4 rows and 1 thread ``F.linear``
-  read 7.5 GB/s and oneDNN on the packed copy 15.1 GB/s (a plain sum: 28.8 GB/s); 1.2-2.0x faster at 1 thread for
-  1 to 64 rows, 1.7-2.8x at 2 threads. The results differ from MKL's in the last bits (a GEMM's rounding depends
-  on its kernel, as it does on the batch's shape); greedy outputs stay token-identical to ``generate``, which the
-  tests check. The packed copy costs one copy of the weights, is built
-  lazily (~0.3 s), and is used only inside this runner's forward, so ``generate`` on the same model is untouched.
+  bandwidth there. Measured on this project's 2-core AMD EPYC machine (``scripts/measure_linears.py``, the
+  default model's 211 linears, 538 MB): at 4 rows and 1 thread ``F.linear`` read 7.5 GB/s and oneDNN on the packed
+  copy 15.1 GB/s (a plain sum: 28.8 GB/s); 1.2-2.0x faster at 1 thread for 1 to 64 rows, 1.7-2.8x at 2 threads.
+  The results differ from MKL's in the last bits (a GEMM's rounding depends on its kernel, as it does on the
+  batch's shape); greedy outputs stay token-identical to ``generate``, which the tests check. The packed copy costs
+  one copy of the weights, is built lazily (~0.3 s; ``pack_now`` builds it at once), and is used only inside this
+  runner's forward, so ``generate`` on the same model is untouched.
 """
 
 from __future__ import annotations
