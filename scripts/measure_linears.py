@@ -43,21 +43,30 @@ def main() -> None:
     )
     ap.add_argument("--repeats", type=int, default=10, help="timed passes per figure (default 10; the best is shown)")
     args = ap.parse_args()
+    from engine.models import DEFAULT_MODEL, ModelLoadError, load_model
+    from engine.threads import check_threads
+
+    if not 1 <= args.repeats <= 1000:
+        ap.error(f"--repeats={args.repeats} is out of range: an integer in [1, 1000]")
+    if not all(1 <= r <= 4096 for r in args.rows):
+        ap.error(f"--rows={' '.join(map(str, args.rows))} is out of range: integers in [1, 4096]")
+    try:
+        threads = check_threads(args.threads)
+        model = load_model(args.model or DEFAULT_MODEL, device="cpu", dtype="float32").model
+    except (ValueError, ModelLoadError) as exc:
+        ap.error(str(exc))
 
     import torch
     import torch.nn.functional as F
 
-    from engine.models import DEFAULT_MODEL, load_model
-
-    torch.set_num_threads(args.threads)
-    model = load_model(args.model or DEFAULT_MODEL, device="cpu", dtype="float32").model
+    torch.set_num_threads(threads)
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     weight_bytes = sum(m.weight.numel() * m.weight.element_size() for m in linears)
     with torch.inference_mode():
         packed = [torch.ops.mkldnn._reorder_linear_weight(m.weight) for m in linears]
         flat = torch.ones(weight_bytes // 4)
         ms = best_ms(lambda: flat.sum(), args.repeats)
-        print(f"{len(linears)} linears, {weight_bytes / 1e6:.0f} MB of float32 weights, {args.threads} thread(s)")
+        print(f"{len(linears)} linears, {weight_bytes / 1e6:.0f} MB of float32 weights, {threads} thread(s)")
         print(f"plain sum over {weight_bytes / 1e6:.0f} MB: {ms:.1f} ms, {weight_bytes / ms / 1e6:.1f} GB/s")
         print("rows | F.linear ms | GB/s | oneDNN packed ms | GB/s | speed-up | max |diff|")
         for rows in args.rows:

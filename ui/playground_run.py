@@ -114,9 +114,8 @@ def watch() -> None:
         if job.status == "running" and job.unfinished and not stopping:
             cancel_one(job)
         # With the panel on the page (it is the page's last element), wait a little less than a poll for the run to
-        # end: the result then follows the run's last step within a few ms, not up to POLL_S later (measured on a
-        # seed-sized run: 0.5 s from its last step to the result, of 4.8 s from the click). A click on Cancel
-        # meanwhile takes effect when the wait ends.
+        # end: the result then follows the run's last step within a few ms, not up to POLL_S later. A click on
+        # Cancel meanwhile takes effect when the wait ends.
         job.join(END_WAIT_S)
         if job.finished:
             st.rerun()
