@@ -29,6 +29,7 @@ JS_FILES = (
     "payload.js",
     "present.js",
     "theme.js",
+    "margins.js",
     "views.js",
     "tour.js",
     "steptable.js",

@@ -184,7 +184,7 @@ BS.Side = class {
     const layout = this.layout(L, "slots");
     layout.xaxis = Object.assign({}, layout.xaxis, win.xaxis, { title: Object.assign({}, layout.xaxis.title) });
     if (this.opts.present) data = BS.presentSlots(data, L.yaxis.categoryarray.length);
-    Plotly.react(this.dom.slots, data, layout, PLOT_CONFIG);
+    BS.plot("slots", this.dom.slots, data, layout);
     if (this.slotWindow === undefined) this.dom.slots.on("plotly_afterplot", () => this.moveHighlight(this.drawn));
     this.slotWindow = key;
   }
@@ -210,7 +210,7 @@ BS.Side = class {
     if (this.plotted >= 0 && b.bars[s] === b.bars[this.plotted]) return;
     const bars = this.P.budgetTraces(this.v, s)
       .map((t) => Object.assign(t, { marker: Object.assign({}, t.marker, { color: this.paint(t.marker.color) }) }));
-    Plotly.react(this.dom.budget, bars, this.layout(b.layout, "budget"), PLOT_CONFIG);
+    BS.plot("budget", this.dom.budget, bars, this.layout(b.layout, "budget"));
   }
 
   drawBlocks(s) {
@@ -231,7 +231,7 @@ BS.Side = class {
     // plotly.js drops the text node of an empty label and, on the next react, pairs the remaining nodes with the
     // wrong blocks (a block's label then vanishes mid-playback): a blank label keeps one node per block
     trace.text = trace.text.map((label) => label || " ");
-    Plotly.react(this.dom.blocks, [trace], layout, PLOT_CONFIG);
+    BS.plot("blocks", this.dom.blocks, [trace], layout);
   }
 
   /* The block map's width, measured once (and again after a resize): reading it between redraws would force a

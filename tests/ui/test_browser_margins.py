@@ -1,0 +1,70 @@
+"""The step's figures drawn once with remembered margins (visuals/web/margins.js) are the figures plotly.js draws
+alone with its automargin, in Debian's Chromium from file://.
+
+Reference: the same page with ``BS.plot`` replaced by a plain ``Plotly.react``, so that every figure's margins are
+the ones plotly.js's automargin settles on. A later visit (same browser, so the margins are remembered) must draw
+every figure once, without automargin, and land on exactly those margins: in the normal and presenter modes, the
+dark page, two window sizes, and a late step whose slot-grid labels have four digits. No sleeps: each wait is a
+condition polled by the browser.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import recorded_pair
+
+from visuals.export import WEB, player_html
+from visuals.lockstep import lockstep_counters
+
+pytestmark = pytest.mark.app
+
+READY = "window.bsPlayer && bsPlayer.state.drawn >= 0 && bsPlayer.state.complete"
+PLOTLY_ALONE = "BS.plot = (kind, gd, data, layout) => Plotly.react(gd, data, layout, PLOT_CONFIG);"
+FIGURES = """() => [...document.querySelectorAll('.bs-slots, .bs-budget, .bs-blocks')].map((gd) => {
+  const s = gd._fullLayout._size;
+  return {kind: gd.className.split(' ')[1], size: [s.l, s.r, s.t, s.b], automargin: gd.layout.margin.autoexpand !== false};
+})"""
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> dict[str, Path]:
+    """The sixteen pair's player, and the same page drawing every figure with plotly.js alone."""
+    folder = tmp_path_factory.mktemp("margins")
+    views = recorded_pair("sixteen")
+    html = player_html(views, "sixteen", window=8, counters=lockstep_counters(*views))
+    own = (WEB / "margins.js").read_text(encoding="utf-8")
+    assert own in html
+    out = {"remembered": folder / "remembered.html", "alone": folder / "alone.html"}
+    out["remembered"].write_text(html, encoding="utf-8")
+    out["alone"].write_text(html.replace(own, own + "\n" + PLOTLY_ALONE), encoding="utf-8")
+    return out
+
+
+def figures(context, path: Path, query: str) -> list[dict]:
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(path.as_uri() + query)
+    page.wait_for_function(READY)
+    out = page.evaluate(FIGURES)
+    page.close()
+    return out
+
+
+@pytest.mark.parametrize(
+    ("query", "width", "height"),
+    [("", 1280, 720), ("?present=1&step=1000", 1280, 720), ("?theme=dark&step=300", 960, 540)],
+)
+def test_remembered_margins_are_plotly_own_and_spare_the_second_draw(browser, pages, query, width, height):
+    size = {"viewport": {"width": width, "height": height}}
+    alone = figures(browser.new_context(**size), pages["alone"], query)
+    assert len(alone) == 6 and all(f["automargin"] for f in alone)
+    student = browser.new_context(**size)  # one browser: what the first visit learns, the second one uses
+    first = figures(student, pages["remembered"], query)
+    later = figures(student, pages["remembered"], query)
+    student.close()
+    assert first[0]["automargin"], "the first figure of a first visit is measured by plotly.js's automargin"
+    assert not any(f["automargin"] for f in later), "a later visit draws each figure once, with margins it knows"
+    for got in (first, later):
+        assert [(f["kind"], f["size"]) for f in got] == [(f["kind"], f["size"]) for f in alone]

@@ -1,0 +1,65 @@
+/* Batchscope player: the step's figures drawn once, with the margins plotly.js's automargin chose for the same
+ * layout before.
+ *
+ * The slot grid's, token budget's and block map's layouts ask for thin margins (visuals/slots.py: 10 px on the
+ * left) and let automargin (the template's) widen them to fit the axes' labels. plotly.js does that by drawing the
+ * figure, measuring its labels and drawing the whole figure again with the wider margins: measured on the sixteen
+ * pair's first frame (scripts/measure_page_load.py, 2026-12-04), about 100 ms of 0.43 s. BS.plot draws a layout
+ * the first time as plotly.js does and keeps the margins it settled on (its _fullLayout._size), in this page and
+ * for later visits (localStorage, where the browser allows it); a layout seen before is drawn once, with those
+ * margins as they are (autoexpand off: automargin's result fed back in as a base is not a fixed point where
+ * plotly.js shrinks margins to keep a minimum plot height, the token budget's). The key holds everything the
+ * labels' room depends on, plotly.js's version, the figure's kind, width, height, fonts, and each axis's labels
+ * (categories, range, tick spacing, angle, title), so the figure is the one plotly.js alone draws. */
+"use strict";
+
+const MARGIN_STORE = "bs-margins"; // localStorage: {layout key: {l, r, t, b}}, oldest first
+const MARGIN_KEYS = 300; // a page draws a few layouts per side and size; every page of the app stays under this
+
+BS.marginMemo = null;
+
+/* The remembered margins, read once per page; {} where the browser keeps no storage (a sandboxed frame). */
+BS.margins = function () {
+  if (BS.marginMemo === null) {
+    try {
+      BS.marginMemo = JSON.parse(window.localStorage.getItem(MARGIN_STORE) || "{}") || {};
+    } catch (e) {
+      BS.marginMemo = {};
+    }
+  }
+  return BS.marginMemo;
+};
+
+/* What automargin's result depends on. An axis's labels: its categories, or its range (for the slot grid's paged
+ * x axis, the digits of the range's ends: its labels at the edges are as wide on every page), its tick spacing and
+ * angle, its title and its fonts. */
+BS.marginKey = function (kind, gd, layout) {
+  const digits = (r) => r && r.map((x) => String(Math.round(x)).length);
+  const axis = (a) => a && [a.visible, a.showticklabels, a.tickfont, a.title, a.categoryarray, a.tickangle, a.dtick,
+    kind === "slots" ? digits(a.range) : a.range, a.autorange, a.type];
+  return JSON.stringify([Plotly.version, kind, gd.clientWidth, layout.height, layout.margin, layout.font,
+    layout.uniformtext, axis(layout.xaxis), axis(layout.yaxis)]);
+};
+
+/* Plotly.react(gd, data, layout, PLOT_CONFIG), with the margins remembered for this layout, or else remembering
+ * the margins plotly.js settles on. kind: which figure ("slots", "budget", "blocks"). */
+BS.plot = function (kind, gd, data, layout) {
+  const key = BS.marginKey(kind, gd, layout), memo = BS.margins(), known = memo[key];
+  if (known) {
+    const margin = Object.assign({}, layout.margin, known, { autoexpand: false });
+    return Plotly.react(gd, data, Object.assign({}, layout, { margin }), PLOT_CONFIG);
+  }
+  const out = Plotly.react(gd, data, layout, PLOT_CONFIG);
+  const size = gd._fullLayout && gd._fullLayout._size;
+  if (size) {
+    memo[key] = { l: size.l, r: size.r, t: size.t, b: size.b };
+    const keys = Object.keys(memo);
+    for (const old of keys.slice(0, Math.max(0, keys.length - MARGIN_KEYS))) delete memo[old];
+    try {
+      window.localStorage.setItem(MARGIN_STORE, JSON.stringify(memo));
+    } catch (e) {
+      // no storage here (a sandboxed frame, a full quota): remembered for this page only
+    }
+  }
+  return out;
+};
