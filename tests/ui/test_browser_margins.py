@@ -24,7 +24,8 @@ READY = "window.bsPlayer && bsPlayer.state.drawn >= 0 && bsPlayer.state.complete
 PLOTLY_ALONE = "BS.plot = (kind, gd, data, layout) => Plotly.react(gd, data, layout, PLOT_CONFIG);"
 FIGURES = """() => [...document.querySelectorAll('.bs-slots, .bs-budget, .bs-blocks')].map((gd) => {
   const s = gd._fullLayout._size;
-  return {kind: gd.className.split(' ')[1], size: [s.l, s.r, s.t, s.b], automargin: gd.layout.margin.autoexpand !== false};
+  const automargin = gd.layout.margin.autoexpand !== false;
+  return {kind: gd.className.split(' ')[1], size: [s.l, s.r, s.t, s.b], automargin};
 })"""
 
 
