@@ -139,6 +139,9 @@ def render(payload: dict, plotly_src: str | None = None, packed: str | None = No
         "PAYLOAD": payload_json(payload),
         "PACKED": f'<script type="text/plain" id="bs-payload-gz">{packed}</script>' if packed else "",
         "PLOTLY": script,
+        # the served plotly.js asked for first, while the page and its payload are still being parsed
+        "PRELOAD": f'<link rel="preload" href="{escape(plotly_src)}" as="script">\n' if plotly_src else "",
+        "READ": (WEB / "payload_read.js").read_text(encoding="utf-8"),
         "JS": "\n".join((WEB / name).read_text(encoding="utf-8") for name in JS_FILES),
     }
     template = (WEB / "player.html").read_text(encoding="utf-8")

@@ -243,7 +243,7 @@ def test_export_loads_nothing_from_the_network_and_fits_in_8_mb(sixteen_html):
     assert not re.search(
         r"""<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*["']?\s*https?:""", sixteen_html, re.IGNORECASE
     )
-    assert [t for t, _ in parser.tags].count("script") == 3  # payload, plotly.js, player: all inline
+    assert [t for t, _ in parser.tags].count("script") == 4  # payload, its reader, plotly.js, player: all inline
     assert len(sixteen_html.encode("utf-8")) <= 8 * 1024 * 1024
 
 
@@ -255,7 +255,7 @@ def test_exported_payload_is_the_payload_even_when_a_text_could_close_the_script
     html = player_html([view], "tricky <title>")
     parser = Tags()
     parser.feed(html)
-    assert [t for t, _ in parser.tags].count("script") == 3
+    assert [t for t, _ in parser.tags].count("script") == 4
     body = re.search(r'<script type="application/json" id="bs-payload">(.*?)</script>', html, re.DOTALL).group(1)
     assert json.loads(body) == json.loads(json.dumps(player_payload([view], "tricky <title>")))
 

@@ -292,5 +292,5 @@ BS.Player = class {
 
 window.addEventListener("DOMContentLoaded", async () => {
   Plotly.setPlotConfig({ logging: 0 }); // the slot grid's patterned bars make plotly.js warn on every redraw
-  window.bsPlayer = new BS.Player(await BS.readPayload());
+  window.bsPlayer = new BS.Player(await BS.payloadRead);
 });
