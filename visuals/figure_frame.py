@@ -17,7 +17,7 @@ from html import escape
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from visuals.export import payload_json, plotly_js
+from visuals.export import WEB, payload_json, plotly_js
 from visuals.packing import figure_json
 
 TEMPLATE = """<!DOCTYPE html>
@@ -31,6 +31,7 @@ body {{margin: 0; font-family: "Source Sans Pro", "Source Sans 3", "Helvetica Ne
 <div class="bs-charts" id="bs-charts" aria-label="{title}"></div>
 <script type="application/json" id="bs-figures">{figures}</script>
 {plotly}
+<script>{margins}</script>
 <script>
 "use strict";
 (function () {{
@@ -55,7 +56,8 @@ body {{margin: 0; font-family: "Source Sans Pro", "Source Sans 3", "Helvetica Ne
     if (i === spec.figures.length) {{ document.body.dataset.bsDrawn = String(i); return; }}
     const fig = spec.figures[i];
     const layout = Object.assign({{ template: {{ layout: spec.template }} }}, fig.layout);
-    Plotly.newPlot(divs[i], fig.data, layout, config).then(function () {{
+    // drawn once, with the margins plotly.js's automargin chose for this figure at this width before (margins.js)
+    BS.plot(BS.figureKey(divs[i], fig.data, layout), divs[i], fig.data, layout, config).then(function () {{
       if (i === 0) performance.mark("bs-first-frame");  // scripts/measure_page_load.py: the first chart is drawn
       setTimeout(function () {{ draw(i + 1); }}, 0);
     }});
@@ -84,7 +86,8 @@ def figures_html(rows: list[list[go.Figure]], title: str, plotly_src: str | None
         "rows": [list(range(start, start + len(row))) for start, row in zip(starts, rows)],
     }
     plotly = f'<script src="{escape(plotly_src)}"></script>' if plotly_src else f"<script>{plotly_js()}</script>"
-    return TEMPLATE.format(title=escape(title), figures=payload_json(spec), plotly=plotly)
+    margins = (WEB / "margins.js").read_text(encoding="utf-8")
+    return TEMPLATE.format(title=escape(title), figures=payload_json(spec), plotly=plotly, margins=margins)
 
 
 def read_figures(html: str) -> list[dict]:

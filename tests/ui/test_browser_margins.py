@@ -1,11 +1,11 @@
-"""The step's figures drawn once with remembered margins (visuals/web/margins.js) are the figures plotly.js draws
-alone with its automargin, in Debian's Chromium from file://.
+"""The figures drawn once with remembered margins (visuals/web/margins.js) are the figures plotly.js draws alone
+with its automargin, in Debian's Chromium from file://: the player's step views and the Metrics page's charts.
 
 Reference: the same page with ``BS.plot`` replaced by a plain ``Plotly.react``, so that every figure's margins are
 the ones plotly.js's automargin settles on. A later visit (same browser, so the margins are remembered) must draw
 every figure once, without automargin, and land on exactly those margins: in the normal and presenter modes, the
-dark page, two window sizes, and a late step whose slot-grid labels have four digits. No sleeps: each wait is a
-condition polled by the browser.
+dark page, two window sizes, and a late step whose slot-grid labels have four digits; and the Metrics charts,
+whose labels come from their data. No sleeps: each wait is a condition polled by the browser.
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ import pytest
 from conftest import recorded_pair
 
 from visuals.export import WEB, player_html
+from visuals.figure_frame import figures_html
 from visuals.lockstep import lockstep_counters
+from visuals.metrics import kv_utilisation, latency_cdf, request_latency
 
 pytestmark = pytest.mark.app
 
 READY = "window.bsPlayer && bsPlayer.state.drawn >= 0 && bsPlayer.state.complete"
-PLOTLY_ALONE = "BS.plot = (kind, gd, data, layout) => Plotly.react(gd, data, layout, PLOT_CONFIG);"
+PLOTLY_ALONE = "BS.plot = (key, gd, data, layout) => Plotly.react(gd, data, layout, PLOT_CONFIG);"
 FIGURES = """() => [...document.querySelectorAll('.bs-slots, .bs-budget, .bs-blocks')].map((gd) => {
   const s = gd._fullLayout._size;
   const automargin = gd.layout.margin.autoexpand !== false;
@@ -69,3 +71,40 @@ def test_remembered_margins_are_plotly_own_and_spare_the_second_draw(browser, pa
     assert not any(f["automargin"] for f in later), "a later visit draws each figure once, with margins it knows"
     for got in (first, later):
         assert [(f["kind"], f["size"]) for f in got] == [(f["kind"], f["size"]) for f in alone]
+
+
+CHARTS = """() => [...document.querySelectorAll('.bs-chart')].map((gd) => {
+  const s = gd._fullLayout._size;
+  const m = gd.layout.margin;
+  return {size: [s.l, s.r, s.t, s.b], automargin: m === undefined || m.autoexpand !== false};
+})"""
+
+
+def charts(context, path: Path) -> list[dict]:
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(path.as_uri())
+    page.wait_for_function("document.body.dataset.bsDrawn === '3'")
+    out = page.evaluate(CHARTS)
+    page.close()
+    return out
+
+
+def test_metrics_charts_with_remembered_margins_are_plotly_own(browser, tmp_path):
+    runs = {p: v.records for p, v in zip(("static", "continuous"), recorded_pair("sixteen"))}
+    rows = [[request_latency(runs, "ttft_s"), latency_cdf(runs, "e2e_steps")], [kv_utilisation(runs)]]
+    html = figures_html(rows, "Per-request latency and KV-cache use")
+    own = (WEB / "margins.js").read_text(encoding="utf-8")
+    assert own in html
+    remembered, alone = tmp_path / "remembered.html", tmp_path / "alone.html"
+    remembered.write_text(html, encoding="utf-8")
+    plain = "BS.plot = (key, gd, data, layout, config) => Plotly.react(gd, data, layout, config);"
+    alone.write_text(html.replace(own, own + "\n" + plain), encoding="utf-8")
+    size = {"viewport": {"width": 1280, "height": 720}}
+    reference = charts(browser.new_context(**size), alone)
+    student = browser.new_context(**size)
+    first, later = charts(student, remembered), charts(student, remembered)
+    student.close()
+    assert all(f["automargin"] for f in reference + first)
+    assert not any(f["automargin"] for f in later), "a later visit draws each chart once, with margins it knows"
+    assert [f["size"] for f in first] == [f["size"] for f in later] == [f["size"] for f in reference]

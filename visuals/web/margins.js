@@ -12,6 +12,7 @@
  * labels' room depends on, plotly.js's version, the figure's kind, width, height, fonts, and each axis's labels
  * (categories, range, tick spacing, angle, title), so the figure is the one plotly.js alone draws. */
 "use strict";
+window.BS = window.BS || {};
 
 const MARGIN_STORE = "bs-margins"; // localStorage: {layout key: {l, r, t, b}}, oldest first
 const MARGIN_KEYS = 300; // a page draws a few layouts per side and size; every page of the app stays under this
@@ -30,9 +31,9 @@ BS.margins = function () {
   return BS.marginMemo;
 };
 
-/* What automargin's result depends on. An axis's labels: its categories, or its range (for the slot grid's paged
- * x axis, the digits of the range's ends: its labels at the edges are as wide on every page), its tick spacing and
- * angle, its title and its fonts. */
+/* What automargin's result depends on, for a per-step figure whose data changes every step but whose labels do
+ * not. An axis's labels: its categories, or its range (for the slot grid's paged x axis, the digits of the range's
+ * ends: its labels at the edges are as wide on every page), its tick spacing and angle, its title and its fonts. */
 BS.marginKey = function (kind, gd, layout) {
   const digits = (r) => r && r.map((x) => String(Math.round(x)).length);
   const axis = (a) => a && [a.visible, a.showticklabels, a.tickfont, a.title, a.categoryarray, a.tickangle, a.dtick,
@@ -41,15 +42,28 @@ BS.marginKey = function (kind, gd, layout) {
     layout.uniformtext, axis(layout.xaxis), axis(layout.yaxis)]);
 };
 
-/* Plotly.react(gd, data, layout, PLOT_CONFIG), with the margins remembered for this layout, or else remembering
- * the margins plotly.js settles on. kind: which figure ("slots", "budget", "blocks"). */
-BS.plot = function (kind, gd, data, layout) {
-  const key = BS.marginKey(kind, gd, layout), memo = BS.margins(), known = memo[key];
+/* The key of a figure drawn whole, once (a chart of the Metrics page): its width and two 32-bit hashes of all of it
+ * (FNV-1a and djb2), so labels that come from its data are covered too. */
+BS.figureKey = function (gd, data, layout) {
+  const text = JSON.stringify([data, layout]);
+  let fnv = 0x811c9dc5, djb = 5381;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    fnv = Math.imul(fnv ^ c, 0x01000193) >>> 0;
+    djb = (Math.imul(djb, 33) + c) >>> 0;
+  }
+  return JSON.stringify([Plotly.version, "figure", gd.clientWidth, text.length, fnv, djb]);
+};
+
+/* Plotly.react(gd, data, layout, config) with the margins remembered under key (BS.marginKey, BS.figureKey), or
+ * else remembering the margins plotly.js settles on; returns plotly.js's promise. config: PLOT_CONFIG by default. */
+BS.plot = function (key, gd, data, layout, config) {
+  const memo = BS.margins(), known = memo[key], cfg = config || PLOT_CONFIG;
   if (known) {
     const margin = Object.assign({}, layout.margin, known, { autoexpand: false });
-    return Plotly.react(gd, data, Object.assign({}, layout, { margin }), PLOT_CONFIG);
+    return Plotly.react(gd, data, Object.assign({}, layout, { margin }), cfg);
   }
-  const out = Plotly.react(gd, data, layout, PLOT_CONFIG);
+  const out = Plotly.react(gd, data, layout, cfg);
   const size = gd._fullLayout && gd._fullLayout._size;
   if (size) {
     memo[key] = { l: size.l, r: size.r, t: size.t, b: size.b };

@@ -184,7 +184,7 @@ BS.Side = class {
     const layout = this.layout(L, "slots");
     layout.xaxis = Object.assign({}, layout.xaxis, win.xaxis, { title: Object.assign({}, layout.xaxis.title) });
     if (this.opts.present) data = BS.presentSlots(data, L.yaxis.categoryarray.length);
-    BS.plot("slots", this.dom.slots, data, layout);
+    BS.plot(BS.marginKey("slots", this.dom.slots, layout), this.dom.slots, data, layout);
     if (this.slotWindow === undefined) this.dom.slots.on("plotly_afterplot", () => this.moveHighlight(this.drawn));
     this.slotWindow = key;
   }
@@ -210,7 +210,8 @@ BS.Side = class {
     if (this.plotted >= 0 && b.bars[s] === b.bars[this.plotted]) return;
     const bars = this.P.budgetTraces(this.v, s)
       .map((t) => Object.assign(t, { marker: Object.assign({}, t.marker, { color: this.paint(t.marker.color) }) }));
-    BS.plot("budget", this.dom.budget, bars, this.layout(b.layout, "budget"));
+    const layout = this.layout(b.layout, "budget");
+    BS.plot(BS.marginKey("budget", this.dom.budget, layout), this.dom.budget, bars, layout);
   }
 
   drawBlocks(s) {
@@ -231,7 +232,7 @@ BS.Side = class {
     // plotly.js drops the text node of an empty label and, on the next react, pairs the remaining nodes with the
     // wrong blocks (a block's label then vanishes mid-playback): a blank label keeps one node per block
     trace.text = trace.text.map((label) => label || " ");
-    BS.plot("blocks", this.dom.blocks, [trace], layout);
+    BS.plot(BS.marginKey("blocks", this.dom.blocks, layout), this.dom.blocks, [trace], layout);
   }
 
   /* The block map's width, measured once (and again after a resize): reading it between redraws would force a
