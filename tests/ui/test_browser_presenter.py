@@ -135,6 +135,20 @@ def test_presenter_mode_is_legible_at_1280x720(browser, files, scenario):
     page.close()
 
 
+def test_presenter_slot_rows_are_as_tall_as_asked(browser, files):
+    """A slot row is presenter mode's ``BS.PRESENT.slotRow`` px (36 px up to 8 slots): no room taken under or beside
+    the grid for axis titles it does not draw (a blanked title kept 36 px of each: rows of 30 px)."""
+    page = open_file(browser, files["preemption"], "?present=1&step=5")
+    want = page.evaluate("BS.PRESENT.slotRow")
+    rows = page.evaluate(
+        "[...document.querySelectorAll('.bs-slots')].map((gd) => gd._fullLayout._size.h"
+        " / gd._fullLayout.yaxis.categoryarray.length)"
+    )
+    assert len(rows) == 2 and want == 36
+    assert all(abs(r - want) < 0.5 for r in rows), rows
+    page.close()
+
+
 @pytest.mark.parametrize("size", [(960, 540), (1920, 1080)])
 def test_presenter_mode_resizes(browser, files, size):
     k = preemption_steps()[1]
