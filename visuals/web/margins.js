@@ -65,7 +65,9 @@ BS.plot = function (key, gd, data, layout, config) {
   }
   const out = Plotly.react(gd, data, layout, cfg);
   const size = gd._fullLayout && gd._fullLayout._size;
-  if (size) {
+  // only whole pixels: plotly.js rounds a margin it is given (a legend's reserved room can leave 79.8 px), so a
+  // fractional one would not come back as it was; such a figure keeps automargin's second draw
+  if (size && ["l", "r", "t", "b"].every((m) => Number.isInteger(size[m]))) {
     memo[key] = { l: size.l, r: size.r, t: size.t, b: size.b };
     const keys = Object.keys(memo);
     for (const old of keys.slice(0, Math.max(0, keys.length - MARGIN_KEYS))) delete memo[old];

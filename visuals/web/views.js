@@ -70,13 +70,15 @@ BS.Side = class {
   }
 
   /* The figures under the step's views that are drawn once for the whole trace (the request timeline, the Trace
-   * page's gauges): drawn after the first frame is on the screen (BS.Player.draw), so the step's own views do not
-   * wait for them (measured on the sixteen traces: 120-170 ms of a 0.35-0.56 s first draw). */
+   * page's gauges, the Walkthrough's step-cost chart): drawn after the first frame is on the screen
+   * (BS.Player.draw), so the step's own views do not wait for them (measured on the sixteen traces: 120-170 ms of a
+   * 0.35-0.56 s first draw); each with the margins remembered for it (margins.js BS.figureKey). */
   drawWhole() {
     if (this.wholeDrawn) return;
     this.wholeDrawn = true;
     if (this.v.timeline) this.drawTimeline();
     if (this.v.gauges) this.drawGauges();
+    if (this.cost) this.cost.drawFigure();
   }
 
   /* The request timeline and vLLM's metrics (the Trace page's gauges) are drawn once each; the cursor of each (the
@@ -89,7 +91,7 @@ BS.Side = class {
   drawWithCursor(fig, box) {
     const cursor = fig.layout.shapes[fig.layout.shapes.length - 1];
     const layout = Object.assign({}, fig.layout, { template: this.template, shapes: fig.layout.shapes.slice(0, -1) });
-    Plotly.newPlot(box, fig.data, layout, PLOT_CONFIG);
+    BS.plot(BS.figureKey(box, fig.data, layout), box, fig.data, layout);
     const line = el("div", "bs-cursor", box);
     line.style.borderLeft = `${cursor.line.width}px dotted ${cursor.line.color}`;
     box.on("plotly_afterplot", () => this.moveCursor(this.drawn));
