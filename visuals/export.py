@@ -16,7 +16,7 @@ import json
 import math
 import os
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from html import escape
 from pathlib import Path
 
@@ -78,6 +78,18 @@ def url_step(text: object, default: int, lo: int, hi: int) -> int:
     return min(max(math.floor(value + 0.5), lo), hi)
 
 
+@cache
+def web_text(name: str) -> str:
+    """A file of the player (``visuals/web/``: its HTML template, CSS and scripts), read once per process: every
+    visit's frame is built from them."""
+    return (WEB / name).read_text(encoding="utf-8")
+
+
+def plotly_script(plotly_src: str | None) -> str:
+    """The ``<script>`` of plotly.js: loaded from ``plotly_src`` (the app's static copy), else inlined."""
+    return f'<script src="{escape(plotly_src)}"></script>' if plotly_src else f"<script>{plotly_js()}</script>"
+
+
 def payload_json(payload: dict) -> str:
     """The payload as JSON safe inside ``<script type="application/json">``: every ``<`` is written ``\\u003c``,
     so no ``</script>`` or ``<!--`` in a request's text can end the element. A non-finite number (``NaN`` is not
@@ -132,19 +144,18 @@ def render(payload: dict, plotly_src: str | None = None, packed: str | None = No
     plays alone and offline. ``packed``: the bulk of the payload as ``packed_payload`` wrote it (built once per trace
     by the app), with ``payload`` holding only what this visit changes over it (its ``title``, ``initial_step``...);
     default: the whole payload as plain JSON, which a reader of the file can inspect."""
-    script = f'<script src="{escape(plotly_src)}"></script>' if plotly_src else f"<script>{plotly_js()}</script>"
     parts = {
         "TITLE": escape(payload["title"]),
-        "CSS": (WEB / "player.css").read_text(encoding="utf-8"),
+        "CSS": web_text("player.css"),
         "PAYLOAD": payload_json(payload),
         "PACKED": f'<script type="text/plain" id="bs-payload-gz">{packed}</script>' if packed else "",
-        "PLOTLY": script,
+        "PLOTLY": plotly_script(plotly_src),
         # the served plotly.js asked for first, while the page and its payload are still being parsed
         "PRELOAD": f'<link rel="preload" href="{escape(plotly_src)}" as="script">\n' if plotly_src else "",
-        "READ": (WEB / "payload_read.js").read_text(encoding="utf-8"),
-        "JS": "\n".join((WEB / name).read_text(encoding="utf-8") for name in JS_FILES),
+        "READ": web_text("payload_read.js"),
+        "JS": "\n".join(web_text(name) for name in JS_FILES),
     }
-    template = (WEB / "player.html").read_text(encoding="utf-8")
+    template = web_text("player.html")
     return re.sub(r"\{\{([A-Z]+)\}\}", lambda m: parts[m.group(1)], template)
 
 

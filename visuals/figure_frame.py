@@ -17,7 +17,7 @@ from html import escape
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from visuals.export import WEB, payload_json, plotly_js
+from visuals.export import payload_json, plotly_script, web_text
 from visuals.packing import figure_json
 
 TEMPLATE = """<!DOCTYPE html>
@@ -85,8 +85,7 @@ def figures_html(rows: list[list[go.Figure]], title: str, plotly_src: str | None
         "figures": [figure_json(f) for f in figures],
         "rows": [list(range(start, start + len(row))) for start, row in zip(starts, rows)],
     }
-    plotly = f'<script src="{escape(plotly_src)}"></script>' if plotly_src else f"<script>{plotly_js()}</script>"
-    margins = (WEB / "margins.js").read_text(encoding="utf-8")
+    plotly, margins = plotly_script(plotly_src), web_text("margins.js")
     return TEMPLATE.format(title=escape(title), figures=payload_json(spec), plotly=plotly, margins=margins)
 
 

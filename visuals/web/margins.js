@@ -1,16 +1,17 @@
-/* Batchscope player: the step's figures drawn once, with the margins plotly.js's automargin chose for the same
- * layout before.
+/* Batchscope player: figures drawn once, with the margins plotly.js's automargin chose for the same layout before.
  *
- * The slot grid's, token budget's and block map's layouts ask for thin margins (visuals/slots.py: 10 px on the
- * left) and let automargin (the template's) widen them to fit the axes' labels. plotly.js does that by drawing the
- * figure, measuring its labels and drawing the whole figure again with the wider margins: measured on the sixteen
- * pair's first frame (scripts/measure_page_load.py, 2026-12-04), about 100 ms of 0.43 s. BS.plot draws a layout
- * the first time as plotly.js does and keeps the margins it settled on (its _fullLayout._size), in this page and
- * for later visits (localStorage, where the browser allows it); a layout seen before is drawn once, with those
- * margins as they are (autoexpand off: automargin's result fed back in as a base is not a fixed point where
- * plotly.js shrinks margins to keep a minimum plot height, the token budget's). The key holds everything the
- * labels' room depends on, plotly.js's version, the figure's kind, width, height, fonts, and each axis's labels
- * (categories, range, tick spacing, angle, title), so the figure is the one plotly.js alone draws. */
+ * The layouts ask for thin margins (visuals/slots.py: 10 px on the left) and let automargin (the template's) widen
+ * them to fit the axes' labels. plotly.js does that by drawing the figure, measuring its labels and drawing the
+ * whole figure again with the wider margins: measured on the sixteen pair's first frame
+ * (scripts/measure_page_load.py, 2026-12-04), about 100 ms of 0.43 s. BS.plot draws a layout the first time as
+ * plotly.js does and keeps the margins it settled on (its _fullLayout._size), in this page and for later visits
+ * (localStorage, where the browser allows it); a layout seen before is drawn once, with those margins as they are
+ * (autoexpand off: automargin's result fed back in as a base is not a fixed point where plotly.js shrinks margins to
+ * keep a minimum plot height, the token budget's). Only whole-pixel margins are kept: plotly.js rounds a margin it
+ * is given. Two keys: BS.marginKey for a step's views (slot grid, token budget, block map), whose data changes every
+ * step but whose labels do not; BS.figureKey for a figure drawn whole (the request timeline, the gauges, the
+ * step-cost chart, the Metrics charts), a hash of all of it. Either holds everything the labels' room depends on, so
+ * the figure is the one plotly.js alone draws (tests/ui/test_browser_margins.py). */
 "use strict";
 window.BS = window.BS || {};
 
