@@ -52,6 +52,14 @@ MARK_KEYS = ("color", "text", "hover", "width", "line")
 PRESENT_WINDOW = 4  # presenter mode's slot grid: 2 * 4 + 1 = 9 steps, cells large enough for 20 px names
 
 
+def player_template() -> dict:
+    """plotly's ``plotly_white`` layout (sent once per payload) with numeric axes' tick labels allowed past the
+    figure's edge: plotly.js's default there ("hide past div") measures every tick label of every draw, about 20 ms
+    of a first frame (2026-12-04), where automargin has made room for them all (none was hidden)."""
+    layout = pio.templates["plotly_white"].to_plotly_json()["layout"]
+    return {**layout, **{a: {**layout[a], "ticklabeloverflow": "allow"} for a in ("xaxis", "yaxis")}}
+
+
 def slot_section(view: TraceView, intern: Interner, window: int, ks: range) -> dict:
     """The slot grid's cells over every window the steps ``ks`` show (its traces hold those cells, in step order;
     the client keeps the cells of the current window), each step's window ``{lo, hi, xaxis}`` and title, and the
@@ -283,7 +291,7 @@ def player_payload(
         "present": bool(present),
         "window": window,
         "events": sorted({e for p in packed for e in p["events"] if lo <= e <= hi}),
-        "template": pio.templates["plotly_white"].to_plotly_json()["layout"],
+        "template": player_template(),
         "counters": cards,
         "tour": [m for m in (default_tour(views) if tour is None else tour) if lo <= m["step"] <= hi],
         "views": packed,

@@ -18,10 +18,11 @@ BS.PRESENT = {
   family: '"Open Sans", verdana, arial, sans-serif', // plotly.js's, which draws the labels
 };
 
-/* The width (px) of a label (plain text of plotly's HTML subset) at 18 px in plotly's font, measured on a canvas. */
-BS.textPx = function (label) {
+/* The width (px) of a label (plain text of plotly's HTML subset) at size px (18 by default) in plotly's font,
+ * measured on a canvas. */
+BS.textPx = function (label, size) {
   const g = BS.textPx.g || (BS.textPx.g = document.createElement("canvas").getContext("2d"));
-  g.font = `${BS.PRESENT.font}px ${BS.PRESENT.family}`;
+  g.font = `${size || BS.PRESENT.font}px ${BS.PRESENT.family}`;
   return g.measureText(label.replace(/<[^>]+>/g, "")).width;
 };
 

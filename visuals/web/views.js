@@ -7,6 +7,32 @@ const PLOT_CONFIG = { displayModeBar: false, responsive: true, logging: 0 };
 const TOP_MARGIN = 6; // a figure's title is an HTML line above its plot: it wraps, and a new title costs no redraw
 const MAX_CHIPS = 40; // a server's queues hold hundreds of requests: the first ones, then a count (ui/common.py)
 const MAX_TEXT_ROWS = 200; // more requests than this: the text table lists those in play (ui/panels.py)
+const CELL_NAME_MIN = 7; // px: a slot-grid cell's name plotly.js would shrink below this to fit its cell is not drawn
+const CELL_PAD = 3; // px: plotly.js's room around a bar's inside text on each side (its bar TEXTPAD)
+
+/* The slot grid's traces without the cell names plotly.js would draw under CELL_NAME_MIN px: it shrinks an inside
+ * label to fit its cell, and on a long window (the Trace page's 41 steps, 9 px cells at 1280x720) the names came
+ * out 2-3 px tall, marks nobody can read that cost the first frame about 50 ms of measuring text. cellPx: one
+ * cell's width. A name that fits, or shrinks no further than CELL_NAME_MIN, is kept as it was; hover names every
+ * cell. */
+BS.legibleNames = function (data, cellPx) {
+  const memo = BS.legibleNames.memo || (BS.legibleNames.memo = new Map());
+  const drawnPx = (label, size) => { // the size plotly.js would draw label at in a cell of cellPx
+    const k = `${size}|${label}`;
+    if (!memo.has(k)) memo.set(k, BS.textPx(plain(label), size));
+    return Math.min(size, (size * (cellPx - 2 * CELL_PAD)) / memo.get(k));
+  };
+  return data.map((tr) => {
+    if (!Array.isArray(tr.text) || tr.textposition === "none") return tr;
+    const size = (tr.textfont && tr.textfont.size) || 12;
+    const keep = tr.text.map((t) => !t || drawnPx(t, size) >= CELL_NAME_MIN);
+    if (keep.every(Boolean)) return tr;
+    const out = Object.assign({}, tr);
+    if (keep.some(Boolean)) out.text = tr.text.map((t, i) => (keep[i] ? t : " ")); // " ": see drawBlocks
+    else { out.textposition = "none"; delete out.text; }
+    return out;
+  });
+};
 
 /* Plotly label text (HTML entities, as visuals/safe.py esc writes it) as plain characters. A textarea parses its
  * content as text, so nothing in it can become markup or run. */
@@ -185,10 +211,19 @@ BS.Side = class {
     data = data.filter((tr) => tr);
     const layout = this.layout(L, "slots");
     layout.xaxis = Object.assign({}, layout.xaxis, win.xaxis, { title: Object.assign({}, layout.xaxis.title) });
+    const mkey = BS.marginKey("slots", this.dom.slots, layout);
     if (this.opts.present) data = BS.presentSlots(data, L.yaxis.categoryarray.length);
-    BS.plot(BS.marginKey("slots", this.dom.slots, layout), this.dom.slots, data, layout);
+    else data = BS.legibleNames(data, this.cellPx(mkey, layout, win.hi - win.lo + 1));
+    BS.plot(mkey, this.dom.slots, data, layout);
     if (this.slotWindow === undefined) this.dom.slots.on("plotly_afterplot", () => this.moveHighlight(this.drawn));
     this.slotWindow = key;
+  }
+
+  /* The width (px) of one step's cell in the slot grid drawn with layout over steps columns: the plot's width
+   * from the margins remembered for key (margins.js), or on a first draw an estimate (room for "slot 0"). */
+  cellPx(key, layout, steps) {
+    const known = BS.margins()[key], m = known || { l: layout.margin.l + 26, r: layout.margin.r };
+    return Math.max(0, this.dom.slots.clientWidth - m.l - m.r) / steps;
   }
 
   /* Redraw the slot grid at the step shown (after "hide the future" is switched). */

@@ -1,0 +1,91 @@
+"""The slot grid's cell names are drawn where plotly.js draws them legibly, and only there (visuals/web/views.js
+``BS.legibleNames``), in Debian's Chromium from file://.
+
+plotly.js shrinks a bar's inside label to fit its cell: on the Trace page's 41-step window the cells are about 9 px
+wide at 1280x720 and every name came out 2-3 px tall, marks nobody could read. Reference: the same page with
+``BS.legibleNames`` replaced by the identity, so that plotly.js alone draws every name at the size it fits. The
+player must draw exactly those of plotly.js's names drawn at 7 px or more, at the same place and size, and no other:
+on a long window at two screen sizes (where some or all names are dropped) and on the Compare page's short window
+(where all are kept). No sleeps: each wait is a condition polled by the browser.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import recorded_pair
+
+from visuals.export import WEB, player_html
+
+pytestmark = pytest.mark.app
+
+READY = "window.bsPlayer && bsPlayer.state.drawn >= 0 && bsPlayer.state.complete"
+NAMES_ALONE = "BS.legibleNames = (data) => data;"
+LEAST_PX = 7  # views.js CELL_NAME_MIN
+# the player estimates a name's width on a canvas and its cell's before plotly.js draws (on a first visit, without
+# the margins it will find): a name plotly.js draws within this band around LEAST_PX may go either way
+BAND = 0.5
+# every name drawn in a slot grid: its text, where it is (px, rounded) and the size it is drawn at (its font size
+# times the scale plotly.js gave it to fit its cell)
+NAMES = """() => [...document.querySelectorAll('.bs-slots text.bartext')].filter((t) => t.textContent.trim())
+  .map((t) => { const r = t.getBoundingClientRect();
+    return [t.textContent, Math.round(r.x + r.width / 2), Math.round(r.y + r.height / 2),
+            Math.round(parseFloat(getComputedStyle(t).fontSize) * t.getCTM().a * 100) / 100]; })"""
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> dict[str, Path]:
+    """The Trace page's player of sixteen / static (a 41-step window), the Compare page's sixteen pair (17 steps),
+    and each with plotly.js alone fitting every name."""
+    folder = tmp_path_factory.mktemp("names")
+    static, continuous = recorded_pair("sixteen")
+    own = (WEB / "views.js").read_text(encoding="utf-8")
+    out = {}
+    for name, html in (
+        ("trace", player_html([static], "sixteen / static", window=20)),
+        ("pair", player_html([static, continuous], "sixteen", window=8)),
+    ):
+        assert own in html
+        out[name] = folder / f"{name}.html"
+        out[name].write_text(html, encoding="utf-8")
+        out[f"{name}-alone"] = folder / f"{name}-alone.html"
+        out[f"{name}-alone"].write_text(html.replace(own, own + "\n" + NAMES_ALONE), encoding="utf-8")
+    return out
+
+
+def names(browser, path: Path, step: int, width: int, height: int) -> list[list]:
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(60_000)
+    page.goto(f"{path.as_uri()}?step={step}")
+    page.wait_for_function(READY)
+    out = page.evaluate(NAMES)
+    page.close()
+    return sorted(out)
+
+
+@pytest.mark.parametrize(
+    ("page", "step", "width", "height", "legible"),
+    [
+        ("trace", 20, 1280, 720, False),  # the long window at 1280x720: 5 px names, none drawn
+        ("trace", 150, 1500, 900, False),  # 6.5 px
+        ("trace", 150, 1640, 900, True),  # 7.6 px
+        ("trace", 150, 1920, 1080, True),  # 9.6 px
+        ("pair", 40, 1280, 720, True),  # the Compare page's 17 steps a side: 8 px
+        ("pair", 3, 1920, 1080, True),
+    ],
+)
+def test_cell_names_are_plotly_own_where_legible_and_absent_elsewhere(
+    browser, pages, page, step, width, height, legible
+):
+    alone = names(browser, pages[f"{page}-alone"], step, width, height)
+    got = names(browser, pages[page], step, width, height)
+    assert alone, "plotly.js alone draws a name in every cell"
+    drawn = {tuple(n) for n in got}
+    assert drawn <= {tuple(n) for n in alone}, "a name drawn is plotly.js's own, at its place and size"
+    assert all(n[3] >= LEAST_PX - BAND for n in got), "no name is drawn too small to read"
+    assert all(tuple(n) in drawn for n in alone if n[3] >= LEAST_PX + BAND), "every legible name is drawn"
+    if legible:
+        assert got == alone
+    else:
+        assert not got and all(n[3] < LEAST_PX for n in alone)
