@@ -10,28 +10,48 @@ const MAX_TEXT_ROWS = 200; // more requests than this: the text table lists thos
 const CELL_NAME_MIN = 7; // px: a slot-grid cell's name plotly.js would shrink below this to fit its cell is not drawn
 const CELL_PAD = 3; // px: plotly.js's room around a bar's inside text on each side (its bar TEXTPAD)
 
-/* The slot grid's traces without the cell names plotly.js would draw under CELL_NAME_MIN px: it shrinks an inside
- * label to fit its cell, and on a long window (the Trace page's 41 steps, 9 px cells at 1280x720) the names came
- * out 2-3 px tall, marks nobody can read that cost the first frame about 50 ms of measuring text. cellPx: one
- * cell's width. A name that fits, or shrinks no further than CELL_NAME_MIN, is kept as it was; hover names every
- * cell. */
-BS.legibleNames = function (data, cellPx) {
+/* Bar traces without the inside labels plotly.js would draw under CELL_NAME_MIN px: it shrinks a label to fit its
+ * bar, and on the Trace page's 41-step slot grid (9 px cells at 1280x720) the names came out 2-3 px tall, marks
+ * nobody can read that cost the first frame about 50 ms of measuring text; a token budget's 1-token segments did the
+ * same. cellPx(trace, i): the width (px) of bar i; size: the labels' font size where a trace sets none. A label that
+ * fits, or shrinks no further than CELL_NAME_MIN, is kept as it was; hover still names every bar. */
+BS.legibleNames = function (data, cellPx, size) {
   const memo = BS.legibleNames.memo || (BS.legibleNames.memo = new Map());
-  const drawnPx = (label, size) => { // the size plotly.js would draw label at in a cell of cellPx
-    const k = `${size}|${label}`;
-    if (!memo.has(k)) memo.set(k, BS.textPx(plain(label), size));
-    return Math.min(size, (size * (cellPx - 2 * CELL_PAD)) / memo.get(k));
+  const drawnPx = (label, px, room) => { // the size plotly.js would draw label at, px by default, in room px
+    const k = `${px}|${label}`;
+    if (!memo.has(k)) memo.set(k, BS.textPx(plain(label), px));
+    return Math.min(px, (px * (room - 2 * CELL_PAD)) / memo.get(k));
   };
   return data.map((tr) => {
     if (!Array.isArray(tr.text) || tr.textposition === "none") return tr;
-    const size = (tr.textfont && tr.textfont.size) || 12;
-    const keep = tr.text.map((t) => !t || drawnPx(t, size) >= CELL_NAME_MIN);
+    const px = (tr.textfont && tr.textfont.size) || size;
+    const keep = tr.text.map((t, i) => !t || drawnPx(t, px, cellPx(tr, i)) >= CELL_NAME_MIN);
     if (keep.every(Boolean)) return tr;
     const out = Object.assign({}, tr);
-    if (keep.some(Boolean)) out.text = tr.text.map((t, i) => (keep[i] ? t : " ")); // " ": see drawBlocks
+    if (keep.some(Boolean)) out.text = tr.text.map((t, i) => (keep[i] ? t : " ")); // " ": see BS.blockTraces
     else { out.textposition = "none"; delete out.text; }
     return out;
   });
+};
+
+/* The block map's one trace (markers+text, a label per block, "" where a block has none) as two: its cells
+ * (markers) and the labels of the blocks that have one (text), keyed by block number (ids). A pool's map used to
+ * keep a blank label on every empty block, 128 text nodes that cost each draw of the sixteen pair's maps about 25
+ * ms, because plotly.js pairs a trace's text nodes with its points by position: once a label was dropped, the
+ * remaining ones moved to the wrong blocks. Keyed by block, a label stays with its block from step to step. */
+BS.blockTraces = function (trace) {
+  const keep = [];
+  trace.text.forEach((label, i) => { if (label && label.trim()) keep.push(i); });
+  const pick = (a) => (Array.isArray(a) ? keep.map((i) => a[i]) : a);
+  const cells = Object.assign({}, trace, { mode: "markers" });
+  delete cells.text;
+  delete cells.textfont;
+  const labels = {
+    type: "scatter", mode: "text", x: pick(trace.x), y: pick(trace.y), ids: keep.map(String), text: pick(trace.text),
+    textfont: Object.assign({}, trace.textfont, { color: pick((trace.textfont || {}).color) }),
+    hoverinfo: "skip", showlegend: false,
+  };
+  return [cells, labels];
 };
 
 /* Plotly label text (HTML entities, as visuals/safe.py esc writes it) as plain characters. A textarea parses its
@@ -213,17 +233,20 @@ BS.Side = class {
     layout.xaxis = Object.assign({}, layout.xaxis, win.xaxis, { title: Object.assign({}, layout.xaxis.title) });
     const mkey = BS.marginKey("slots", this.dom.slots, layout);
     if (this.opts.present) data = BS.presentSlots(data, L.yaxis.categoryarray.length);
-    else data = BS.legibleNames(data, this.cellPx(mkey, layout, win.hi - win.lo + 1));
+    else {
+      const cell = this.plotPx(this.dom.slots, mkey, layout, 26) / (win.hi - win.lo + 1); // 26 px: "slot 0"
+      data = BS.legibleNames(data, () => cell, (layout.font || {}).size || 12);
+    }
     BS.plot(mkey, this.dom.slots, data, layout);
     if (this.slotWindow === undefined) this.dom.slots.on("plotly_afterplot", () => this.moveHighlight(this.drawn));
     this.slotWindow = key;
   }
 
-  /* The width (px) of one step's cell in the slot grid drawn with layout over steps columns: the plot's width
-   * from the margins remembered for key (margins.js), or on a first draw an estimate (room for "slot 0"). */
-  cellPx(key, layout, steps) {
-    const known = BS.margins()[key], m = known || { l: layout.margin.l + 26, r: layout.margin.r };
-    return Math.max(0, this.dom.slots.clientWidth - m.l - m.r) / steps;
+  /* The width (px) of the plot area of gd drawn with layout: gd's width less the margins remembered for key
+   * (margins.js), or on a first draw less the layout's margins and guess px more on the left (its axis labels). */
+  plotPx(gd, key, layout, guess) {
+    const known = BS.margins()[key], m = known || { l: layout.margin.l + guess, r: layout.margin.r };
+    return Math.max(0, gd.clientWidth - m.l - m.r);
   }
 
   /* Redraw the slot grid at the step shown (after "hide the future" is switched). */
@@ -247,8 +270,11 @@ BS.Side = class {
     if (this.plotted >= 0 && b.bars[s] === b.bars[this.plotted]) return;
     const bars = this.P.budgetTraces(this.v, s)
       .map((t) => Object.assign(t, { marker: Object.assign({}, t.marker, { color: this.paint(t.marker.color) }) }));
-    const layout = this.layout(b.layout, "budget");
-    BS.plot(BS.marginKey("budget", this.dom.budget, layout), this.dom.budget, bars, layout);
+    const layout = this.layout(b.layout, "budget"), mkey = BS.marginKey("budget", this.dom.budget, layout);
+    const r = layout.xaxis.range, perToken = this.plotPx(this.dom.budget, mkey, layout, 0) / (r[1] - r[0]);
+    const size = (layout.font || {}).size || 12;
+    const shown = this.opts.present ? bars : BS.legibleNames(bars, (tr, i) => tr.x[i] * perToken, size);
+    BS.plot(mkey, this.dom.budget, shown, layout);
   }
 
   drawBlocks(s) {
@@ -266,10 +292,7 @@ BS.Side = class {
     if (this.opts.present) BS.presentBlocks(trace, layout, this.plotWidth(), this.P.views.length, b.grouped);
     else BS.fitBlocks(trace, layout, this.plotWidth());
     if (this.opts.dark) BS.darkBlocks(trace);
-    // plotly.js drops the text node of an empty label and, on the next react, pairs the remaining nodes with the
-    // wrong blocks (a block's label then vanishes mid-playback): a blank label keeps one node per block
-    trace.text = trace.text.map((label) => label || " ");
-    BS.plot(BS.marginKey("blocks", this.dom.blocks, layout), this.dom.blocks, [trace], layout);
+    BS.plot(BS.marginKey("blocks", this.dom.blocks, layout), this.dom.blocks, BS.blockTraces(trace), layout);
   }
 
   /* The block map's width, measured once (and again after a resize): reading it between redraws would force a
