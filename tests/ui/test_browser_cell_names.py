@@ -19,6 +19,7 @@ import pytest
 from conftest import recorded_pair
 
 from visuals.export import WEB, player_html
+from visuals.slots import grid_cells, grid_range
 
 pytestmark = pytest.mark.app
 
@@ -35,6 +36,13 @@ NAMES = """() => [...document.querySelectorAll('.bs-slots text.bartext, .bs-budg
     return [t.closest('.bs-slots') ? 'slots' : 'budget', t.textContent, Math.round(r.x + r.width / 2),
             Math.round(r.y + r.height / 2),
             Math.round(parseFloat(getComputedStyle(t).fontSize) * t.getCTM().a * 100) / 100]; })"""
+
+
+# the slot grid's names of runs (views.js BS.runNames): the text trace's points and its text nodes' sizes
+RUNS = """() => { const gd = document.querySelector('.bs-slots'), t = gd.data.find((d) => d.name === 'names');
+  const nodes = [...gd.querySelectorAll('.textpoint text')];
+  return {x: t ? t.x : [], y: t ? t.y : [], text: t ? t.text : [], n: nodes.length,
+          sizes: [...new Set(nodes.map((e) => getComputedStyle(e).fontSize))]}; }"""
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +65,14 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-def names(browser, path: Path, step: int, width: int, height: int) -> list[list]:
+def names(browser, path: Path, step: int, width: int, height: int, what: str = NAMES):
     page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(60_000)
     page.goto(f"{path.as_uri()}?step={step}")
     page.wait_for_function(READY)
-    out = page.evaluate(NAMES)
+    out = page.evaluate(what)
     page.close()
-    return sorted(out)
+    return sorted(out) if isinstance(out, list) else out
 
 
 @pytest.mark.parametrize(
@@ -96,3 +104,31 @@ def test_cell_names_are_plotly_own_where_legible_and_absent_elsewhere(
     # the token budget: the free room's count is drawn; plotly.js alone drew each 1-token decode segment's name at
     # 0.2-2.3 px, and those are not
     assert any(n[0] == "budget" for n in got) and any(n[0] == "budget" and n[4] < 3 for n in alone)
+
+
+def runs(step: int, window: int) -> dict[tuple[str, str, float], int]:
+    """Independently of the player: each run of one request's consecutive cells in a slot of sixteen / static's grid
+    at ``step`` (its padding rows a run of their own), as (name, slot, middle step) -> its number of cells."""
+    view = recorded_pair("sixteen")[0]
+    out: list[list] = []
+    for c in sorted(grid_cells(view, *grid_range(view, step, window)), key=lambda c: (c.slot, c.step)):
+        key = (view.label(c.request_id), f"slot {c.slot}", c.kind == "padding")
+        if out and out[-1][0] == key and out[-1][2] == c.step - 1:
+            out[-1][2] = c.step
+        else:
+            out.append([key, c.step, c.step])
+    return {(name, slot, (a + b) / 2): b - a + 1 for (name, slot, _), a, b in out}
+
+
+@pytest.mark.parametrize(("step", "width", "height"), [(20, 1280, 720), (150, 1500, 900), (600, 1280, 720)])
+def test_cells_too_narrow_for_a_name_each_get_one_per_run(browser, pages, step, width, height):
+    """Where no cell can hold its name, a run of a request's cells in a slot carries it once, at its middle, at the
+    cells' 10 px: every run of 5 cells or more (45 px at the least), never a single cell (9-12 px)."""
+    got = names(browser, pages["trace"], step, width, height, RUNS)
+    assert got["n"] == len(got["text"]) > 0 and got["sizes"] == ["10px"]
+    named = set(zip(got["text"], got["y"], got["x"]))
+    cells = runs(step, 20)
+    assert named <= set(cells), "each name is at the middle of a run of its own request's cells"
+    assert all(run in named for run, n in cells.items() if n >= 5), "every run of 5 cells or more is named"
+    assert not any(cells[run] == 1 for run in named), "a single cell is too narrow for a name"
+    assert names(browser, pages["pair"], 40, 1280, 720, RUNS)["n"] == 0, "cells that hold their names need no more"

@@ -34,6 +34,43 @@ BS.legibleNames = function (data, cellPx, size) {
   });
 };
 
+/* Where the slot grid's cells are too narrow for a name each (BS.legibleNames dropped them): one name per run of a
+ * request's consecutive cells in a slot (its padding rows a run of their own), at the run's middle, if the run is
+ * wide enough for it at the cells' size; a text trace over the cells (hover stays theirs). data: the traces as
+ * sliced, every name in; shown: the same after BS.legibleNames; cellPx: one cell's width. null: no run to name. */
+BS.runNames = function (data, shown, cellPx) {
+  const cells = [];
+  let size = 10;
+  data.forEach((tr, t) => {
+    if (!Array.isArray(tr.text) || shown[t] === tr) return; // every name of this trace is drawn in its cell
+    size = (tr.textfont && tr.textfont.size) || size;
+    const kept = Array.isArray(shown[t].text) ? shown[t].text : [];
+    tr.text.forEach((label, i) => {
+      if (!label || kept[i] === label) return;
+      const color = Array.isArray(tr.marker.color) ? tr.marker.color[i] : tr.marker.color;
+      cells.push({ y: tr.y[i], step: tr.base[i] + 0.5, label, run: `${label}|${tr.name === "padding"}`, color });
+    });
+  });
+  cells.sort((a, b) => (a.y < b.y ? -1 : a.y > b.y ? 1 : a.step - b.step));
+  const out = { x: [], y: [], text: [], color: [] };
+  for (let i = 0, j; i < cells.length; i = j + 1) {
+    const c = cells[i];
+    for (j = i; j + 1 < cells.length; j++) {
+      const d = cells[j + 1];
+      if (d.y !== c.y || d.run !== c.run || d.step !== cells[j].step + 1) break;
+    }
+    if ((j - i + 1) * cellPx - 2 * CELL_PAD < BS.textPx(plain(c.label), size)) continue;
+    const under = cells[i + Math.floor((j - i) / 2)].color; // the middle cell's colour, under the name
+    out.x.push((c.step + cells[j].step) / 2);
+    out.y.push(c.y);
+    out.text.push(c.label);
+    out.color.push(/^#[0-9a-f]{6}$/i.test(under) ? BS.textColor(under) : "#000");
+  }
+  if (!out.x.length) return null;
+  return { type: "scatter", mode: "text", x: out.x, y: out.y, text: out.text, name: "names",
+    textfont: { size, color: out.color }, hoverinfo: "skip", showlegend: false };
+};
+
 /* The block map's one trace (markers+text, a label per block, "" where a block has none) as two: its cells
  * (markers) and the labels of the blocks that have one (text), keyed by block number (ids). A pool's map used to
  * keep a blank label on every empty block, 128 text nodes that cost each draw of the sixteen pair's maps about 25
@@ -235,7 +272,9 @@ BS.Side = class {
     if (this.opts.present) data = BS.presentSlots(data, L.yaxis.categoryarray.length);
     else {
       const cell = this.plotPx(this.dom.slots, mkey, layout, 26) / (win.hi - win.lo + 1); // 26 px: "slot 0"
-      data = BS.legibleNames(data, () => cell, (layout.font || {}).size || 12);
+      const shown = BS.legibleNames(data, () => cell, (layout.font || {}).size || 12);
+      const runs = BS.runNames(data, shown, cell);
+      data = runs ? shown.concat([runs]) : shown;
     }
     BS.plot(mkey, this.dom.slots, data, layout);
     if (this.slotWindow === undefined) this.dom.slots.on("plotly_afterplot", () => this.moveHighlight(this.drawn));
