@@ -18,9 +18,9 @@ INTRO = """
 The same requests, the same model, the same limits: a **static** batch is formed only when the previous one has
 completely finished, so a finished request's row idles as **padding** (grey, ✕) until the slowest member ends;
 **continuous** batching hands a finished request's slot and KV blocks to the next waiting request at the very next
-step. Run A plays on the left, run B on the right, on one step clock (by default A is static, B continuous). Pick
-any other two runs of one workload below (a Playground run, or an uploaded trace such as your vLLM server's,
-against a recorded one) to see what a setting changes.
+step. Run A plays on the left, run B on the right, on one step clock (by default A is static, B continuous).
+**Choose the pair and the runs** picks any other two runs of one workload (a Playground run, or an uploaded trace
+such as your vLLM server's, against a recorded one) to see what a setting changes.
 
 **vLLM vs SGLang** puts the same requests under two real schedulers: vLLM's (continuous batching, as above) and
 SGLang's, which runs a prefill batch alone while the decodes wait, admits a request only if the pool can hold its
@@ -86,9 +86,16 @@ def page() -> None:
     names = list(runs)
     scenario = st.query_params.get("scenario", "sixteen")
     scenario = scenario if f"{scenario} / static" in runs else "sixteen"
-    pair = _pair(scenario)
+    # the pickers in a popover: closed, Streamlit's frontend does not draw them, and drawn they held the player's
+    # frame back by about 0.12 s on every visit (scripts/measure_page_load.py, A/B on 2026-12-04)
+    with st.popover(
+        "Choose the pair and the runs",
+        icon=":material/compare_arrows:",
+        help="static vs continuous, vLLM vs SGLang, or any two runs of one workload (a Playground run, an upload)",
+    ):
+        pair = _pair(scenario)
+        left, right = st.columns(2)
     names.append(UPLOAD)
-    left, right = st.columns(2)
     picked: dict[str, str] = {}
     chosen: dict[str, TraceView | None] = {}
     defaults = (f"{scenario} / {p}" for p in PAIRS[pair])
