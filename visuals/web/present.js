@@ -19,11 +19,15 @@ BS.PRESENT = {
 };
 
 /* The width (px) of a label (plain text of plotly's HTML subset) at size px (18 by default) in plotly's font,
- * measured on a canvas. */
+ * measured on a canvas once per label and size. */
 BS.textPx = function (label, size) {
-  const g = BS.textPx.g || (BS.textPx.g = document.createElement("canvas").getContext("2d"));
-  g.font = `${size || BS.PRESENT.font}px ${BS.PRESENT.family}`;
-  return g.measureText(label.replace(/<[^>]+>/g, "")).width;
+  const px = size || BS.PRESENT.font, key = `${px}|${label}`, memo = BS.textPx.memo || (BS.textPx.memo = new Map());
+  if (!memo.has(key)) {
+    const g = BS.textPx.g || (BS.textPx.g = document.createElement("canvas").getContext("2d"));
+    g.font = `${px}px ${BS.PRESENT.family}`;
+    memo.set(key, g.measureText(label.replace(/<[^>]+>/g, "")).width);
+  }
+  return memo.get(key);
 };
 
 /* A figure's layout in presenter mode: 18 px type everywhere (ticks included), no axis title (the HTML title above

@@ -9,6 +9,7 @@ const MAX_CHIPS = 40; // a server's queues hold hundreds of requests: the first 
 const MAX_TEXT_ROWS = 200; // more requests than this: the text table lists those in play (ui/panels.py)
 const CELL_NAME_MIN = 7; // px: a slot-grid cell's name plotly.js would shrink below this to fit its cell is not drawn
 const CELL_PAD = 3; // px: plotly.js's room around a bar's inside text on each side (its bar TEXTPAD)
+const fontPx = (layout) => (layout.font || {}).size || 12; // a layout's font size: plotly.js's 12 px unless set
 
 /* Bar traces without the inside labels plotly.js would draw under CELL_NAME_MIN px: it shrinks a label to fit its
  * bar, and on the Trace page's 41-step slot grid (9 px cells at 1280x720) the names came out 2-3 px tall, marks
@@ -16,12 +17,8 @@ const CELL_PAD = 3; // px: plotly.js's room around a bar's inside text on each s
  * same. cellPx(trace, i): the width (px) of bar i; size: the labels' font size where a trace sets none. A label that
  * fits, or shrinks no further than CELL_NAME_MIN, is kept as it was; hover still names every bar. */
 BS.legibleNames = function (data, cellPx, size) {
-  const memo = BS.legibleNames.memo || (BS.legibleNames.memo = new Map());
-  const drawnPx = (label, px, room) => { // the size plotly.js would draw label at, px by default, in room px
-    const k = `${px}|${label}`;
-    if (!memo.has(k)) memo.set(k, BS.textPx(plain(label), px));
-    return Math.min(px, (px * (room - 2 * CELL_PAD)) / memo.get(k));
-  };
+  // the size plotly.js would draw label at, px by default, in room px
+  const drawnPx = (label, px, room) => Math.min(px, (px * (room - 2 * CELL_PAD)) / BS.textPx(plain(label), px));
   return data.map((tr) => {
     if (!Array.isArray(tr.text) || tr.textposition === "none") return tr;
     const px = (tr.textfont && tr.textfont.size) || size;
@@ -272,7 +269,7 @@ BS.Side = class {
     if (this.opts.present) data = BS.presentSlots(data, L.yaxis.categoryarray.length);
     else {
       const cell = this.plotPx(this.dom.slots, mkey, layout, 26) / (win.hi - win.lo + 1); // 26 px: "slot 0"
-      const shown = BS.legibleNames(data, () => cell, (layout.font || {}).size || 12);
+      const shown = BS.legibleNames(data, () => cell, fontPx(layout));
       const runs = BS.runNames(data, shown, cell);
       data = runs ? shown.concat([runs]) : shown;
     }
@@ -311,8 +308,7 @@ BS.Side = class {
       .map((t) => Object.assign(t, { marker: Object.assign({}, t.marker, { color: this.paint(t.marker.color) }) }));
     const layout = this.layout(b.layout, "budget"), mkey = BS.marginKey("budget", this.dom.budget, layout);
     const r = layout.xaxis.range, perToken = this.plotPx(this.dom.budget, mkey, layout, 0) / (r[1] - r[0]);
-    const size = (layout.font || {}).size || 12;
-    const shown = this.opts.present ? bars : BS.legibleNames(bars, (tr, i) => tr.x[i] * perToken, size);
+    const shown = this.opts.present ? bars : BS.legibleNames(bars, (tr, i) => tr.x[i] * perToken, fontPx(layout));
     BS.plot(mkey, this.dom.budget, shown, layout);
   }
 
