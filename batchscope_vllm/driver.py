@@ -271,6 +271,17 @@ def _abort_due(
     return out
 
 
+def _stalled(
+    record: dict[str, Any], pending: list, specs: list[dict[str, Any]], requests: dict[str, Request], step: int
+) -> bool:
+    """The step scheduled, preempted and finished nothing, and no arrival or abort is left: vLLM's scheduler is
+    deterministic in its state, so it would loop (as Batchscope's ``engine.engine.LLMEngine._stalled`` says)."""
+    if record["scheduled"] or record["finished"] or record["preempted"] or pending:
+        return False
+    later = {str(s["request_id"]) for s in specs if s.get("abort_step") is not None and int(s["abort_step"]) > step}
+    return not any(rid in later and not r.is_finished() for rid, r in requests.items())
+
+
 def _record_preemptions_and_evictions(sched: Scheduler) -> tuple[list[str], list[int]]:
     """Wrap the scheduler so that each step's preemptions (in order; vLLM reports a set) and evicted cached blocks
     (vLLM ids, in order) are appended to the two returned lists."""
@@ -441,6 +452,12 @@ def run_vllm(
                 **pool_facts,
             }
         )
+        if _stalled(records[-1], pending, workload["requests"], requests, step):
+            waiting = [r.request_id for r in requests.values() if not r.is_finished()]
+            raise RuntimeError(
+                f"vLLM's scheduler made no progress at step {step}: it scheduled nothing, nothing is left to arrive "
+                f"or be aborted, and {waiting} wait, so every later step would repeat it"
+            )
         step += 1
     sched.shutdown()  # as vLLM's engine core does when it stops (a tracing scheduler writes its summary)
     return records

@@ -103,7 +103,9 @@ class EngineConfig:
 
     def validate_speculation(self) -> None:
         """``num_speculative_tokens`` in [0, 16] (0: off); ``prompt_lookup_min`` <= ``prompt_lookup_max``, both in
-        [1, 64] (vLLM's ``SpeculativeConfig`` refuses min > max); drafts under static batching are refused."""
+        [1, 64] (vLLM's ``SpeculativeConfig`` refuses min > max); drafts under static batching are refused, and so is
+        a token budget below ``1 + num_speculative_tokens`` with prefix caching on (it can never admit a request
+        whose prompt is cached but for one token: see below)."""
         for name, (lo, hi) in SPEC_LIMITS.items():
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not (lo <= value <= hi):
@@ -114,6 +116,17 @@ class EngineConfig:
         if self.num_speculative_tokens and self.batching != "continuous":
             allowed = f"0 under --batching {self.batching} (speculative decoding runs with continuous batching)"
             raise ConfigError("num_speculative_tokens", self.num_speculative_tokens, allowed)
+        padded = 1 + self.num_speculative_tokens
+        if self.num_speculative_tokens and self.enable_prefix_caching and self.max_num_batched_tokens < padded:
+            # vLLM 0.33 (Scheduler.schedule, "Pad new decode requests to uniform spec decoding size") pads an
+            # admission with one token left after a prefix-cache hit to 1 + num_speculative_tokens and would rather
+            # not schedule it than schedule it unpadded: under a smaller budget it never runs, and vLLM's own
+            # scheduler loops forever on such a workload (tests_vllm/test_vllm_spec_decode.py). Refused up front.
+            allowed = (
+                f"at least 1 + num_speculative_tokens = {padded} with prefix caching on (an admission after a cache "
+                f"hit is padded to {padded} tokens, as in vLLM, and would never fit)"
+            )
+            raise ConfigError("max_num_batched_tokens", self.max_num_batched_tokens, allowed)
 
     def header_dict(self) -> dict:
         """The ``config`` object of a trace header (the batching mode is recorded beside it, as ``policy``)."""

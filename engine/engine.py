@@ -35,6 +35,7 @@ from engine.scheduler import SchedulerOutput
 from engine.step_log import header_record, kv_record, step_record, summary_record
 from engine.threads import torch_threads
 from engine.validation import RequestError, validate_request, warn_if_priority_ignored
+from steplog.reasons import LIMIT_NAMES, limit_numbers
 from steplog.records import FinishedRecord, HeaderRecord, SampledRecord, StepRecord, SummaryRecord, TraceRecords
 
 
@@ -142,6 +143,8 @@ class LLMEngine:
                 continue
             record = self._step(step, t0)
             record["finished"][:0] = aborts  # they ended before this step was scheduled
+            if self._stalled(record, pending, requests, step):
+                raise EngineStalled(stall_message(record))
             if idle:
                 record["idle_steps_before"], idle = idle, 0
             records.append(record)
@@ -151,6 +154,18 @@ class LLMEngine:
         self._record_cpu_share(records)
         records.append(self._summary(requests, partial=stopped))
         return records
+
+    def _stalled(self, record: StepRecord, pending: list[Request], requests: list[Request], step: int) -> bool:
+        """True if ``record``'s step changed nothing and nothing can change the next one: no token scheduled, no
+        preemption or retraction, no finish or abort, while requests wait; no arrival is due and no abort is asked
+        or set for a later step. The scheduler is deterministic in its state, so every later step would be this one
+        again (vLLM 0.33's scheduler loops so on some configs; ``EngineConfig.validate`` refuses those that it
+        knows, and this catches any other)."""
+        if record["scheduled"] or record["finished"] or record["preempted"]:
+            return False
+        if pending or self._abort_asked:
+            return False
+        return not any(r.abort_step is not None and r.abort_step > step and not r.is_finished for r in requests)
 
     def _record_cpu_share(self, records: TraceRecords) -> None:
         """Header ``cpu_share`` (CPU runs only: on a GPU the CPU mostly waits for the device)."""
@@ -259,6 +274,31 @@ class LLMEngine:
         if partial:
             record["partial"] = True
         return record
+
+
+class EngineStalled(RuntimeError):
+    """A run that can make no more progress: a step scheduled nothing and changed nothing, and no arrival or abort
+    is left that could change the next one. Raised instead of looping; the message names the step, the request at
+    the head of the waiting queue and the limit that holds it (from the step's decision record)."""
+
+
+def stall_message(record: StepRecord) -> str:
+    """One line: which step made no progress, who waits and why (``decisions.head``, in ``steplog.reasons``' words)."""
+    head = record.get("decisions", {}).get("head")
+    waiting = ", ".join(record.get("waiting", [])) or "none"
+    if head is None:
+        why = f"nothing is scheduled and no limit was recorded (waiting: {waiting})"
+    else:
+        numbers = limit_numbers(head)
+        why = (
+            f"{head['request_id']} waits at the head of the queue, held by the limit "
+            f"{LIMIT_NAMES.get(head['limit'], head['limit'])}{f' ({numbers})' if numbers else ''}"
+        )
+    return (
+        f"the run cannot make progress: step {record['step']} scheduled nothing and nothing is left to arrive or "
+        f"be aborted, so every later step would repeat it; {why}. Change the config (a bigger "
+        f"max_num_batched_tokens or num_kv_blocks, or fewer num_speculative_tokens)."
+    )
 
 
 def _arrival_order(req: Request) -> tuple[int, float]:

@@ -66,7 +66,7 @@ def validate_request(
         raise RequestError(str(exc), rid, exc.field, exc.value, exc.allowed) from None
     _check_arrival_and_priority(req, where)
     _check_context(req, max_model_len)
-    _check_pool_and_budget(req, config)
+    _check_pool_and_budget(req, config, max_model_len)
 
 
 class PriorityIgnoredWarning(UserWarning):
@@ -155,16 +155,32 @@ def _check_context(req: Request, max_model_len: int | None) -> None:
         )
 
 
-def _check_pool_and_budget(req: Request, config: EngineConfig) -> None:
+def max_kv_tokens_with_drafts(req: Request, config: EngineConfig, max_model_len: int | None) -> int:
+    """Most K/V slots ``req`` can hold at once: prompt + max_tokens - 1, plus, with n-gram drafts, the
+    ``num_speculative_tokens`` draft positions a decode (or vLLM's padded admission) may schedule past its last
+    token: drafts are capped at the model's context (positions below ``max_model_len - 1``), not at max_tokens."""
+    tokens = req.max_kv_tokens
+    if config.num_speculative_tokens:
+        with_drafts = tokens + config.num_speculative_tokens
+        tokens = max(tokens, with_drafts if max_model_len is None else min(with_drafts, max_model_len - 1))
+    return tokens
+
+
+def _check_pool_and_budget(req: Request, config: EngineConfig, max_model_len: int | None = None) -> None:
+    """The request fits the whole pool alone (else it would preempt itself forever), and without chunked prefill
+    its prompt fits the budget."""
     where, rid = f"request {req.request_id!r}", req.request_id
     if config.batching == "sglang":
         _check_sglang_pool(req, config)
-    need = blocks_needed(req.max_kv_tokens, config.block_size)
+    tokens = max_kv_tokens_with_drafts(req, config, max_model_len)
+    need = blocks_needed(tokens, config.block_size)
     if need > config.num_kv_blocks:
+        drafts = tokens - req.max_kv_tokens
+        plus = f" + {drafts} draft positions (num_speculative_tokens)" if drafts else ""
         raise RequestError(
             f"{where}: needs {need} KV blocks of {config.block_size} tokens for prompt {req.num_prompt_tokens} + "
-            f"max_tokens {req.sampling.max_tokens} - 1 tokens (the last sampled token is never fed back, so it needs "
-            f"no KV slot) but the whole pool has num_kv_blocks="
+            f"max_tokens {req.sampling.max_tokens} - 1 tokens{plus} (the last sampled token is never fed back, so it "
+            f"needs no KV slot) but the whole pool has num_kv_blocks="
             f"{config.num_kv_blocks}; raise num_kv_blocks to >= {need} or lower max_tokens",
             rid,
             "num_kv_blocks",

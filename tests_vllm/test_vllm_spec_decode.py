@@ -94,6 +94,8 @@ def spec_cases(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]], i
         "prompt_lookup_min": min_n,
         "prompt_lookup_max": min_n + draw(st.integers(0, 2)),
     }
+    if config["enable_prefix_caching"]:  # a smaller budget is refused (test_seed_5_stalls_vllms_own_scheduler)
+        config["max_num_batched_tokens"] = max(config["max_num_batched_tokens"], 1 + k)
     max_model_len = max(len(r["prompt_token_ids"]) + r["max_tokens"] for r in requests)
     return config, requests, max_model_len
 
@@ -106,6 +108,37 @@ def test_spec_decode_differential(case):
     records, steps = run_both(requests, config, [EOS], max_model_len)
     verdict = first_difference(records, steps)
     assert verdict.startswith("agrees"), f"{verdict}\nconfig {config}\nrequests {requests}\nmax_len {max_model_len}"
+
+
+def test_seed_5_stalls_vllms_own_scheduler():
+    """Issue 33's example (``--hypothesis-seed=5`` drew it): budget 1, one draft token, prefix caching. vLLM 0.33
+    pads R3's admission (one token left after its 1-token cache hit) to 1 + 1 tokens and prefers not to schedule it
+    over scheduling it unpadded, so its own scheduler schedules nothing from step 5 on, forever. Batchscope
+    refuses the config before any step (the smallest budget that works is 2), and with a budget of 2 both agree."""
+    import pytest
+
+    from engine.config import ConfigError
+
+    requests = [
+        {"request_id": rid, "prompt_token_ids": prompt, "max_tokens": m, "ignore_eos": False, "arrival_step": 0,
+         "output_token_ids": [3] * m}
+        for rid, prompt, m in (("R0", [3], 3), ("R1", [3], 1), ("R2", [3], 1), ("R3", [3, 3], 1))
+    ]  # fmt: skip
+    config = {"batching": "continuous", "max_num_seqs": 1, "max_num_batched_tokens": 1, "block_size": 1,
+              "num_kv_blocks": 5, "enable_chunked_prefill": True, "reserve_full_prompt": False,
+              "enable_prefix_caching": True, "scheduling_policy": "fcfs", "num_speculative_tokens": 1,
+              "prompt_lookup_min": 1, "prompt_lookup_max": 1}  # fmt: skip
+    with pytest.raises(ConfigError, match="max_num_batched_tokens=1 is out of range: at least 1 \\+ num_spec"):
+        run_batchscope(requests, config, [EOS], 4)
+    records = run_batchscope(requests, {**config, "max_num_batched_tokens": 2}, [EOS], 4)
+    from batchscope_vllm.compare import workload_from_trace
+    from batchscope_vllm.driver import run_vllm
+
+    workload = workload_from_trace(records)
+    assert first_difference(records, run_vllm(workload)).startswith("agrees")
+    workload["config"]["max_num_batched_tokens"] = 1
+    with pytest.raises(RuntimeError, match="vLLM's scheduler made no progress at step 5"):
+        run_vllm(workload)
 
 
 def test_the_differential_sees_drafts():
