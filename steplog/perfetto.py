@@ -18,8 +18,10 @@ events of a phase ``ph``, timestamps ``ts`` in microseconds. What a step log bec
   ``decode``, ``recompute`` (a prefill redoing K/V that a preemption dropped), ``speculative`` (a decode that
   verifies draft tokens too) and ``padding`` for a finished member of a static batch that still runs its row.
   ``args``: the step number, ``num_tokens``, the positions computed (``start_position`` .. ``end_position`` - 1,
-  from ``num_computed_tokens``), the last token sampled, if any, and for drafts ``draft_token_ids`` and
-  ``num_accepted_tokens``.
+  from ``num_computed_tokens``), every token sampled in the step (``sampled_token_ids``: one for a decode, the
+  accepted drafts + 1 for a speculative one) and their text, and for drafts ``num_draft_tokens``,
+  ``draft_token_ids`` (where recorded) and ``num_accepted_tokens`` (``drafts_inferred`` where the reader inferred
+  them, ``steplog.spec_decode.infer_drafts``).
 - **Counters** (``C``), at each step's start, holding through the step: ``kv.num_used_blocks``, the lengths of
   ``waiting`` and ``running``, and ``num_batched_tokens``.
 - **Instants** (``i``, thread scope): admissions and preemptions at the step's start (where the scheduler decides),
@@ -49,6 +51,7 @@ from typing import Any, cast
 
 from steplog.decisions import decisions
 from steplog.reasons import VICTIM_RULES
+from steplog.spec_decode import num_drafts
 from steplog.view import TraceView
 
 # cat of a slice -> what it means (written into the file's otherData, so a reader of the JSON finds it there too)
@@ -117,7 +120,9 @@ def trace_events(view: TraceView, title: str = "") -> dict[str, Any]:
     for k, st in enumerate(view.steps):
         start, end = axis.span(st)
         scheduled = {s["request_id"]: s for s in st["scheduled"]}
-        sampled = {s["request_id"]: s for s in st["sampled"]}
+        sampled: dict[str, list] = {}
+        for x in st["sampled"]:  # a speculative decode samples several tokens in one step
+            sampled.setdefault(x["request_id"], []).append(x)
         for cell in view.cells_at(k):
             events.append(_slice(cell, st, scheduled.get(cell.request_id), sampled.get(cell.request_id), start, end))
         for name, value in (
@@ -168,13 +173,17 @@ def _slice(cell: Any, st: Any, sched: Any, sampled: Any, start: int, end: int) -
     if sched is not None:
         c0, n = sched["num_computed_tokens"], sched["num_tokens"]
         args.update(num_tokens=n, start_position=c0, end_position=c0 + n)
-        if sched.get("draft_token_ids"):
-            args["draft_token_ids"] = sched["draft_token_ids"]
+        if num_drafts(sched):
+            args["num_draft_tokens"] = num_drafts(sched)
+            if sched.get("draft_token_ids"):
+                args["draft_token_ids"] = sched["draft_token_ids"]
             args["num_accepted_tokens"] = sched.get("num_accepted_tokens")
-    if sampled is not None:
-        args["sampled_token_id"] = sampled["token_id"]
-        if "text" in sampled:
-            args["sampled_text"] = sampled["text"]
+            if sched.get("drafts_inferred"):
+                args["drafts_inferred"] = True
+    if sampled:
+        args["sampled_token_ids"] = [x["token_id"] for x in sampled]
+        if all("text" in x for x in sampled):
+            args["sampled_text"] = "".join(x["text"] for x in sampled)
     return {
         "name": cell.request_id,
         "cat": cell.kind,

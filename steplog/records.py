@@ -83,6 +83,8 @@ class _ScheduledOptional(TypedDict, total=False):
     recompute: bool
     draft_token_ids: list[int]  # speculative decoding: the last len() of num_tokens are drafts (-1: a placeholder)
     num_accepted_tokens: int  # of them, kept by verification (the step yields num_accepted_tokens + 1 tokens)
+    num_draft_tokens: int  # set by the reader for a trace without draft ids (steplog.spec_decode.infer_drafts)
+    drafts_inferred: bool  # ... and then set: the draft figures are inferred, not recorded
 
 
 class ScheduledRecord(_ScheduledOptional):

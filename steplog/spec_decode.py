@@ -9,11 +9,55 @@ the counters ``vllm:spec_decode_num_drafts``, ``..._num_draft_tokens``, ``..._nu
   the tokens a speculative step yields on average (1: speculation gained nothing).
 
 A trace without speculation has zero drafts and ``None`` rates (never a division by zero).
+
+A trace that schedules drafts without recording them (a vLLM server traced before drafts were recorded, or by
+another tracer) is read by ``infer_drafts``: a decode whose scheduled range runs past the request's known tokens
+(prompt + tokens sampled before the step) by d tokens verified d drafts, and yielding j tokens it kept j - 1 of
+them. Such entries carry ``num_draft_tokens`` and ``drafts_inferred`` instead of ids; ``num_drafts`` reads both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def num_drafts(s: Mapping[str, Any]) -> int:
+    """Draft tokens among a scheduled entry's ``num_tokens``: its recorded ``draft_token_ids``, or the count
+    ``infer_drafts`` found for a trace that does not record them; 0 for an entry without drafts."""
+    ids = s.get("draft_token_ids")
+    return len(ids) if ids else int(s.get("num_draft_tokens") or 0)
+
+
+def infer_drafts(steps: list[dict], requests: Iterable[Mapping[str, Any]]) -> int:
+    """For a trace whose entries record no ``draft_token_ids`` although it scheduled drafts: mark each decode whose
+    range ``[num_computed_tokens, num_computed_tokens + num_tokens)`` runs past the request's known tokens (its
+    prompt + the tokens sampled for it in earlier steps) by d > 0 tokens with ``num_draft_tokens`` d,
+    ``num_accepted_tokens`` j - 1 for the j tokens it sampled in the step (vLLM yields the accepted drafts plus one;
+    a request that stops among them yields fewer, so there it is a lower bound), ``kind`` decode (a tracer that
+    did not know the drafts may have called it a prefill) and ``drafts_inferred``. ``requests``: every request of
+    the trace (``num_prompt_tokens``). A trace that records any draft ids is left alone. Returns the entries
+    marked; the steps are changed in place."""
+    if any(s.get("draft_token_ids") for st in steps for s in st["scheduled"]):
+        return 0  # a trace that records drafts records them all; without drafts no range runs past its tokens
+    known = {r["request_id"]: int(r["num_prompt_tokens"]) for r in requests}
+    marked = 0
+    for st in steps:
+        yielded: dict[str, int] = {}
+        for x in st["sampled"]:
+            yielded[x["request_id"]] = yielded.get(x["request_id"], 0) + 1
+        for s in st["scheduled"]:
+            rid, before = s["request_id"], s["num_computed_tokens"]
+            have = known.get(rid)
+            if have is None or before != have - 1 or s["num_tokens"] < 2 or not yielded.get(rid):
+                continue  # not a decode that runs past its known tokens
+            s.update(kind="decode", num_draft_tokens=s["num_tokens"] - 1, drafts_inferred=True)
+            s["num_accepted_tokens"] = yielded[rid] - 1
+            marked += 1
+        for rid, n in yielded.items():
+            if rid in known:
+                known[rid] += n
+    return marked
 
 
 def draft_counts(steps: Iterable[dict]) -> dict[str, dict[str, int]]:
@@ -21,12 +65,12 @@ def draft_counts(steps: Iterable[dict]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for st in steps:
         for s in st["scheduled"]:
-            drafts = s.get("draft_token_ids")
+            drafts = num_drafts(s)
             if not drafts:
                 continue
             c = out.setdefault(s["request_id"], {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0})
             c["num_drafts"] += 1
-            c["num_draft_tokens"] += len(drafts)
+            c["num_draft_tokens"] += drafts
             c["num_accepted_tokens"] += int(s.get("num_accepted_tokens") or 0)
     return out
 

@@ -31,6 +31,7 @@ from steplog.checks import CheckError, check_records
 from steplog.cutshort import cut_short_summary
 from steplog.fastread import parse as fast_parse
 from steplog.schemacheck import compile_schema, explain
+from steplog.spec_decode import infer_drafts
 from steplog.strict_json import JSONLineError, is_cut, parse_line
 from steplog.view import declared_requests
 
@@ -285,6 +286,8 @@ def loads(text: str | bytes) -> list[dict]:
     if dropped and records[-1].get("type") == "summary":
         raise TraceError(f"line {len(records) + 1}: not UTF-8 text after the summary line")
     validate_records(records, cut_short=True, decoded=fast is not None)
+    steps = records[1:-1]
+    infer_drafts(steps, declared_requests(records[0], steps))  # a server trace without draft ids
     return records
 
 

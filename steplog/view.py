@@ -17,6 +17,7 @@ from typing import Any, cast
 from steplog.blocks import BlockTables, Tables
 from steplog.cutshort import cut_short_note
 from steplog.records import HeaderRecord, RequestSpecRecord, ScheduledRecord, StepRecord, SummaryRecord
+from steplog.spec_decode import num_drafts
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with the common colour-vision deficiencies.
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
@@ -50,7 +51,7 @@ def _cell_kind(s: ScheduledRecord) -> str:
     """A scheduled entry's cell kind: ``recompute``, ``speculative`` (a decode verifying drafts), or its ``kind``."""
     if s.get("recompute"):
         return "recompute"
-    return "speculative" if s["kind"] == "decode" and s.get("draft_token_ids") else s["kind"]
+    return "speculative" if s["kind"] == "decode" and num_drafts(s) else s["kind"]
 
 
 @dataclass

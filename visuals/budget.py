@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from steplog.spec_decode import num_drafts
 from steplog.view import FREE_COLOR, TraceView
 from visuals.safe import esc
 from visuals.slots import hatch
@@ -15,7 +16,7 @@ def budget_segments(view: TraceView, step: int) -> list[dict]:
     st = view.steps[step]
     segs: list[dict] = []
     for s in st["scheduled"]:
-        rid, drafts = s["request_id"], len(s.get("draft_token_ids") or ())
+        rid, drafts = s["request_id"], num_drafts(s)
         kind = "recompute" if s.get("recompute") else s["kind"]
         segs.append(
             {

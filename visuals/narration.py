@@ -11,6 +11,7 @@ from __future__ import annotations
 from steplog.decisions import comeback, decisions, kv_high_before, resumption
 from steplog.reasons import VICTIM_RULES, cache_name, pool_unit, queue_order
 from steplog.records import AdmissionRecord, PreemptionRecord, ScheduledRecord
+from steplog.spec_decode import num_drafts
 from steplog.view import TraceView
 from visuals.checklist import binding_reason
 from visuals.narration_cache import eviction
@@ -72,14 +73,12 @@ def _work(view: TraceView, step: int) -> list[str]:
     st = view.steps[step]
     admissions = {a["request_id"]: a for a in decisions(view, step).get("admissions", [])}
     parts = []
-    decodes = [s["request_id"] for s in st["scheduled"] if s["kind"] == "decode" and not s.get("draft_token_ids")]
+    decodes = [s["request_id"] for s in st["scheduled"] if s["kind"] == "decode" and not num_drafts(s)]
     if decodes:
         parts.append(
             f"{_join(decodes)} decode{'s' if len(decodes) == 1 else ''} 1 token" + (" each" if len(decodes) > 1 else "")
         )
-    parts += [
-        draft_phrase(view, step, s) for s in st["scheduled"] if s.get("draft_token_ids") and s["kind"] == "decode"
-    ]
+    parts += [draft_phrase(view, step, s) for s in st["scheduled"] if num_drafts(s) and s["kind"] == "decode"]
     for s in st["scheduled"]:
         if s["kind"] != "prefill":
             continue

@@ -40,9 +40,16 @@ def test_a_schedule_computed_by_hand():
 
 
 def test_drafts_stop_at_the_budget_and_a_finish_drops_the_rest():
-    """A budget of 2: one draft at most per step; max_tokens 5 ends a step's tokens early (the rest dropped)."""
+    """A budget of 2: one draft at most per step; max_tokens 5 ends a step's tokens early (the rest dropped). Prefix
+    caching off: with it on, a budget below 1 + num_speculative_tokens is refused (``test_termination.py``)."""
     script = [5, 6, 5, 6, 5, 6, 5, 6, 5, 6, 5, 6]
-    cfg = EngineConfig(num_speculative_tokens=3, prompt_lookup_min=1, prompt_lookup_max=2, max_num_batched_tokens=2)
+    cfg = EngineConfig(
+        num_speculative_tokens=3,
+        prompt_lookup_min=1,
+        prompt_lookup_max=2,
+        max_num_batched_tokens=2,
+        enable_prefix_caching=False,
+    )
     records = LLMEngine(ScriptedModel(script), cfg).run([Request("A", [5, 6, 5], SamplingParams(max_tokens=5))])
     drafts = [s.get("draft_token_ids") for st in step_records(records) for s in st["scheduled"]]
     assert all(d is None or len(d) == 1 for d in drafts) and any(drafts)

@@ -171,7 +171,7 @@ def test_a_pending_arrival_or_abort_is_not_a_stall():
     assert "B waits at the head of the queue, held by the limit KV blocks (needs 3 blocks, 1 free)" in stall_message(
         record
     )
-    config, requests, outputs = seed_5()
+    config, _, outputs = seed_5()
     engine = LLMEngine(ScriptRunner(outputs, 100), EngineConfig(**{**config, "max_num_batched_tokens": 2}), {EOS})
     later_abort = [Request("X", [3], SamplingParams(max_tokens=1), arrival_step=0, abort_step=9)]
     assert not engine._stalled(record, [], later_abort, 7)
