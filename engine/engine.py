@@ -111,11 +111,7 @@ class LLMEngine:
             RequestError: see ``validate_request``; also on duplicate request ids.
         """
         self._validate(requests)
-        seed = random.SystemRandom().randrange(2**31) if seed is None else seed
-        rng = random.Random(seed)
-        for req in requests:  # unseeded sampled requests get a recorded seed, so every run can be replayed
-            if req.sampling.temperature > 0 and req.sampling.seed is None:
-                req.sampling = replace(req.sampling, seed=rng.randrange(2**31))
+        seed = self._seed_requests(requests, seed)
         eos = self.scheduler.eos_token_ids
         self.detok = {r.request_id: IncrementalDetokenizer(self.decode, eos) for r in requests}
         pending = sorted(requests, key=_arrival_order)
@@ -143,8 +139,7 @@ class LLMEngine:
                 continue
             record = self._step(step, t0)
             record["finished"][:0] = aborts  # they ended before this step was scheduled
-            if self._stalled(record, pending, requests, step):
-                raise EngineStalled(stall_message(record))
+            self._check_progress(record, pending, requests, step)
             if idle:
                 record["idle_steps_before"], idle = idle, 0
             records.append(record)
@@ -154,6 +149,22 @@ class LLMEngine:
         self._record_cpu_share(records)
         records.append(self._summary(requests, partial=stopped))
         return records
+
+    @staticmethod
+    def _seed_requests(requests: list[Request], seed: int | None) -> int:
+        """Unseeded sampled requests get a seed drawn from the run's ``seed`` (a fresh one if ``None``) and recorded,
+        so every run can be replayed; returns the run's seed."""
+        seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+        rng = random.Random(seed)
+        for req in requests:
+            if req.sampling.temperature > 0 and req.sampling.seed is None:
+                req.sampling = replace(req.sampling, seed=rng.randrange(2**31))
+        return seed
+
+    def _check_progress(self, record: StepRecord, pending: list[Request], requests: list[Request], step: int) -> None:
+        """Raise ``EngineStalled`` (one line: the step, the head of the queue and its limit) if the run is stuck."""
+        if self._stalled(record, pending, requests, step):
+            raise EngineStalled(stall_message(record))
 
     def _stalled(self, record: StepRecord, pending: list[Request], requests: list[Request], step: int) -> bool:
         """True if ``record``'s step changed nothing and nothing can change the next one: no token scheduled, no

@@ -1,5 +1,6 @@
 """The layout rules of docs/architecture.md, checked on the source tree: layers import only downwards, the visuals
-and trace analysis load without torch, and no module or function grows past what a reader takes in at once."""
+and trace analysis load without torch, and no function grows past what a reader takes in at once. Files are cut by
+concept, not by a line count: the 300-line file cap is retired (issue 32), the 60-line function cap stays."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import pytest
 from conftest import ROOT
 
 PACKAGES = ("engine", "steplog", "visuals", "ui", "bench")
-MAX_FILE_LINES = 300
 MAX_FUNCTION_LINES = 60
 
 # who may import whom (top-level packages); a package not listed for a layer is forbidden to it
@@ -162,11 +162,10 @@ def test_the_apps_pages_load_without_torch():
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_files_and_functions_stay_small(package):
+def test_functions_stay_small(package):
     for path in _sources(package):
         text = path.read_text()
         rel = path.relative_to(ROOT)
-        assert text.count("\n") <= MAX_FILE_LINES, f"{rel}: {text.count(chr(10))} lines > {MAX_FILE_LINES}"
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1
@@ -195,10 +194,9 @@ def test_batchscope_sglang_imports_only_the_standard_library_and_sglang():
         )
 
 
-def test_batchscope_sglang_files_and_functions_stay_small():
+def test_batchscope_sglang_functions_stay_small():
     for path in _sources("batchscope_sglang") + _sources("tests_sglang"):
         text = path.read_text()
-        assert text.count("\n") <= MAX_FILE_LINES, f"{path.relative_to(ROOT)}: too long"
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 assert node.end_lineno - node.lineno + 1 <= MAX_FUNCTION_LINES, f"{path.relative_to(ROOT)}:{node.name}"
