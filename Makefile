@@ -37,7 +37,7 @@ export HF_HUB_OFFLINE := 1
 export PIP_NO_CACHE_DIR := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: app test test-main lint test-vllm test-sglang sysdeps traces case-tokens
+.PHONY: app test test-fast test-main lint test-vllm test-sglang sysdeps traces case-tokens
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -68,6 +68,12 @@ app: $(STAMP)
 test:
 	$(MAKE) -j4 $(STAMP) $(VLLM_STAMP) $(SGLANG_STAMP) sysdeps
 	$(MAKE) -j4 --output-sync=target lint test-main test-vllm test-sglang
+
+# For every edit (under a minute on 2 cores): lint, types, and the tests that need neither the real model, the app,
+# a browser nor a child process, their property tests drawing a tenth of their examples (tests/conftest.py examples)
+test-fast: $(STAMP)
+	$(MAKE) lint
+	BATCHSCOPE_TEST_TIER=fast $(PY) -m pytest -n auto --maxprocesses 4 -q -m "not real_model and not app and not cli"
 
 test-main: $(STAMP) sysdeps
 	$(PY) -m pytest -n auto --maxprocesses 4

@@ -13,6 +13,12 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+# One intra-op thread per test process: `make test` runs a pytest-xdist worker per core beside the vLLM and SGLang
+# suites, and PyTorch's default (a thread per core in every worker) oversubscribes the cores, where each operation
+# waits for its slowest thread (engine/threads.py measured a step 3x slower so). The engine's runs use
+# engine.threads' count; this sets the count of everything else (transformers' generate, the references).
+torch.set_num_threads(1)
+
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 
 # Copies of ../shared/cases/*.jsonl (reference cases from public bug reports of real engines; see that README).
@@ -22,6 +28,16 @@ CASES = Path(__file__).resolve().parent / "cases"
 def case_workload(name: str) -> list[dict]:
     """The request specs of reference case ``name`` (shared/cases/NAME.jsonl)."""
     return [json.loads(line) for line in (CASES / f"{name}.jsonl").read_text().splitlines() if line.strip()]
+
+
+# `make test-fast` (BATCHSCOPE_TEST_TIER=fast): the property tests draw a tenth of their examples, for every edit;
+# `make test` (CI) draws them all.
+FAST_TIER = os.environ.get("BATCHSCOPE_TEST_TIER") == "fast"
+
+
+def examples(n: int) -> int:
+    """A property test's ``max_examples``: ``n``, or a tenth of it (at least 20) in the fast tier."""
+    return max(20, n // 10) if FAST_TIER else n
 
 
 RECORDED = ROOT / "assets" / "traces"  # the shipped traces, recorded on SmolLM2
@@ -122,3 +138,11 @@ def browser():
         b = launch_chromium(p)
         yield b
         b.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that takes the default model (the ``smollm`` fixture) is a ``real_model`` test, marked or not: the
+    fast tier (``make test-fast``) leaves them out."""
+    for item in items:
+        if "smollm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_model)

@@ -11,6 +11,9 @@ import torch
 from bench import measure, report, rows, run, workload
 from engine.models import LoadedModel
 
+# runs the command line or the tools in child processes: `make test`, not the fast tier
+pytestmark = pytest.mark.cli
+
 OPTS = dict(max_num_seqs=[2], rounds=2, max_num_batched_tokens=16, block_size=4, step_batches=[1, 2], step_tokens=4)
 
 

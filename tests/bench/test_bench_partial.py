@@ -13,6 +13,9 @@ from test_bench import OPTS
 from bench import contention, report, rows, run, sweep, workload
 from engine.models import LoadedModel
 
+# runs the command line or the tools in child processes: `make test`, not the fast tier
+pytestmark = pytest.mark.cli
+
 
 @pytest.fixture
 def tiny(tiny_model):

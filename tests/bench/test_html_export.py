@@ -5,9 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from conftest import RECORDED, ROOT
 
 from engine.__main__ import main
+
+# runs the command line or the tools in child processes: `make test`, not the fast tier
+pytestmark = pytest.mark.cli
 
 
 def test_html_writes_one_self_contained_player_for_a_pair(tmp_path, capsys):

@@ -12,6 +12,9 @@ from bench import sweep
 from engine.models import LoadedModel
 from engine.workload import output_lengths
 
+# runs the command line or the tools in child processes: `make test`, not the fast tier
+pytestmark = pytest.mark.cli
+
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 7])
 @pytest.mark.parametrize("n,mean", [(16, 32), (12, 20), (40, 8)])

@@ -13,6 +13,9 @@ from conftest import RECORDED
 
 from bench.vllm_diff import ROOT, VLLM_PYTHON_ENV, add_vllm_diff, vllm_python
 
+# runs the command line or the tools in child processes: `make test`, not the fast tier
+pytestmark = pytest.mark.cli
+
 TRACE = RECORDED / "seed-abcd-continuous.jsonl"
 VLLM = Path(os.environ.get(VLLM_PYTHON_ENV) or ROOT / ".venv-vllm" / "bin" / "python")
 

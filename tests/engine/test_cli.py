@@ -8,6 +8,9 @@ import pytest
 from clikit import assert_clear_error, cli, run_warnings, run_workload
 from conftest import CASES
 
+# runs the command line or the tools in child processes: `make test`, not the fast tier
+pytestmark = pytest.mark.cli
+
 
 def test_scenarios_lists_both():
     code, out, _ = cli("scenarios")

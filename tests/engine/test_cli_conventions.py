@@ -16,6 +16,9 @@ from conftest import CASES, RECORDED, ROOT
 
 from steplog import trace
 
+# runs the command line or the tools in child processes: `make test`, not the fast tier
+pytestmark = pytest.mark.cli
+
 
 @pytest.mark.parametrize(
     "line,needles",

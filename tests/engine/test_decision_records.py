@@ -12,7 +12,7 @@ import json
 import warnings
 
 import pytest
-from conftest import RECORDED_TRACES, ROOT, step_records
+from conftest import RECORDED_TRACES, ROOT, examples, step_records
 from fakes import FakeRunner, make_request, rerun, run_fake
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -108,7 +108,7 @@ PRIORITY_VICTIM_SCHEDULED_FIRST = (
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 @example(PRIORITY_VICTIM_SCHEDULED_FIRST)
 def test_inference_reproduces_the_recorded_decisions_of_random_workloads(workload):

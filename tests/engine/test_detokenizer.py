@@ -5,6 +5,7 @@ never show a replacement character for a split one, and add up exactly to the wh
 from __future__ import annotations
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,7 @@ def byte_tokens(draw):
     return text, pieces
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(case=byte_tokens())
 def test_deltas_add_up_to_the_text_by_whole_characters(case):
     text, pieces = case

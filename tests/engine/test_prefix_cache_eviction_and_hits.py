@@ -22,7 +22,7 @@ of L tokens hits ((L - 1) // block_size) blocks and computes 1 to block_size tok
 from __future__ import annotations
 
 import pytest
-from conftest import step_records
+from conftest import examples, step_records
 from fakes import EOS, FakeRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -153,7 +153,7 @@ def workloads(draw):
 SEEN: list[dict[str, int]] = []
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(w=workloads())
 def test_lookups_take_the_longest_cached_chain_and_eviction_keeps_chain_heads(w):
     reqs, config = w
@@ -233,7 +233,7 @@ def test_a_full_prompt_hit_leaves_one_to_four_tokens_to_compute(length, arrives)
     assert any(s["request_id"] == "second" for s in step["sampled"])  # no dead end: it samples at once
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(length=st.integers(1, 40), block_size=st.integers(1, 8), arrives=st.sampled_from([1, 5]))
 def test_a_full_prompt_hit_is_whole_blocks_short_of_the_last_token(length, block_size, arrives):
     step, first = second_of_two_identical(length, block_size, arrives)

@@ -17,6 +17,7 @@ step of every run:
 from __future__ import annotations
 
 import pytest
+from conftest import examples
 from fakes import EOS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -111,7 +112,7 @@ HITS = []
 
 
 @pytest.mark.filterwarnings("ignore::engine.validation.PriorityIgnoredWarning")
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(w=workloads())
 def test_refcounts_hits_and_contents_on_random_workloads(w):
     reqs, natural, config = w

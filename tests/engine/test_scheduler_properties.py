@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 import pytest
-from conftest import hf_greedy, step_records
+from conftest import examples, hf_greedy, step_records
 from fakes import EOS, FakeRunner, make_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -360,7 +360,7 @@ def check_admission_memory(w, rec, queue, running, n_out, preemptions, num_free:
         assert math.ceil(need / bs) > free, f"step {rec['step']}: head {head} fit ({need} tokens, {free} free)"
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(2000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(w=workloads())
 def test_scheduler_invariants_on_random_workloads(w: Workload):
     """Budget, max_num_seqs, block conservation and ownership, ceil(tokens / block_size) blocks per request, FCFS
@@ -374,7 +374,7 @@ def test_scheduler_invariants_on_random_workloads(w: Workload):
 # -- validation ----------------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     prompt=st.integers(0, 30),
     max_tokens=st.integers(1, 12),
@@ -409,7 +409,7 @@ def test_request_error_iff_request_could_never_run(
         assert runner.steps == []
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(w=workloads(), data=st.data())
 def test_one_bad_request_rejects_the_whole_run_before_any_step(w: Workload, data):
     """An invalid request anywhere in a workload raises RequestError naming it, and no step runs at all."""

@@ -11,6 +11,7 @@ config; ``EngineStalled`` names any other run that stops making progress instead
 from __future__ import annotations
 
 import pytest
+from conftest import examples
 from fakes import EOS
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -103,7 +104,7 @@ def edge_workloads(draw):
     return config, requests, outputs
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=edge_workloads())
 def test_every_mode_ends_or_refuses_up_front(case):
     """1,500 edge workloads over the three batching modes (drafts under continuous): each run ends within

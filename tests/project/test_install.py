@@ -7,7 +7,11 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import RECORDED, ROOT
+
+# runs the command line or the tools in child processes: `make test`, not the fast tier
+pytestmark = pytest.mark.cli
 
 
 def test_plain_install_works_from_another_folder(tmp_path):

@@ -21,6 +21,9 @@ from conftest import RECORDED, ROOT
 from engine.__main__ import main
 from steplog.trace import write_bytes_atomic
 
+# runs the command line or the tools in child processes: `make test`, not the fast tier
+pytestmark = pytest.mark.cli
+
 UMASKS = {0o022: 0o644, 0o027: 0o640, 0o077: 0o600}
 
 

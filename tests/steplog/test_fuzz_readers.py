@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import CASES, RECORDED
+from conftest import CASES, RECORDED, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +31,7 @@ from visuals.stepinfo import event_steps, freed_blocks, queues, text_so_far
 from visuals.timeline import timeline
 
 BASE_TRACES = [trace.read(RECORDED / f"seed-abcd-{p}.jsonl") for p in ("continuous", "static")]
-FUZZ = settings(max_examples=300, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(300), deadline=5000, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = (
     st.none()
@@ -117,7 +117,7 @@ def test_random_json_lines_are_refused_as_a_trace(lines):
     assert load_or_refuse("\n".join(json.dumps(v) for v in lines)) is None
 
 
-@settings(max_examples=150, deadline=5000)
+@settings(max_examples=examples(150), deadline=5000)
 @given(cut=st.integers(0, 10**9), which=st.sampled_from([0, 1]))
 def test_a_truncated_trace_is_refused_or_drawable(cut, which):
     text = trace.dumps(BASE_TRACES[which])
@@ -126,7 +126,7 @@ def test_a_truncated_trace_is_refused_or_drawable(cut, which):
         draw(loaded, cut)
 
 
-@settings(max_examples=100, deadline=5000)
+@settings(max_examples=examples(100), deadline=5000)
 @given(
     junk=st.sampled_from(
         [

@@ -297,6 +297,7 @@ def test_step_clock_arrivals_come_back_from_the_trace():
     assert (m["B"]["arrival_step"], m["B"]["ttft_steps"], m["B"]["e2e_steps"]) == (3, 1, 2)
 
 
+@pytest.mark.real_model
 def test_c13_one_token_request_on_the_real_model(smollm):
     from engine.config import EngineConfig
     from engine.llm import generate_trace

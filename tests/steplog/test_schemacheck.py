@@ -8,7 +8,7 @@ import json
 
 import jsonschema
 import pytest
-from conftest import RECORDED, ROOT, step_records
+from conftest import RECORDED, ROOT, examples, step_records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,7 +59,7 @@ def _paths(x, prefix=()):
             yield from _paths(v, (*prefix, i))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.data())
 def test_corruptions_get_jsonschemas_answer(data):
     kind, record = data.draw(st.sampled_from(SAMPLES))

@@ -14,6 +14,9 @@ from conftest import RECORDED, ROOT
 from steplog import trace
 from steplog.timing import SPIKE_RATIO, Spike, check_timing
 
+# runs the command line or the tools in child processes: `make test`, not the fast tier
+pytestmark = pytest.mark.cli
+
 SHIPPED = sorted(RECORDED.glob("*.jsonl"))
 # Recorded on a busy machine (2026-11-30); empty this once `make traces` has re-recorded them on a quiet one.
 DECODE = (2, 2)  # (num_batched_tokens, rows): two requests decoding
