@@ -5,8 +5,11 @@ until the kernel killed it, and CI with it).
 - **Time**: each test may run ``BATCHSCOPE_TEST_SECONDS`` (default 900) of wall time; each *example* of a
   hypothesis test ``BATCHSCOPE_EXAMPLE_SECONDS`` (default 120). Past it, ``TestBoundExceeded`` is raised in the
   test (hypothesis then shrinks and prints the falsifying example, as for any failure).
-- **Memory**: a watchdog thread reads the process's resident memory (``/proc/self/statm``) every 0.2 s; above
-  ``BATCHSCOPE_TEST_MAX_RSS_GB`` (default 6) it raises ``TestBoundExceeded`` in the test the same way.
+- **Memory**: a watchdog thread reads the process's resident memory (``/proc/self/statm``) every 0.2 s; when a test
+  (or example) has grown it by more than ``BATCHSCOPE_TEST_MAX_GROWTH_GB`` (default 4) it raises
+  ``TestBoundExceeded`` in the test the same way. Growth, not the total: a process that loaded the model holds
+  ~2 GB for good, and memory a runaway took may stay with the process (the C allocator keeps it), which must not
+  fail the next test.
 - **Rerun in one command**: unless ``--hypothesis-seed`` is given, one seed is drawn per session and passed to
   hypothesis (and so to pytest-xdist's workers); the session header prints it, and a failed hypothesis test
   prints the one command that reruns it with the same draws.
@@ -24,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -31,7 +35,7 @@ import pytest
 
 TEST_SECONDS = float(os.environ.get("BATCHSCOPE_TEST_SECONDS", "900"))
 EXAMPLE_SECONDS = float(os.environ.get("BATCHSCOPE_EXAMPLE_SECONDS", "120"))
-MAX_RSS_BYTES = int(float(os.environ.get("BATCHSCOPE_TEST_MAX_RSS_GB", "6")) * 2**30)
+MAX_GROWTH_BYTES = int(float(os.environ.get("BATCHSCOPE_TEST_MAX_GROWTH_GB", "4")) * 2**30)
 POLL_SECONDS = 0.2
 
 
@@ -55,8 +59,10 @@ class _Bounds:
 
     def __init__(self) -> None:
         self.what = ""
-        self.reason = ""
+        self.generation = 0  # one per armed block, so a late memory signal never hits the next test
+        self.pending: tuple[int, str] | None = None
         self.armed = False
+        self.rss_at_start = 0
         self.previous: Any = None
         self.watch = threading.Event()
         threading.Thread(target=self._watch_memory, name="test-memory-bound", daemon=True).start()
@@ -64,20 +70,25 @@ class _Bounds:
     def _watch_memory(self) -> None:
         while True:
             self.watch.wait()
-            rss = _rss_bytes()
-            if self.armed and rss > MAX_RSS_BYTES:
-                self.reason = (
-                    f"{self.what} holds {rss / 2**30:.1f} GiB of memory, over the bound of "
-                    f"{MAX_RSS_BYTES / 2**30:.1f} GiB (BATCHSCOPE_TEST_MAX_RSS_GB): a runaway"
+            generation, rss = self.generation, _rss_bytes()
+            if self.armed and rss - self.rss_at_start > MAX_GROWTH_BYTES:
+                reason = (
+                    f"{self.what} grew the process by {(rss - self.rss_at_start) / 2**30:.1f} GiB of memory, over "
+                    f"the bound of {MAX_GROWTH_BYTES / 2**30:.1f} GiB (BATCHSCOPE_TEST_MAX_GROWTH_GB): a runaway"
                 )
-                self.armed = False
+                self.pending = (generation, reason)
                 signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
+                self.watch.clear()
             time.sleep(POLL_SECONDS)
 
     def _on_alarm(self, signum: int, frame: Any) -> None:
-        reason = self.reason or f"{self.what} ran past its time bound: a runaway"
-        self.reason = ""
-        raise TestBoundExceeded(reason)
+        pending, self.pending = self.pending, None
+        if pending is not None:  # the memory watchdog's signal
+            generation, reason = pending
+            if generation != self.generation or not self.armed:
+                return  # it measured a test that has ended since: nothing to stop now
+            raise TestBoundExceeded(reason)
+        raise TestBoundExceeded(f"{self.what} ran past its time bound: a runaway")
 
     def __call__(self, what: str, seconds: float) -> _Armed:
         return _Armed(self, what, seconds)
@@ -95,7 +106,8 @@ class _Armed:
         if b.armed or threading.current_thread() is not threading.main_thread():  # a test's own threads
             return
         self.active = True
-        b.what, b.reason, b.armed = self.what, "", True
+        b.generation += 1
+        b.what, b.pending, b.rss_at_start, b.armed = self.what, None, _rss_bytes(), True
         b.previous = signal.signal(signal.SIGALRM, b._on_alarm)
         signal.setitimer(signal.ITIMER_REAL, self.seconds)
         b.watch.set()
@@ -134,7 +146,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     seed = getattr(config.option, "hypothesis_seed", None)
     return (
         f"bounds: {TEST_SECONDS:.0f} s a test, {EXAMPLE_SECONDS:.0f} s an example, "
-        f"{MAX_RSS_BYTES / 2**30:.1f} GiB a process; hypothesis seed {seed}"
+        f"{MAX_GROWTH_BYTES / 2**30:.1f} GiB of growth a test; hypothesis seed {seed}"
     )
 
 
@@ -155,6 +167,10 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
+    if call.excinfo is not None and call.excinfo.errisinstance(TestBoundExceeded):
+        # the report is text now; drop the runaway's frames (pytest keeps the last traceback in sys.last_traceback),
+        # so what it held (memory) goes with it instead of counting against the next test
+        traceback.clear_frames(call.excinfo.tb)
     if report.when != "call" or not report.failed:
         return
     if getattr(getattr(item, "obj", None), "hypothesis", None) is None:
