@@ -68,17 +68,18 @@ class _Bounds:
         threading.Thread(target=self._watch_memory, name="test-memory-bound", daemon=True).start()
 
     def _watch_memory(self) -> None:
+        fired = -1  # the generation already signalled (one signal a test; never clear the next test's watch)
         while True:
             self.watch.wait()
             generation, rss = self.generation, _rss_bytes()
-            if self.armed and rss - self.rss_at_start > MAX_GROWTH_BYTES:
+            if self.armed and generation != fired and rss - self.rss_at_start > MAX_GROWTH_BYTES:
                 reason = (
                     f"{self.what} grew the process by {(rss - self.rss_at_start) / 2**30:.1f} GiB of memory, over "
                     f"the bound of {MAX_GROWTH_BYTES / 2**30:.1f} GiB (BATCHSCOPE_TEST_MAX_GROWTH_GB): a runaway"
                 )
                 self.pending = (generation, reason)
                 signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
-                self.watch.clear()
+                fired = generation
             time.sleep(POLL_SECONDS)
 
     def _on_alarm(self, signum: int, frame: Any) -> None:
