@@ -60,7 +60,7 @@ $(SGLANG_STAMP):
 	touch $(SGLANG_STAMP)
 
 app: $(STAMP)
-	$(VENV)/bin/streamlit run app.py
+	$(VENV)/bin/streamlit run batchscope/app/main.py
 
 # The three venvs and chromium are built side by side, then lint and the three suites run side by side (each suite's
 # output printed whole when it ends); the main suite spreads its tests over the cores (pytest-xdist: one worker
@@ -89,7 +89,7 @@ lint: $(STAMP)
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_PY) -m pytest -p no:cacheprovider tests_vllm
 
-# Batchscope's SGLang-style scheduler (engine/sglang_scheduler.py) against SGLang 0.5.23's own (model-free,
+# Batchscope's SGLang-style scheduler (batchscope/sglang_family/scheduler.py) against SGLang 0.5.23's own (model-free,
 # batchscope_sglang/driver.py), step by step, in SGLang's venv: imports only the standard library, SGLang and
 # Batchscope's pure-Python scheduler core.
 test-sglang: $(SGLANG_STAMP)

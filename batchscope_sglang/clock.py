@@ -12,8 +12,8 @@ reproducible, and it could not be compared with Batchscope's tree step by step.
 on every call; every other attribute is the real ``time`` module's (``evict`` times itself with
 ``time.perf_counter`` for metrics). The module's global name ``time`` is rebound; no line of SGLang's code changes.
 The order of stamps is the order of the calls, which is what a real clock gives when no two reads tie: stamps only
-grow, and each read is later than the one before. Batchscope's ``engine.radix_cache`` keeps the same order with a
-counter bumped where SGLang reads its clock.
+grow, and each read is later than the one before. Batchscope's ``batchscope.sglang_family.radix_cache`` keeps the same
+order with a counter bumped where SGLang reads its clock.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Standard library only: runs in Batchscope's virtual environment and in vLLM's. Traces are read with ``json``
 (``docs/trace-format.md``; no schema validation here).
 
-    records = [json.loads(line) for line in open("assets/traces/seed-abcd-continuous.jsonl")]
+    records = [json.loads(line) for line in open("batchscope/assets/traces/seed-abcd-continuous.jsonl")]
     workload = workload_from_trace(records)        # -> run_vllm(workload) in vLLM's venv
     print(first_difference(records, vllm_steps))   # "agrees on all 14 steps" or "step k: ..."
 """

@@ -275,7 +275,8 @@ def _stalled(
     record: dict[str, Any], pending: list, specs: list[dict[str, Any]], requests: dict[str, Request], step: int
 ) -> bool:
     """The step scheduled, preempted and finished nothing, and no arrival or abort is left: vLLM's scheduler is
-    deterministic in its state, so it would loop (as Batchscope's ``engine.engine.LLMEngine._stalled`` says)."""
+    deterministic in its state, so it would loop (as Batchscope's ``batchscope.engine.engine.LLMEngine._stalled``
+    says)."""
     if record["scheduled"] or record["finished"] or record["preempted"] or pending:
         return False
     later = {str(s["request_id"]) for s in specs if s.get("abort_step") is not None and int(s["abort_step"]) > step}

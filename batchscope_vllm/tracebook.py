@@ -8,8 +8,8 @@ blocks go), ``scheduled`` (after ``schedule()``), ``before_update`` / ``updated`
 after its update; with asynchronous scheduling two steps are in flight and each update finds its own step by the
 ``SchedulerOutput`` it was given.
 
-Each step also carries ``decisions`` (``steplog.records.DecisionsRecord``), read from vLLM's own state where it
-decides: the admissions (tokens found in the prefix cache, recomputed and new, from each admitted request's computed
+Each step also carries ``decisions`` (``batchscope.steplog.records.DecisionsRecord``), read from vLLM's own state where
+it decides: the admissions (tokens found in the prefix cache, recomputed and new, from each admitted request's computed
 tokens and the most tokens it ever held K/V for), the preemptions (from ``_preempt_request``, before the blocks go:
 victim, its K/V and table; the requester, the blocks it needed and the free ones from the allocation that failed
 just before, which ``TracingScheduler`` captures by wrapping ``kv_cache_manager.allocate_slots`` and the

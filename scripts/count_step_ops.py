@@ -6,7 +6,7 @@ time on any device (each operation is a Python call, a dispatch and, on a GPU, u
 Runs the first N requests of the ``sixteen`` scenario for a few steps with a ``TorchDispatchMode`` that counts every
 aten operation inside ``ModelRunner.execute`` (the forward and sampling), then prints each step's count and the most
 frequent kinds. Views (``view``, ``transpose``, ``select``, ...) launch no kernel; the rest do. On CPU the count
-includes oneDNN's packed linears (float32, ``engine.model_runner``); on a GPU those are ``mm``/``addmm``.
+includes oneDNN's packed linears (float32, ``batchscope.model.runner``); on a GPU those are ``mm``/``addmm``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import sys
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from engine.config import EngineConfig
-from engine.llm import generate_trace
-from engine.models import load_model
-from engine.workload import load_scenario
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.llm import generate_trace
+from batchscope.inputs.workload import load_scenario
+from batchscope.model.models import load_model
 
 VIEWS = {"view", "_unsafe_view", "transpose", "select", "slice", "unsqueeze", "expand", "t", "reshape", "alias",
          "as_strided", "detach", "permute", "squeeze", "split", "unbind"}  # fmt: skip

@@ -33,7 +33,7 @@ def cell(requests, config, eos, max_len) -> str:
 
 
 def rows():
-    for path in sorted((ROOT / "assets" / "traces").glob("*-continuous.jsonl")):
+    for path in sorted((ROOT / "batchscope" / "assets" / "traces").glob("*-continuous.jsonl")):
         header, *_, summary = [json.loads(line) for line in path.read_text().splitlines()]
         outputs = {r["request_id"]: r["output_token_ids"] for r in summary["requests"]}
         reqs = [

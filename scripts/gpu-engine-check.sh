@@ -4,8 +4,8 @@
 #  1. the device, PyTorch and transformers;
 #  2. traces of the sixteen and seed-abcd scenarios, continuous then static, in float32 (the CPU traces' float type, so
 #     the two devices run the same numerics and, where greedy decoding agrees, the same schedule): the step-cost
-#     chart's GPU points, shipped under assets/traces/gpu/;
-#  3. `python -m engine bench` on the device: the read bandwidth behind the GPU's weight-streaming floor, the decode
+#     chart's GPU points, shipped under batchscope/assets/traces/gpu/;
+#  3. `python -m batchscope bench` on the device: the read bandwidth behind the GPU's weight-streaming floor, the decode
 #     step at batch 1, 4 and 16, and the share of requests token-identical to transformers generate there.
 # Every result is written as soon as it exists, so a run cut short still returns what it finished.
 #
@@ -42,7 +42,7 @@ say "2. traces ($DTYPE on $DEVICE)"
 read -r -a SCENARIO_LIST <<< "$SCENARIOS"
 for scenario in "${SCENARIO_LIST[@]}"; do
   for batching in continuous static; do
-    run "$PY" -m engine run --scenario "$scenario" --batching "$batching" "${ON[@]}" --force \
+    run "$PY" -m batchscope run --scenario "$scenario" --batching "$batching" "${ON[@]}" --force \
       --out "$OUT/$scenario-$batching.jsonl"
   done
 done
@@ -52,7 +52,7 @@ if [[ "${BENCH:-1}" != 0 ]]; then
   # transformers' own continuous batching (row hf-continuous) is left out: its config's keywords change between
   # transformers versions, and a GPU image carries its own
   read -r -a EXTRA <<< "${BENCH_ARGS:-}"  # more flags, split on spaces (a smaller workload for a dry run elsewhere)
-  run "$PY" -m engine bench "${ON[@]}" --rounds 1 --parity report "${EXTRA[@]}" \
+  run "$PY" -m batchscope bench "${ON[@]}" --rounds 1 --parity report "${EXTRA[@]}" \
     --rows hf-sequential hf-static batchscope-static batchscope-continuous \
     --out-json "$OUT/bench.json" --out-md "$OUT/bench.md"
 fi

@@ -3,8 +3,8 @@
     python scripts/gpu_report.py trace OUT/vllm-server.jsonl.gz --expect-requests 64
     python scripts/gpu_report.py figures OUT
 
-``trace``: validates the file (schema, via ``steplog.trace``), checks that every request the client sent has a
-summary entry and a finish, that block tables rebuilt from the deltas never exceed the pool and that
+``trace``: validates the file (schema, via ``batchscope.steplog.trace``), checks that every request the client sent has
+a summary entry and a finish, that block tables rebuilt from the deltas never exceed the pool and that
 ``num_used_blocks`` stays within it, then prints the trace's shape. ``figures``: the burst, the trace, the share of
 requests token-identical to transformers ``generate`` in bfloat16 on CUDA (seed-abcd and sixteen) and the
 benchmark's table, as Markdown for the README.
@@ -17,9 +17,9 @@ import json
 import sys
 from pathlib import Path
 
-from steplog import trace
-from steplog.spec_decode import spec_decode_stats
-from steplog.view import TraceView
+from batchscope.steplog import trace
+from batchscope.steplog.spec_decode import spec_decode_stats
+from batchscope.steplog.view import TraceView
 
 
 def check_trace(path: Path, expect: int | None) -> dict:

@@ -5,7 +5,7 @@
 
 For each row count (a decode step of B requests has B rows; a prefill chunk of N tokens has N), every
 ``nn.Linear`` of the model (the ``lm_head`` included, which a step runs only on its sampling rows) is run once on
-random input ``[rows, in]``, the way ``engine.model_runner`` runs them: ``F.linear`` (the default),
+random input ``[rows, in]``, the way ``batchscope.model.runner`` runs them: ``F.linear`` (the default),
 then ``torch.ops.mkldnn._linear_pointwise`` on weights reordered once by ``_reorder_linear_weight`` (what the
 runner uses on CPU in float32). Printed: milliseconds per pass (best of ``--repeats``), the weight bytes read per
 second, and the ratio; first, a plain ``sum`` over as many bytes as the weights, the read bandwidth the GEMMs could
@@ -43,8 +43,8 @@ def main() -> None:
     )
     ap.add_argument("--repeats", type=int, default=10, help="timed passes per figure (default 10; the best is shown)")
     args = ap.parse_args()
-    from engine.models import DEFAULT_MODEL, ModelLoadError, load_model
-    from engine.threads import check_threads
+    from batchscope.engine.threads import check_threads
+    from batchscope.model.models import DEFAULT_MODEL, ModelLoadError, load_model
 
     if not 1 <= args.repeats <= 1000:
         ap.error(f"--repeats={args.repeats} is out of range: an integer in [1, 1000]")

@@ -6,12 +6,12 @@
     .venv/bin/python scripts/measure_live_run.py --requests 4 --max-tokens 12 --users 1  # the seed's size
 
 First the Playground's default settings (its knobs as first drawn, read with Streamlit's AppTest) are run in this
-process with ``engine.llm.generate_trace``, each run of the settings in turn, as the Playground's background
+process with ``batchscope.engine.llm.generate_trace``, each run of the settings in turn, as the Playground's background
 thread runs them: the **CLI** figure (wall seconds, and the engine's own mean step time from the trace). Then
-``streamlit run app.py`` starts on a free loopback port (``bench/app_server.py``) and ``--users`` browser sessions
-(Debian's Chromium, headless) each press "Run live" at once, every session after the first with another ``seed``
-so that no run is served from the run cache: the **app** figure is, per session, the seconds from its click until
-its result's player is on the page. ``--requests N`` and ``--max-tokens N`` set the Playground's "Number of
+``streamlit run app.py`` starts on a free loopback port (``batchscope/tools/app_server.py``) and ``--users`` browser
+sessions (Debian's Chromium, headless) each press "Run live" at once, every session after the first with another
+``seed`` so that no run is served from the run cache: the **app** figure is, per session, the seconds from its click
+until its result's player is on the page. ``--requests N`` and ``--max-tokens N`` set the Playground's "Number of
 requests" (default 6) and "Max / mean output tokens" (default 24) in both (the seed: 4 requests of at most 12
 tokens). ``--other-page``: while the first session's run goes, another tab opens the Walkthrough and times its first
 frame (as ``scripts/measure_page_load.py`` does), against the same page opened before the run: what a live run
@@ -32,21 +32,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # measure_page_load
 
-from bench.app_server import launch_chromium, streamlit_app
+from batchscope.tools.app_server import launch_chromium, streamlit_app
 
 # the Playground's sliders that --requests and --max-tokens move: widget key -> settings key
 SLIDERS = {"pg:n": "num_requests", "pg:maxtok": "max_tokens"}
 
 
 def default_settings(sliders: dict[str, int] | None = None) -> dict:
-    """The Playground's knobs as first drawn (``ui.page_playground.knobs``), read through AppTest; ``sliders``:
-    values instead of the defaults (by widget key, ``SLIDERS``)."""
+    """The Playground's knobs as first drawn (``batchscope.app.page_playground.knobs``), read through AppTest;
+    ``sliders``: values instead of the defaults (by widget key, ``SLIDERS``)."""
     from streamlit.testing.v1 import AppTest
 
     def grab() -> None:
         import streamlit as st
 
-        from ui.page_playground import knobs
+        from batchscope.app.page_playground import knobs
 
         st.session_state["bench:settings"] = knobs()[0]
 
@@ -60,14 +60,14 @@ def default_settings(sliders: dict[str, int] | None = None) -> dict:
 
 def cli_figures(model: str, sliders: dict[str, int] | None = None) -> tuple[float, float, int]:
     """(wall s, mean engine step s, steps) of the default settings' runs (``sliders`` moved), in this process."""
-    from engine.llm import generate_trace, model_limits
-    from engine.model_runner import pack_now
-    from engine.models import load_model
-    from engine.threads import use_threads
-    from ui.playground_spec import run_configs
-    from ui.playground_spec import validate as validate_settings
+    from batchscope.app.playground_spec import run_configs
+    from batchscope.app.playground_spec import validate as validate_settings
+    from batchscope.engine.llm import generate_trace, model_limits
+    from batchscope.engine.threads import use_threads
+    from batchscope.model.models import load_model
+    from batchscope.model.runner import pack_now
 
-    use_threads()  # as the app does (ui/common.model_and_lock)
+    use_threads()  # as the app does (batchscope/app/common.model_and_lock)
     loaded = load_model(model)
     pack_now(loaded.model)  # as the app does when it loads the model
     s = default_settings(sliders)
@@ -145,7 +145,7 @@ def app_figures(
 
 
 def main() -> None:
-    from engine.models import DEFAULT_MODEL
+    from batchscope.model.models import DEFAULT_MODEL
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=os.environ.get("BATCHSCOPE_MODEL", DEFAULT_MODEL))

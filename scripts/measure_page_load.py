@@ -1,16 +1,16 @@
 """Measure how long the app's recorded pages take to show their first frame, on a first and a later visit.
 
-Not a test: timings depend on the machine (compare figures of one run). Starts the app (``bench.app_server``) and, for
-each page, opens it in a new browser page (a new Streamlit session) of Debian's headless Chromium and times from the
-request to the first frame the player draws (its ``bs-first-frame`` performance mark: the step's views, before the
-figures of the whole trace under them; for the Metrics page, its first chart drawn, ``visuals.figure_frame``). The first
-visit after the server started builds the page's payloads, in a browser that has loaded nothing yet (a fresh profile).
-Later visits are new sessions of one browser with a profile on disk, as a student's browser has: the payloads come from
-the server's shared cache (``st.cache_data``), plotly.js and Streamlit's scripts from the browser's HTTP cache, and from
-about the third load on, their compiled code from Chromium's code cache (which an in-memory, incognito profile does not
-keep). Last, in one tab (as a lecture goes), it clicks from page to page in the sidebar and times each click to the new
-page's first frame. Target (issue 20 part 5): the first frame of every recorded page within 3 s on a quiet 2-core
-machine, within 1 s on later visits.
+Not a test: timings depend on the machine (compare figures of one run). Starts the app (``batchscope.tools.app_server``)
+and, for each page, opens it in a new browser page (a new Streamlit session) of Debian's headless Chromium and times
+from the request to the first frame the player draws (its ``bs-first-frame`` performance mark: the step's views, before
+the figures of the whole trace under them; for the Metrics page, its first chart drawn,
+``batchscope.figures.figure_frame``). The first visit after the server started builds the page's payloads, in a browser
+that has loaded nothing yet (a fresh profile). Later visits are new sessions of one browser with a profile on disk, as a
+student's browser has: the payloads come from the server's shared cache (``st.cache_data``), plotly.js and Streamlit's
+scripts from the browser's HTTP cache, and from about the third load on, their compiled code from Chromium's code cache
+(which an in-memory, incognito profile does not keep). Last, in one tab (as a lecture goes), it clicks from page to page
+in the sidebar and times each click to the new page's first frame. Target (issue 20 part 5): the first frame of every
+recorded page within 3 s on a quiet 2-core machine, within 1 s on later visits.
 
 Where the time of a later visit goes (measured on this 2-core machine, 2026-12-04, with the basic plotly.js bundle):
 Streamlit's page until the player's frame exists, 0.75-1.0 s (its scripts, the session, the widgets above the
@@ -22,12 +22,12 @@ its session's WebSocket: 75-100 ms on ``/``, 170-210 ms on ``/compare`` and ``/t
 frame, plotly.js's run 0.06-0.15 s from Chromium's code cache, inflating and parsing the payload 0.03-0.05 s, and the
 first draw 0.3-0.5 s (the slot grid, token budget and block map of each side; the first plotly.js draw of a page
 costs about twice a later one). Since then (the same evening) each of those figures is drawn once, with the margins
-automargin chose for its layout before (``visuals/web/margins.js``), not twice: the sixteen pair's six plots 0.23-0.25
-s; and later that night, with no label drawn too small to read and no blank block labels, 0.18-0.19 s. The frame
-shares the page's main thread (a srcdoc frame is of the page's origin), so
-whatever the page renders after the frame, the frame waits for. A copy of plotly.js served with a fresh
+automargin chose for its layout before (``batchscope/player/web/margins.js``), not twice: the sixteen pair's six plots
+0.23-0.25 s; and later that night, with no label drawn too small to read and no blank block labels, 0.18-0.19 s. The
+frame shares the page's main thread (a srcdoc frame is of the page's origin), so whatever the page renders after the
+frame, the frame waits for. A copy of plotly.js served with a fresh
 ``Last-Modified`` is asked for again on every visit and run without its compiled code (about 1 s more):
-``visuals.export.plotly_file`` dates it.
+``batchscope.player.export.plotly_file`` dates it.
 
     .venv/bin/python scripts/measure_page_load.py [--visits 5] [--root OTHER_TREE]
 """
@@ -106,7 +106,7 @@ def bare(visits: int, size: dict) -> int:
     floor under every page of the app, what Streamlit alone costs on this machine."""
     from playwright.sync_api import sync_playwright
 
-    from bench.app_server import CHROMIUM, CHROMIUM_ARGS, launch_chromium, streamlit_app
+    from batchscope.tools.app_server import CHROMIUM, CHROMIUM_ARGS, launch_chromium, streamlit_app
 
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as profile:
         (Path(folder) / "app.py").write_text(BARE_APP, encoding="utf-8")
@@ -131,7 +131,7 @@ def main() -> int:
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
-    from bench.app_server import CHROMIUM, CHROMIUM_ARGS, launch_chromium, streamlit_app
+    from batchscope.tools.app_server import CHROMIUM, CHROMIUM_ARGS, launch_chromium, streamlit_app
 
     print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}")
     size = {"viewport": {"width": 1280, "height": 720}}

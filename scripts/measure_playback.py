@@ -48,12 +48,15 @@ SCRUB = """async (k) => {
 
 
 def export_file(folder: Path) -> Path:
-    from steplog import trace
-    from steplog.view import TraceView
-    from visuals.export import player_html
-    from visuals.lockstep import lockstep_counters
+    from batchscope.compare.lockstep import lockstep_counters
+    from batchscope.player.export import player_html
+    from batchscope.steplog import trace
+    from batchscope.steplog.view import TraceView
 
-    pair = [TraceView(trace.read(ROOT / "assets" / "traces" / f"sixteen-{p}.jsonl")) for p in ("static", "continuous")]
+    pair = [
+        TraceView(trace.read(ROOT / "batchscope" / "assets" / "traces" / f"sixteen-{p}.jsonl"))
+        for p in ("static", "continuous")
+    ]
     path = folder / "sixteen.html"
     path.write_text(player_html(pair, "sixteen", window=8, counters=lockstep_counters(*pair)), encoding="utf-8")
     print(f"exported {path} ({path.stat().st_size / 1e6:.2f} MB)")
@@ -160,7 +163,7 @@ def main() -> int:
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
-    from bench.app_server import launch_chromium, streamlit_app
+    from batchscope.tools.app_server import launch_chromium, streamlit_app
 
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         browser = launch_chromium(p)

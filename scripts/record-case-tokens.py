@@ -19,10 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.config import EngineConfig  # noqa: E402
-from engine.llm import build_engine, eos_token_ids  # noqa: E402
-from engine.models import load_model  # noqa: E402
-from engine.workload import read_workload, to_requests  # noqa: E402
+from batchscope.engine.config import EngineConfig  # noqa: E402
+from batchscope.engine.llm import build_engine, eos_token_ids  # noqa: E402
+from batchscope.inputs.workload import read_workload, to_requests  # noqa: E402
+from batchscope.model.models import load_model  # noqa: E402
 
 B4 = {"block_size": 4}
 # case -> (arrival steps to set, {run name: EngineConfig fields}), as the case texts in ../shared/cases give them

@@ -6,7 +6,7 @@
 #     up: aborts), with n-gram speculative decoding on; the server stops; the trace is
 #     validated (schema, a summary for every request, block counts within the pool) and summarized;
 #  2. Batchscope's own engine on CUDA in bfloat16: the seed-abcd and sixteen scenarios, the share of requests
-#     token-identical to transformers generate there, and `python -m engine bench --device cuda --rounds 1`.
+#     token-identical to transformers generate there, and `python -m batchscope bench --device cuda --rounds 1`.
 # Figures for the README are printed at the end (and kept under $OUT).
 #
 # Usage: scripts/vllm-gpu-check.sh [--dry-run]      (--dry-run prints the commands without running them)
@@ -39,11 +39,11 @@ if [[ $DRY == 1 || ! -x $PY ]]; then run make .venv/.installed; fi
 if [[ $DRY == 1 || ! -x $VPY ]]; then run make .venv-vllm/.installed; fi
 run "$VPY" -m pip install -q --no-deps .   # the tracer: standard library + vLLM only, no torch pin pulled
 if [[ -z "${MODEL:-}" ]]; then
-  echo "+ MODEL=\$($PY -c 'from engine.models import default_model_path; print(default_model_path())')"
+  echo "+ MODEL=\$($PY -c 'from batchscope.model.models import default_model_path; print(default_model_path())')"
   if [[ $DRY == 1 ]]; then
     MODEL=MODEL_DIR
   else
-    MODEL=$("$PY" -c 'from engine.models import default_model_path; print(default_model_path())')
+    MODEL=$("$PY" -c 'from batchscope.model.models import default_model_path; print(default_model_path())')
   fi
 fi
 
@@ -89,13 +89,13 @@ run "$PY" scripts/gpu_report.py trace "$TRACE" --expect-requests "$REQUESTS"
 
 say "4. Batchscope's engine on CUDA (bfloat16): scenarios, parity with generate, benchmark"
 for scenario in seed-abcd sixteen; do
-  run "$PY" -m engine run --scenario "$scenario" --device cuda --out "$OUT/$scenario-continuous-cuda.jsonl"
-  run "$PY" -m engine run --scenario "$scenario" --batching static --device cuda --out "$OUT/$scenario-static-cuda.jsonl"
+  run "$PY" -m batchscope run --scenario "$scenario" --device cuda --out "$OUT/$scenario-continuous-cuda.jsonl"
+  run "$PY" -m batchscope run --scenario "$scenario" --batching static --device cuda --out "$OUT/$scenario-static-cuda.jsonl"
 done
-run "$PY" -m engine bench --scenario seed-abcd --device cuda --rounds 1 --parity report \
+run "$PY" -m batchscope bench --scenario seed-abcd --device cuda --rounds 1 --parity report \
   --rows hf-sequential batchscope-static batchscope-continuous --max-num-seqs 3 --step-batches 1 \
   --out-json "$OUT/bench-seed-abcd.json" --out-md "$OUT/bench-seed-abcd.md"
-run "$PY" -m engine bench --device cuda --rounds 1 --out-json "$OUT/bench.json" --out-md "$OUT/bench.md"
+run "$PY" -m batchscope bench --device cuda --rounds 1 --out-json "$OUT/bench.json" --out-md "$OUT/bench.md"
 
 say "5. figures for the README"
 run "$PY" scripts/gpu_report.py figures "$OUT"   # also written to $OUT/figures.md

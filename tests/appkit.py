@@ -7,12 +7,12 @@ import time
 
 from streamlit.testing.v1 import AppTest
 
-from visuals.export import read_payload
-from visuals.figure_frame import read_figures
+from batchscope.figures.figure_frame import read_figures
+from batchscope.player.export import read_payload
 
 
 def page(name: str, **query) -> AppTest:
-    at = AppTest.from_string(f"from ui import {name}\n{name}.page()", default_timeout=120)
+    at = AppTest.from_string(f"from batchscope.app import {name}\n{name}.page()", default_timeout=120)
     for k, v in query.items():
         at.query_params[k] = v
     at.run()
@@ -33,7 +33,7 @@ def player_payload(at) -> dict:
 
 
 def frame_figures(at) -> list[list[dict]]:
-    """The plotly figures of each chart frame on the page (``visuals.figure_frame``), in page order."""
+    """The plotly figures of each chart frame on the page (``batchscope.figures.figure_frame``), in page order."""
     return [read_figures(f.proto.srcdoc) for f in at.get("iframe") if 'id="bs-figures"' in f.proto.srcdoc]
 
 

@@ -1,4 +1,4 @@
-"""Helpers for the command-line tests: run ``python -m engine`` (in a subprocess from the repository's root, or in
+"""Helpers for the command-line tests: run ``python -m batchscope`` (in a subprocess from the repository's root, or in
 process for ``metrics``), and check that a refusal is one clear line (exit 2, no traceback)."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import sys
 
 from conftest import ROOT
 
-from engine.__main__ import main
+from batchscope.cli.main import main
 
 
 def cli(*args, timeout=180):
     proc = subprocess.run(
-        [sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "batchscope", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
     )
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -28,8 +28,8 @@ def run_workload(tmp_path, line: dict, *flags):
 
 
 def run_warnings(err: str) -> list[str]:
-    """The warnings of a run, less the one that says the machine was busy (``steplog.timing``: it depends on the
-    machine's load, not on the run)."""
+    """The warnings of a run, less the one that says the machine was busy (``batchscope.steplog.timing``: it depends on
+    the machine's load, not on the run)."""
     return [line for line in err.splitlines() if line.startswith("warning:") and "CPU contention" not in line]
 
 
@@ -43,7 +43,7 @@ def assert_clear_error(code, err, *needles):
 
 
 def metrics_cli(capsys, *paths) -> tuple[str, dict[str, tuple[str, list[str]]]]:
-    """``python -m engine metrics PATHS``: its first line, and ``{metric: (unit, [value per trace])}`` of the
+    """``python -m batchscope metrics PATHS``: its first line, and ``{metric: (unit, [value per trace])}`` of the
     table's ``value`` rows."""
     assert main(["metrics", *map(str, paths)]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -15,8 +15,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # One intra-op thread per test process: `make test` runs a pytest-xdist worker per core beside the vLLM and SGLang
 # suites, and PyTorch's default (a thread per core in every worker) oversubscribes the cores, where each operation
-# waits for its slowest thread (engine/threads.py measured a step 3x slower so). The engine's runs use
-# engine.threads' count; this sets the count of everything else (transformers' generate, the references).
+# waits for its slowest thread (batchscope/engine/threads.py measured a step 3x slower so). The engine's runs use
+# batchscope.engine.threads' count; this sets the count of everything else (transformers' generate, the references).
 torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
@@ -40,7 +40,7 @@ def examples(n: int) -> int:
     return max(20, n // 10) if FAST_TIER else n
 
 
-RECORDED = ROOT / "assets" / "traces"  # the shipped traces, recorded on SmolLM2
+RECORDED = ROOT / "batchscope" / "assets" / "traces"  # the shipped traces, recorded on SmolLM2
 RECORDED_TRACES = sorted(RECORDED.glob("*.jsonl"))
 
 
@@ -76,10 +76,10 @@ def recorded(scenario: str, policy: str) -> Parts:
 def recorded_pair(scenario: str) -> list:
     """The shipped pair of ``scenario`` the app compares it as, as ``TraceView``s: static and continuous (static
     first), or continuous and sglang for the scenario made to show vLLM's and SGLang's schedulers apart
-    (``visuals.stories.default_pair``)."""
-    from steplog import trace
-    from steplog.view import TraceView
-    from visuals.stories import default_pair
+    (``batchscope.explain.stories.default_pair``)."""
+    from batchscope.explain.stories import default_pair
+    from batchscope.steplog import trace
+    from batchscope.steplog.view import TraceView
 
     return [TraceView(trace.read(RECORDED / f"{scenario}-{p}.jsonl")) for p in default_pair(scenario)]
 
@@ -108,7 +108,7 @@ def tiny_model():
 @pytest.fixture(scope="session")
 def smollm():
     """The default model, SmolLM2-135M-Instruct (float32 on CPU), loaded once."""
-    from engine.models import load_model
+    from batchscope.model.models import load_model
 
     return load_model(device="cpu")
 
@@ -129,10 +129,10 @@ def hf_greedy(model, prompt_ids: list[int], max_new_tokens: int, eos_token_id=No
 
 @pytest.fixture(scope="session")
 def browser():
-    """Debian's Chromium, headless, through Playwright (bench/app_server.py), shared by the browser tests."""
+    """Debian's Chromium, headless, through Playwright (batchscope/tools/app_server.py), shared by the browser tests."""
     from playwright.sync_api import sync_playwright
 
-    from bench.app_server import launch_chromium
+    from batchscope.tools.app_server import launch_chromium
 
     with sync_playwright() as p:
         b = launch_chromium(p)

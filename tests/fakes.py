@@ -10,9 +10,9 @@ from pathlib import Path
 
 from conftest import step_records
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.request import Request, SamplingParams
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import Request, SamplingParams
 
 EOS = 2
 

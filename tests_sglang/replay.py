@@ -1,5 +1,5 @@
-"""Run one workload through Batchscope's SGLang-style scheduler (``engine.sglang_scheduler``), logging every step in
-the record format of ``batchscope_sglang.driver`` so the two compare field by field.
+"""Run one workload through Batchscope's SGLang-style scheduler (``batchscope.sglang_family.scheduler``), logging every
+step in the record format of ``batchscope_sglang.driver`` so the two compare field by field.
 
 The workload: ``config`` (max_running_requests, chunked_prefill_size, pool_tokens, schedule_policy,
 enable_prefix_cache, enable_mixed_chunk), ``requests`` (request_id, prompt_token_ids, max_new_tokens, arrival_step,
@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from batchscope.sglang_family.scheduler import SGLangScheduler
+from batchscope.sglang_family.state import SglRequest
 from batchscope_sglang.driver import DEFAULT_CONFIG
-from engine.sglang_scheduler import SGLangScheduler
-from engine.sglang_state import SglRequest
 
 AFTER_STEP = ("cached_tokens", "evictable_tokens")  # the radix cache's sizes (tokens) once the step is over
 
 # The condition that ended SGLang's admission (``batchscope_sglang.probe``) -> the limit Batchscope records for the
-# head of the queue (``steplog.reasons``). None: nothing held the head at the prefill attempt (the queue was empty or
-# emptied); a head after the step was retracted into it by the decode batch, which the engine's trace names
+# head of the queue (``batchscope.steplog.reasons``). None: nothing held the head at the prefill attempt (the queue was
+# empty or emptied); a head after the step was retracted into it by the decode batch, which the engine's trace names
 # ``preempted_this_step``. The memory budget spent after an admission is the output estimate's, whatever the rule
 # that admitted the last request.
 STOP_LIMITS: dict[str, str | None] = {
@@ -113,11 +113,12 @@ def first_difference(ours: list[dict], theirs: list[dict], retracted: str | None
 
 
 def run_engine_trace(workload: dict[str, Any]) -> list[dict]:
-    """The trace Batchscope's engine writes for ``workload`` under ``--batching sglang`` (``engine.sglang_batching``),
-    with a stand-in runner that samples each request's ``output_token_ids`` in order; all records, header first."""
-    from engine.config import EngineConfig
-    from engine.engine import LLMEngine
-    from engine.request import Request, SamplingParams
+    """The trace Batchscope's engine writes for ``workload`` under ``--batching sglang``
+    (``batchscope.sglang_family.batching``), with a stand-in runner that samples each request's ``output_token_ids`` in
+    order; all records, header first."""
+    from batchscope.engine.config import EngineConfig
+    from batchscope.engine.engine import LLMEngine
+    from batchscope.engine.request import Request, SamplingParams
 
     cfg = {**DEFAULT_CONFIG, **workload.get("config", {})}
     config = EngineConfig(

@@ -7,7 +7,7 @@ import cases
 import pytest
 from replay import first_difference, run_batchscope
 
-import engine.sglang_scheduler as sched
+import batchscope.sglang_family.scheduler as sched
 from batchscope_sglang.driver import run_sglang
 
 
@@ -83,7 +83,7 @@ def test_an_ignore_eos_admission_without_prefix_cache_runs_the_batch_in_advance(
 def test_a_changed_ignore_eos_rule_fails(monkeypatch, case, change):
     """Charge ignore_eos at new_token_ratio, or keep no token per request in the simulated run: the comparison fails
     at B's admission step."""
-    import engine.prefill_adder as adder
+    import batchscope.sglang_family.prefill_adder as adder
 
     workload = case()
     theirs = run_sglang(workload)
@@ -112,7 +112,7 @@ def test_mixed_chunk_decodes_inside_the_prefill_batch():
 
 def test_a_changed_mixing_rule_fails(monkeypatch):
     """Mix the decodes without taking their chunk tokens from the adder: the comparison fails at C's first chunk."""
-    import engine.prefill_adder as adder
+    import batchscope.sglang_family.prefill_adder as adder
 
     workload = cases.mixed_chunk()
     theirs = run_sglang(workload)
@@ -161,7 +161,7 @@ def _changed_evict(newest_first: bool, whole: bool):
 )
 def test_a_changed_eviction_rule_fails(monkeypatch, newest_first, whole, step):
     """Evict one token at a time, or the most recently used leaf first: the comparison fails where it first shows."""
-    from engine.radix_cache import RadixCache
+    from batchscope.sglang_family.radix_cache import RadixCache
 
     workload = cases.eviction()
     theirs = run_sglang(workload)
@@ -173,7 +173,7 @@ def test_fcfs_refreshes_the_waiting_prefixes_every_32nd_sort(monkeypatch):
     """``cases.waiting_prefix_refresh``: the refresh at step 34 makes eviction spare W's cached a (2 tokens evicted
     where 5 would be without it), and W hits it at step 36; with no refresh after the first the comparison fails
     at step 34."""
-    import engine.sglang_policy as policy
+    import batchscope.sglang_family.policy as policy
 
     ours, theirs = _both(cases.waiting_prefix_refresh())
     assert first_difference(ours, theirs) == f"agrees on all {len(theirs)} steps"

@@ -1,4 +1,4 @@
-"""Differential: Batchscope's SGLang-style scheduler (``engine.sglang_scheduler``) and SGLang 0.5.23's real
+"""Differential: Batchscope's SGLang-style scheduler (``batchscope.sglang_family.scheduler``) and SGLang 0.5.23's real
 scheduler (``batchscope_sglang.driver``), same workload and same sampled tokens, must agree on every step: the batch
 kind, who runs with how many tokens (in batch order), admissions, prefix-hit lengths, retractions, the chunked
 request, the new-token ratio (to 1e-9) and who finishes.
@@ -143,7 +143,7 @@ def test_retraction_without_prefix_cache(workload):
 @SETTINGS
 @given(workload=retracting(cache=True))
 def test_retraction_with_prefix_cache(workload):
-    """Where the cache evicts: whole nodes, least recently accessed first (``engine.radix_cache``)."""
+    """Where the cache evicts: whole nodes, least recently accessed first (``batchscope.sglang_family.radix_cache``)."""
     _check(workload)
 
 

@@ -1,5 +1,5 @@
-"""``steplog.gauges`` on an SGLang trace against what SGLang 0.5.23's own code reports after each batch: its pool
-observer's ``PoolStats.update_scheduler_stats`` (``sglang:token_usage``), the batch's ``PrefillStats`` (running
+"""``batchscope.steplog.gauges`` on an SGLang trace against what SGLang 0.5.23's own code reports after each batch: its
+pool observer's ``PoolStats.update_scheduler_stats`` (``sglang:token_usage``), the batch's ``PrefillStats`` (running
 requests, and the hit and computed tokens ``report_prefill_stats`` turns into ``sglang:cache_hit_rate`` and the
 ``prefill_compute`` tokens), the decode batch's requests, the waiting queue, and the retraction count
 ``update_running_batch`` leaves for the reporter. Read off SGLang's scheduler (``run_sglang(observe=...)``) on the
@@ -17,9 +17,9 @@ from replay import run_engine_trace
 from test_sglang_differential import SETTINGS, retracting, workloads
 from test_sglang_trace import SHIPPED, recorded_workload
 
+from batchscope.steplog import gauges as g
+from batchscope.steplog.view import TraceView
 from batchscope_sglang.driver import DEFAULT_CONFIG, run_sglang
-from steplog import gauges as g
-from steplog.view import TraceView
 
 
 class Reports:

@@ -10,8 +10,8 @@ import json
 from replay import STOP_LIMITS, first_difference, run_batchscope, sglang_head
 from test_sglang_trace import RECORDED, recorded_workload
 
+from batchscope.steplog.reasons import checks
 from batchscope_sglang.driver import run_sglang
-from steplog.reasons import checks
 
 
 def _seed_abcd() -> dict:
@@ -43,7 +43,7 @@ def test_seed_abcd_head_waits_for_the_chunk_tokens_then_for_a_row():
 def test_checking_a_row_before_the_chunk_tokens_fails_at_seed_abcd_step_1(monkeypatch):
     """The changed rule: the engine's loop checks the rows before the chunk tokens; at step 1 it then says D waits
     for a row, where SGLang stopped for the tokens."""
-    import engine.sglang_scheduler as sched
+    import batchscope.sglang_family.scheduler as sched
 
     admit = sched.SGLangScheduler._admit
 

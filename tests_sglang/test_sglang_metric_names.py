@@ -1,6 +1,6 @@
 """The names the player's gauges give an SGLang trace are SGLang 0.5.23's own: every ``sglang:`` name of
-``steplog.metric_names.SGLANG`` (read as text, without importing the project) is created, as the kind our words
-give it (gauge, counter, histogram), in SGLang's installed metrics collector
+``batchscope.steplog.metric_names.SGLANG`` (read as text, without importing the project) is created, as the kind our
+words give it (gauge, counter, histogram), in SGLang's installed metrics collector
 (sglang/srt/observability/metrics_collector.py); a renamed or retyped metric fails here. Only the standard library
 and SGLang are used."""
 
@@ -18,13 +18,13 @@ KINDS = {"Gauge": "gauge", "Counter": "counter", "Histogram": "histogram"}
 
 
 def table(name: str) -> dict[str, tuple[str, str, str]]:
-    """The literal assigned to ``name`` in steplog/metric_names.py."""
-    tree = ast.parse((ROOT / "steplog" / "metric_names.py").read_text())
+    """The literal assigned to ``name`` in batchscope/steplog/metric_names.py."""
+    tree = ast.parse((ROOT / "batchscope" / "steplog" / "metric_names.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
             assert node.value is not None
             return ast.literal_eval(node.value)
-    raise AssertionError(f"no {name} in steplog/metric_names.py")
+    raise AssertionError(f"no {name} in batchscope/steplog/metric_names.py")
 
 
 def exported() -> dict[str, str]:

@@ -19,7 +19,7 @@ from test_sglang_differential import SETTINGS, retracting, workloads
 
 from batchscope_sglang.driver import run_sglang
 
-RECORDED = Path(__file__).resolve().parents[1] / "assets" / "traces"
+RECORDED = Path(__file__).resolve().parents[1] / "batchscope" / "assets" / "traces"
 SCENARIOS = ("seed-abcd", "shared-prefix", "preemption", "priority", "sixteen", "vllm-vs-sglang")
 SHIPPED = sorted(RECORDED.glob("*-sglang.jsonl"))  # the engine's SGLang traces, recorded on the model
 
@@ -175,7 +175,7 @@ def test_trace_retraction(workload):
 @SETTINGS
 @given(workload=retracting(cache=True))
 def test_trace_retraction_with_prefix_cache(workload):
-    """The engine's radix cache evicts whole nodes, and its slots follow (``engine.sglang_slots``)."""
+    """The engine's radix cache evicts whole nodes, and its slots follow (``batchscope.sglang_family.slots``)."""
     _check(workload)
 
 
@@ -187,7 +187,7 @@ def test_trace_mixed_chunk_retraction_with_prefix_cache(workload):
 
 def test_a_changed_rule_fails_on_the_trace(monkeypatch):
     """Reverse the retraction order in the core: the trace's comparison fails at the retraction step."""
-    import engine.sglang_scheduler as sched
+    import batchscope.sglang_family.scheduler as sched
 
     workload = cases.retraction()
     theirs = run_sglang(workload)

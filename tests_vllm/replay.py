@@ -13,12 +13,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.engine.validation import PriorityIgnoredWarning
 from batchscope_vllm.compare import workload_from_trace
 from batchscope_vllm.driver import run_vllm
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.request import Request, SamplingParams
-from engine.validation import PriorityIgnoredWarning
 
 
 class ReplayRunner:

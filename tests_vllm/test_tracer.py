@@ -1,8 +1,8 @@
 """The tracing scheduler, driven model-free through the calls vLLM's engine core makes (``batchscope_vllm.driver``):
 its trace of the shipped seed-abcd, preemption and sixteen workloads validates against the schema (a standard-
-library check: ``steplog.schemacheck``) and equals Batchscope's own trace of the same workload in every scheduling
-field. Also: block ids exactly as vLLM holds them, prefix-cache hits, asynchronous scheduling, the size cap, gzip,
-the text option, data-parallel file names, and that a failing tracer never disturbs vLLM.
+library check: ``batchscope.steplog.schemacheck``) and equals Batchscope's own trace of the same workload in every
+scheduling field. Also: block ids exactly as vLLM holds them, prefix-cache hits, asynchronous scheduling, the size cap,
+gzip, the text option, data-parallel file names, and that a failing tracer never disturbs vLLM.
 
 Run in vLLM's venv: ``.venv-vllm/bin/python -m pytest -p no:cacheprovider tests_vllm``.
 """
@@ -16,16 +16,16 @@ from pathlib import Path
 
 import pytest
 
+from batchscope.steplog.blocks import to_v1
+from batchscope.steplog.schemacheck import compile_schema, explain
 from batchscope_vllm import tracer
 from batchscope_vllm.compare import compare, workload_from_trace
 from batchscope_vllm.driver import run_vllm
 from batchscope_vllm.tracer import TracingScheduler
 from batchscope_vllm.tracewriter import trace_path
-from steplog.blocks import to_v1
-from steplog.schemacheck import compile_schema, explain
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = json.loads((ROOT / "steplog" / "trace.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "batchscope" / "steplog" / "trace.schema.json").read_text())
 FIXTURE = ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"
 STEP_FIELDS = ("step", "num_batched_tokens", "admitted", "preempted", "waiting", "running", "padding_slots")
 SCHED_FIELDS = ("request_id", "kind", "num_tokens", "num_computed_tokens", "slot", "recompute")
@@ -58,7 +58,7 @@ def traced(workload: dict, path: Path, monkeypatch, cls=TracingScheduler, **env:
 
 
 def shipped(name: str) -> tuple[list[dict], dict]:
-    records = read(ROOT / "assets" / "traces" / f"{name}-continuous.jsonl")
+    records = read(ROOT / "batchscope" / "assets" / "traces" / f"{name}-continuous.jsonl")
     workload = workload_from_trace(records)  # the config each trace was recorded under (vLLM's defaults)
     return records, workload
 

@@ -16,10 +16,10 @@ from replay import run_batchscope
 from test_tracer import read, schema_problems
 from test_vllm_differential import EOS, cases
 
+from batchscope.steplog.blocks import to_v1
 from batchscope_vllm.compare import workload_from_trace
 from batchscope_vllm.driver import run_vllm
 from batchscope_vllm.tracer import TracingScheduler
-from steplog.blocks import to_v1
 
 STATES = {"WAITING": "waiting", "RUNNING": "running", "PREEMPTED": "preempted"}  # vLLM's status -> the trace's
 

@@ -14,9 +14,9 @@ import pytest
 from test_tracer import read, schema_problems, shipped
 from vllm.v1.outputs import ModelRunnerOutput
 
+from batchscope.steplog.blocks import to_v1
 from batchscope_vllm.driver import _block_hasher, _make_request, make_scheduler
 from batchscope_vllm.tracer import TracingAsyncScheduler
-from steplog.blocks import to_v1
 
 FILLER = 7  # the token of a step vLLM already scheduled for a request that has since finished (then discarded)
 

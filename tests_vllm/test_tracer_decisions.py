@@ -39,7 +39,7 @@ from batchscope_vllm.driver import _block_hasher, _make_request, main, make_sche
 from batchscope_vllm.tracer import TracingScheduler
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACES = sorted((ROOT / "assets" / "traces").glob("*-continuous.jsonl"))
+TRACES = sorted((ROOT / "batchscope" / "assets" / "traces").glob("*-continuous.jsonl"))
 RULES = {
     "full-prompt+caching": {"reserve_full_prompt": True, "enable_prefix_caching": True},
     "full-prompt": {"reserve_full_prompt": True, "enable_prefix_caching": False},

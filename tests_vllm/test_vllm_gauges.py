@@ -1,10 +1,10 @@
-"""``steplog.gauges`` against vLLM 0.33's own metrics: the tracing scheduler driven model-free
+"""``batchscope.steplog.gauges`` against vLLM 0.33's own metrics: the tracing scheduler driven model-free
 (``batchscope_vllm.driver``) with ``log_stats`` on, as a server runs it. After every step vLLM's
 ``Scheduler.make_stats()`` gives the ``SchedulerStats`` its Prometheus logger records (running, waiting, KV-cache
 usage, prefix-cache queries and hits, fed here to vLLM's own ``CachingMetrics`` for the logger's hit rate), and the
 step's ``EngineCoreOutput`` s go through vLLM's own ``IterationStats`` as its output processor sends them (the
-preemption counter, the ``vllm:iteration_tokens_total`` observation). ``steplog.gauges`` on the trace the tracer
-wrote for the same run must give the same values at every step.
+preemption counter, the ``vllm:iteration_tokens_total`` observation). ``batchscope.steplog.gauges`` on the trace the
+tracer wrote for the same run must give the same values at every step.
 
 Run in vLLM's venv: ``.venv-vllm/bin/python -m pytest -p no:cacheprovider tests_vllm``.
 """
@@ -22,12 +22,12 @@ from replay import run_batchscope, shipped_workload
 from test_vllm_differential import EOS, cases
 from vllm.v1.metrics.stats import CachingMetrics, IterationStats, LoRARequestStates, RequestStateStats
 
+from batchscope.steplog import gauges as g
+from batchscope.steplog.trace import read
+from batchscope.steplog.view import TraceView
 from batchscope_vllm.compare import workload_from_trace
 from batchscope_vllm.driver import run_vllm
 from batchscope_vllm.tracer import TracingScheduler
-from steplog import gauges as g
-from steplog.trace import read
-from steplog.view import TraceView
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("preemption", "shared-prefix", "seed-abcd", "priority")
@@ -101,7 +101,7 @@ def run_and_compare(workload: dict[str, Any]) -> dict[str, list[Any]]:
 def test_gauges_of_a_shipped_scenario_equal_vllms(scenario, rules):
     """A shipped scenario's requests and recorded tokens (Batchscope's run of them under ``rules``), on vLLM."""
     ours = run_batchscope(
-        *shipped_workload(read(ROOT / "assets/traces" / f"{scenario}-continuous.jsonl"), RULES[rules])
+        *shipped_workload(read(ROOT / "batchscope/assets/traces" / f"{scenario}-continuous.jsonl"), RULES[rules])
     )
     want = run_and_compare(workload_from_trace(ours))
     if scenario == "preemption":

@@ -1,6 +1,6 @@
 """Speculative decoding with n-gram drafts: Batchscope's proposer and scheduler against vLLM 0.33.0's own.
 
-- The proposer (``engine.ngram_proposer.propose_ngram``) against vLLM's
+- The proposer (``batchscope.engine.ngram_proposer.propose_ngram``) against vLLM's
   ``_find_longest_matched_ngram_and_propose_tokens`` (vllm/v1/spec_decode/ngram_proposer.py) on random token lists
   over small vocabularies (so n-grams repeat).
 - The scheduler: 300 random workloads with ``num_speculative_tokens`` 1-4 run through ``LLMEngine(ReplayRunner)`` and
@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from replay import run_batchscope, run_both
 from vllm.v1.spec_decode import ngram_proposer
 
+from batchscope.engine.ngram_proposer import propose_ngram
 from batchscope_vllm.compare import first_difference
-from engine.ngram_proposer import propose_ngram
 
 EOS = 2
 
@@ -117,7 +117,7 @@ def test_seed_5_stalls_vllms_own_scheduler():
     refuses the config before any step (the smallest budget that works is 2), and with a budget of 2 both agree."""
     import pytest
 
-    from engine.config import ConfigError
+    from batchscope.engine.config import ConfigError
 
     requests = [
         {"request_id": rid, "prompt_token_ids": prompt, "max_tokens": m, "ignore_eos": False, "arrival_step": 0,

@@ -18,7 +18,7 @@ from batchscope_vllm.compare import SYNTHETIC_TOKEN_BASE, compare, first_differe
 from batchscope_vllm.driver import main, run_vllm
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACES = sorted((ROOT / "assets" / "traces").glob("*-continuous.jsonl"))
+TRACES = sorted((ROOT / "batchscope" / "assets" / "traces").glob("*-continuous.jsonl"))
 
 
 def read_trace(path: Path) -> list[dict]:
@@ -133,7 +133,7 @@ def test_preemption_is_recorded_in_order_and_the_victim_resumes():
 
 def test_workload_from_trace_synthesizes_prompts_and_infers_eos():
     """An old trace (no prompt ids, no EOS ids, no new config fields) still replays, as it was recorded."""
-    records = read_trace(ROOT / "assets" / "traces" / "sixteen-continuous.jsonl")
+    records = read_trace(ROOT / "batchscope" / "assets" / "traces" / "sixteen-continuous.jsonl")
     for r in records[0]["requests"]:
         del r["prompt_token_ids"]
     for key in ("eos_token_ids", "max_model_len"):
@@ -151,7 +151,7 @@ def test_workload_from_trace_synthesizes_prompts_and_infers_eos():
 
 
 def test_compare_reports_the_first_differing_step():
-    records = read_trace(ROOT / "assets" / "traces" / "seed-abcd-continuous.jsonl")
+    records = read_trace(ROOT / "batchscope" / "assets" / "traces" / "seed-abcd-continuous.jsonl")
     steps = run_vllm(workload_from_trace(records))
     changed = copy.deepcopy(records)
     changed[3]["scheduled"][0]["num_tokens"] += 1  # step 2

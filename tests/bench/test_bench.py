@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench import measure, report, rows, run, workload
-from engine.models import LoadedModel
+from batchscope.bench import measure, report, rows, run, workload
+from batchscope.model.models import LoadedModel
 
 # runs the command line or the tools in child processes: `make test`, not the fast tier
 pytestmark = pytest.mark.cli
@@ -131,7 +131,7 @@ def test_targets_are_judged_from_the_measurements():
 
 
 def test_cli_bad_input_is_one_clear_line(capsys):
-    from engine.__main__ import main
+    from batchscope.cli.main import main
 
     assert main(["bench", "--rounds", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -10,8 +10,8 @@ import pytest
 import torch
 from test_bench import OPTS
 
-from bench import contention, report, rows, run, sweep, workload
-from engine.models import LoadedModel
+from batchscope.bench import contention, report, rows, run, sweep, workload
+from batchscope.model.models import LoadedModel
 
 # runs the command line or the tools in child processes: `make test`, not the fast tier
 pytestmark = pytest.mark.cli
@@ -85,7 +85,7 @@ def test_contention_measures_each_thread_count_quiet_and_busy(tiny, work):
 
 
 def test_an_error_in_a_row_keeps_what_ran_and_names_the_error(tiny, work, monkeypatch, capsys):
-    from bench.cli import _done
+    from batchscope.bench.cli import _done
 
     real, calls = rows.ROWS["hf-continuous"], []
 

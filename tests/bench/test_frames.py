@@ -1,4 +1,4 @@
-"""``python -m engine frames`` (issue 20, part 2): stills, SVG charts, a GIF and an MP4 of chosen steps. Each still
+"""``python -m batchscope frames`` (issue 20, part 2): stills, SVG charts, a GIF and an MP4 of chosen steps. Each still
 is compared with the exported player's own screenshot at the same step and size, taken here in the shared browser;
 the GIF's and the MP4's frames with the stills; the SVG charts hold the step's block labels. Bad arguments get one
 line and exit 2 before a browser starts.
@@ -15,7 +15,7 @@ import pytest
 from clikit import assert_clear_error, cli
 from conftest import RECORDED
 
-from bench.html_cli import player_page
+from batchscope.tools.html_export import player_page
 
 pytestmark = pytest.mark.app
 

@@ -1,4 +1,5 @@
-"""``python -m engine html``: one self-contained file from one or two traces; two workloads and bad values refused."""
+"""``python -m batchscope html``: one self-contained file from one or two traces; two workloads and bad values
+refused."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import RECORDED, ROOT
 
-from engine.__main__ import main
+from batchscope.cli.main import main
 
 # runs the command line or the tools in child processes: `make test`, not the fast tier
 pytestmark = pytest.mark.cli

@@ -1,4 +1,4 @@
-"""``python -m engine site`` (issue 20, part 4): the static course site, opened from ``file://`` with every request
+"""``python -m batchscope site`` (issue 20, part 4): the static course site, opened from ``file://`` with every request
 that is not a file refused (so a page that needed the network would fail here), clicked through: the index links
 every shipped scenario, each player plays its pair with the scenario's tour, and each glossary "see it" link opens
 its player at the step it names.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from clikit import assert_clear_error, cli
 
-from engine.workload import list_scenarios
+from batchscope.inputs.workload import list_scenarios
 
 pytestmark = pytest.mark.app
 

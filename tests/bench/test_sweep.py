@@ -8,9 +8,9 @@ import statistics
 import pytest
 import torch
 
-from bench import sweep
-from engine.models import LoadedModel
-from engine.workload import output_lengths
+from batchscope.bench import sweep
+from batchscope.inputs.workload import output_lengths
+from batchscope.model.models import LoadedModel
 
 # runs the command line or the tools in child processes: `make test`, not the fast tier
 pytestmark = pytest.mark.cli
@@ -81,7 +81,7 @@ def test_tiny_sweep_ratio_is_one_without_spread_and_rises_with_it(tiny_model):
     assert result["provenance"]["model"] == "tiny-llama" and result["config"]["sigmas"] == [0.0, 1.5]
     assert "| 1.5 |" in sweep.to_markdown(result)
 
-    from visuals.metrics import sweep_ratio, sweep_throughput
+    from batchscope.figures.metrics import sweep_ratio, sweep_throughput
 
     fig = sweep_ratio(result)
     assert list(fig.data[0].x) == [0.0, pytest.approx(spread["spread"]["cv"])]

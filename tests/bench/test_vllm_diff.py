@@ -1,4 +1,4 @@
-"""``python -m engine vllm-diff``: a recorded trace replayed through vLLM's own scheduler (in vLLM's venv, made by
+"""``python -m batchscope vllm-diff``: a recorded trace replayed through vLLM's own scheduler (in vLLM's venv, made by
 ``make test-vllm``, which ``make test`` runs first), the verdict printed, and a clear error without the venv."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import RECORDED
 
-from bench.vllm_diff import ROOT, VLLM_PYTHON_ENV, add_vllm_diff, vllm_python
+from batchscope.tools.vllm_diff import ROOT, VLLM_PYTHON_ENV, add_vllm_diff, vllm_python
 
 # runs the command line or the tools in child processes: `make test`, not the fast tier
 pytestmark = pytest.mark.cli

@@ -7,17 +7,17 @@ from __future__ import annotations
 import pytest
 from conftest import step_records
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.request import Request, SamplingParams
-from engine.spec import WorkloadError
-from engine.validation import RequestError, validate_request
-from engine.workload import parse_workload_text
-from steplog import metrics
-from steplog.report import metrics_table
-from steplog.trace import validate_records
-from steplog.view import TraceView
-from visuals.narration import narrate
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.engine.validation import RequestError, validate_request
+from batchscope.explain.narration import narrate
+from batchscope.inputs.spec import WorkloadError
+from batchscope.inputs.workload import parse_workload_text
+from batchscope.steplog import metrics
+from batchscope.steplog.report import metrics_table
+from batchscope.steplog.trace import validate_records
+from batchscope.steplog.view import TraceView
 
 CONFIG = EngineConfig(batching="continuous", max_num_seqs=2, max_num_batched_tokens=16, block_size=4,
                       num_kv_blocks=8, enable_chunked_prefill=True)  # fmt: skip

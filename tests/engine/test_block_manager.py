@@ -3,8 +3,8 @@ reference counts and eviction (expected values worked out from vllm/v1/core/bloc
 
 import pytest
 
-from engine.block_manager import BlockManager, blocks_needed
-from engine.request import Request
+from batchscope.engine.request import Request
+from batchscope.scheduling.block_manager import BlockManager, blocks_needed
 
 
 def req(rid: str, tokens: list[int]) -> Request:

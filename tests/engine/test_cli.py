@@ -19,7 +19,7 @@ def test_scenarios_lists_both():
 
 @pytest.mark.real_model
 def test_run_seed_abcd_writes_a_valid_trace(tmp_path):
-    from steplog import trace
+    from batchscope.steplog import trace
 
     out = tmp_path / "t.jsonl"
     code, _, err = cli("run", "--scenario", "seed-abcd", "--batching", "continuous", "--out", str(out))
@@ -119,8 +119,8 @@ def test_prompt_longer_than_the_models_context(tmp_path):
 
 def test_batching_flag_and_its_old_name(tmp_path):
     """``--batching`` picks the batching mode; ``--policy``, its old name, still does, so old command lines run."""
-    from engine.__main__ import _parser
-    from engine.flags import config_from_args
+    from batchscope.cli.flags import config_from_args
+    from batchscope.cli.main import _parser
 
     def batching(*flags: str) -> str:
         args = _parser().parse_args(["run", "--scenario", "seed-abcd", "--out", "t.jsonl", *flags])
@@ -165,7 +165,7 @@ def test_priority_under_fcfs_runs_and_warns_once(tmp_path):
         "--force",  # the first run's trace is replaced on purpose
     )
     assert code == 0 and run_warnings(err) == []
-    from steplog import trace
+    from batchscope.steplog import trace
 
     header = trace.read(out)[0]
     assert header["config"]["scheduling_policy"] == "priority"

@@ -14,7 +14,7 @@ import pytest
 from clikit import assert_clear_error, cli, run_workload
 from conftest import CASES, RECORDED, ROOT
 
-from steplog import trace
+from batchscope.steplog import trace
 
 # runs the command line or the tools in child processes: `make test`, not the fast tier
 pytestmark = pytest.mark.cli
@@ -99,7 +99,7 @@ def test_outputs_are_checked_before_running_and_inputs_never_destroyed(tmp_path)
 def test_help_shows_defaults_and_an_example_per_command_and_version():
     for command in ("run", "metrics", "scenarios", "bench", "sweep"):
         code, out, _ = cli(command, "--help")
-        assert code == 0 and "example" in out and "python -m engine " + command in out, command
+        assert code == 0 and "example" in out and "python -m batchscope " + command in out, command
     _, out, _ = cli("run", "--help")
     assert "(default: continuous)" in out and "(default: SmolLM2-135M-Instruct)" in out
     assert "--batching {continuous,static,sglang}" in out and "alias of --batching" in out
@@ -158,7 +158,7 @@ def test_dtype_flag_loads_the_model_in_that_type_and_the_header_says_so(tmp_path
 def test_ctrl_c_stops_between_steps_and_keeps_a_partial_trace(tmp_path):
     out = tmp_path / "t.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine", "run", "--scenario", "sixteen", "--out", str(out)],
+        [sys.executable, "-m", "batchscope", "run", "--scenario", "sixteen", "--out", str(out)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -177,7 +177,7 @@ def test_ctrl_c_stops_between_steps_and_keeps_a_partial_trace(tmp_path):
 
 
 def test_progress_off_a_terminal_prints_a_few_plain_lines(capsys):
-    from engine.progress import Progress
+    from batchscope.cli.progress import Progress
 
     bar = Progress("continuous", total=16, file=sys.stderr)
     for k in range(1, 401):
@@ -189,7 +189,7 @@ def test_progress_off_a_terminal_prints_a_few_plain_lines(capsys):
 
 
 def test_thread_rule_leaves_a_core_free(monkeypatch):
-    from engine import threads
+    from batchscope.engine import threads
 
     monkeypatch.delenv("BATCHSCOPE_THREADS", raising=False)
     monkeypatch.setattr(threads, "available_cores", lambda: 2)
@@ -208,8 +208,8 @@ def test_thread_rule_leaves_a_core_free(monkeypatch):
 def test_unseeded_runs_draw_fresh_recorded_seeds_and_seed_replays():
     from fakes import FakeRunner, make_request
 
-    from engine.config import EngineConfig
-    from engine.engine import LLMEngine
+    from batchscope.engine.config import EngineConfig
+    from batchscope.engine.engine import LLMEngine
 
     def run(seed=None):
         reqs = [make_request("U", 3, 2, temperature=0.8), make_request("G", 3, 2)]

@@ -1,8 +1,10 @@
-"""Decision records: what the scheduler records where it decides equals what ``steplog.inference`` derives from the
-log alone, on the shipped workloads and on random ones; and a preemption's cost, hand-computed, is told honestly.
+"""Decision records: what the scheduler records where it decides equals what ``batchscope.steplog.inference`` derives
+from the log alone, on the shipped workloads and on random ones; and a preemption's cost, hand-computed, is told
+honestly.
 
-The two sides are independent: the records come from the engine's own state (``engine.scheduler``), the inference
-from the trace's queues, block tables and token counts, with the scheduling rules written again from README.md.
+The two sides are independent: the records come from the engine's own state (``batchscope.scheduling.scheduler``), the
+inference from the trace's queues, block tables and token counts, with the scheduling rules written again from
+README.md.
 """
 
 from __future__ import annotations
@@ -17,17 +19,17 @@ from fakes import FakeRunner, make_request, rerun, run_fake
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.request import Request, SamplingParams
-from steplog import trace
-from steplog.decisions import decisions, preemption_cost
-from steplog.inference import infer_all
-from steplog.metrics import summarize
-from steplog.view import TraceView
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.steplog import trace
+from batchscope.steplog.decisions import decisions, preemption_cost
+from batchscope.steplog.inference import infer_all
+from batchscope.steplog.metrics import summarize
+from batchscope.steplog.view import TraceView
 
-# steplog.inference rebuilds the vLLM-style schedulers' decisions (static, continuous); SGLang's traces record theirs,
-# which tests_sglang checks against SGLang's own scheduler.
+# batchscope.steplog.inference rebuilds the vLLM-style schedulers' decisions (static, continuous); SGLang's traces
+# record theirs, which tests_sglang checks against SGLang's own scheduler.
 VLLM_STYLE = [p for p in RECORDED_TRACES if not p.stem.endswith("-sglang")]
 
 VARIANTS = {
@@ -192,10 +194,11 @@ def test_every_shipped_trace_records_its_decisions_and_the_inference_gives_them_
 
 
 def test_the_schema_allows_exactly_the_words_of_steplog_reasons():
-    """The limit and rule names are defined once (steplog/reasons.py); the schema's enums must list the same."""
-    from steplog.reasons import LIMIT_NAMES, LIMIT_SHORT, LIMIT_UNITS, LIMIT_WHY, QUEUE_ORDERS, VICTIM_RULES
+    """The limit and rule names are defined once (batchscope/steplog/reasons.py); the schema's enums must list the
+    same."""
+    from batchscope.steplog.reasons import LIMIT_NAMES, LIMIT_SHORT, LIMIT_UNITS, LIMIT_WHY, QUEUE_ORDERS, VICTIM_RULES
 
-    schema = json.loads((ROOT / "steplog" / "trace.schema.json").read_text())
+    schema = json.loads((ROOT / "batchscope" / "steplog" / "trace.schema.json").read_text())
     d = schema["$defs"]["decisions"]["properties"]
     limits = set(d["head"]["properties"]["limit"]["enum"])
     assert limits == set(LIMIT_UNITS) == set(LIMIT_NAMES) == set(LIMIT_WHY) == set(LIMIT_SHORT)

@@ -1,5 +1,5 @@
-"""Incremental detokenization (engine/detokenizer.py; shared case d14 and its kind): whatever way a text's bytes
-are split into tokens, the deltas add up to the decode of all tokens so far minus an unfinished last character,
+"""Incremental detokenization (batchscope/model/detokenizer.py; shared case d14 and its kind): whatever way a text's
+bytes are split into tokens, the deltas add up to the decode of all tokens so far minus an unfinished last character,
 never show a replacement character for a split one, and add up exactly to the whole text at the end."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.detokenizer import REPLACEMENT, IncrementalDetokenizer, is_partial
+from batchscope.model.detokenizer import REPLACEMENT, IncrementalDetokenizer, is_partial
 
 PIECES = [*"ab ,.\n", "é", "ß", "中", "文", "😀", "🌱", "👩\u200d💻", "\u0301"]
 TEXTS = st.lists(st.sampled_from(PIECES), min_size=1, max_size=10).map("".join)

@@ -9,16 +9,16 @@ import pytest
 from conftest import step_records
 from fakes import EOS, FakeRunner, make_request
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from steplog import trace
-from steplog.metrics import summarize
-from steplog.view import TraceView
-from visuals.budget import budget_bar
-from visuals.kv import block_map
-from visuals.narration import narrate
-from visuals.slots import slot_grid
-from visuals.timeline import timeline
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.explain.narration import narrate
+from batchscope.figures.budget import budget_bar
+from batchscope.figures.kv import block_map
+from batchscope.figures.slots import slot_grid
+from batchscope.figures.timeline import timeline
+from batchscope.steplog import trace
+from batchscope.steplog.metrics import summarize
+from batchscope.steplog.view import TraceView
 
 
 def test_an_arrival_at_step_a_billion_costs_nothing_and_draws():

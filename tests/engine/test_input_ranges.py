@@ -1,8 +1,10 @@
 """Every integer field of the input is range-checked before it reaches a tokenizer, a tensor or a JavaScript number
 (issue 21, part 1), and the tests enumerate the fields, so that a field added later without a range fails here:
 
-- a workload: every integer field of ``engine.spec.FIELDS`` (and each id of ``prompt_token_ids``) has a range in
-  ``engine.request.INT_RANGES``; hypothesis draws values outside it (huge, negative, floats, booleans, strings, 25
+- a workload: every integer field of ``batchscope.inputs.spec.FIELDS`` (and each id of ``prompt_token_ids``) has a range
+in
+  ``batchscope.engine.request.INT_RANGES``; hypothesis draws values outside it (huge, negative, floats, booleans,
+strings, 25
   digits) and each is refused in one line naming the line, the field and the range, and values inside it are kept;
   a request built in Python is held to the same ranges by ``validate_request`` and ``render_prompt``;
 - a trace: every integer of the schema has a minimum and a maximum (at most 2**53 - 1, what a JavaScript number
@@ -23,13 +25,13 @@ from fakes import EOS, FakeRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.request import INT_RANGES, Request, SamplingParams, is_int, range_text
-from engine.spec import FIELDS, INT_FIELDS
-from engine.validation import RequestError, validate_request
-from engine.workload import WorkloadError, parse_workload_text, render_prompt
-from steplog import trace
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import INT_RANGES, Request, SamplingParams, is_int, range_text
+from batchscope.engine.validation import RequestError, validate_request
+from batchscope.inputs.spec import FIELDS, INT_FIELDS
+from batchscope.inputs.workload import WorkloadError, parse_workload_text, render_prompt
+from batchscope.steplog import trace
 
 JS_MAX = 2**53 - 1
 BASE = {"request_id": "A", "prompt_token_ids": [1, 2], "max_tokens": 2}
@@ -124,8 +126,8 @@ def test_the_largest_allowed_token_id_reaches_the_real_tokenizer_and_the_vocabul
     """2**31 - 1 decodes (SmolLM2's tokenizer takes a u32) and is then refused against the vocabulary."""
     from transformers import AutoTokenizer
 
-    from engine.models import default_model_path
-    from engine.workload import to_requests
+    from batchscope.inputs.workload import to_requests
+    from batchscope.model.models import default_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(default_model_path())
     (req,) = to_requests([{"prompt_token_ids": [1, INT_RANGES["prompt_token_ids"][1]], "max_tokens": 2}], tokenizer)
@@ -258,8 +260,8 @@ def test_an_integer_of_a_trace_out_of_range_is_refused_naming_its_line_and_field
 
 
 def test_the_player_never_receives_an_integer_a_javascript_number_cannot_hold():
-    from steplog.view import TraceView
-    from visuals.playback import player_payload
+    from batchscope.player.playback import player_payload
+    from batchscope.steplog.view import TraceView
 
     records = fresh_records()
     assert trace.loads(trace.dumps(records))[0]["requests"][1]["priority"] == -(2**63)  # 64-bit values round-trip

@@ -6,10 +6,10 @@ import pytest
 import torch
 from conftest import hf_greedy, step_records
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.model_runner import ModelRunner
-from engine.request import Request, SamplingParams
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.model.runner import ModelRunner
 
 PROMPT_LENGTHS = (5, 13, 3, 22, 9)
 MAX_TOKENS = (10, 6, 14, 8, 12)
@@ -91,7 +91,7 @@ def test_pool_is_the_only_kv_storage(tiny_model, references):
 
 
 def test_paged_attention_refuses_to_run_without_metadata(tiny_model):
-    from engine.paged_attention import ATTN_IMPL
+    from batchscope.model.paged_attention import ATTN_IMPL
 
     tiny_model.config._attn_implementation = ATTN_IMPL
     try:
@@ -156,7 +156,7 @@ def test_packed_linears_compute_each_linear_and_leave_the_model_as_it_was(tiny_m
     logits equal the model's own up to rounding; afterwards the model's own forward is back, bit for bit."""
     import copy
 
-    from engine.model_runner import PackedLinears, onednn_packing_available
+    from batchscope.model.runner import PackedLinears, onednn_packing_available
 
     model = copy.deepcopy(tiny_model).float()
     assert onednn_packing_available(torch.device("cpu"), torch.float32)

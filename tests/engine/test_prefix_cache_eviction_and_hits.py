@@ -27,9 +27,9 @@ from fakes import EOS, FakeRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.request import Request, SamplingParams
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import Request, SamplingParams
 
 OUTPUT_TOKEN = 7  # what FakeRunner samples (never EOS)
 
@@ -176,7 +176,7 @@ def test_the_random_runs_hit_evict_and_wait():
 def test_the_eviction_check_catches_head_first_eviction(monkeypatch):
     """The property fails on the e01 fault: a pool that returns a request's blocks head first (and so evicts a
     chain's head while keeping its tail) breaks the chain-head check on the case's own workload."""
-    from engine.block_pool import BlockPool
+    from batchscope.scheduling.block_pool import BlockPool
 
     original = BlockPool.free_blocks
     monkeypatch.setattr(BlockPool, "free_blocks", lambda self, ordered: original(self, reversed(list(ordered))))

@@ -22,9 +22,9 @@ from fakes import EOS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.request import Request, SamplingParams
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import Request, SamplingParams
 
 
 class ContentRunner:
@@ -111,7 +111,7 @@ def workloads(draw):
 HITS = []
 
 
-@pytest.mark.filterwarnings("ignore::engine.validation.PriorityIgnoredWarning")
+@pytest.mark.filterwarnings("ignore::batchscope.engine.validation.PriorityIgnoredWarning")
 @settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(w=workloads())
 def test_refcounts_hits_and_contents_on_random_workloads(w):

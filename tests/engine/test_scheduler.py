@@ -77,7 +77,7 @@ def test_c10_strict_fcfs_no_skip_ahead():
 
 
 def test_seed_abcd_story():
-    from engine.workload import load_scenario
+    from batchscope.inputs.workload import load_scenario
 
     sc = load_scenario("seed-abcd")
     lengths = {"B": 5, "C": 3, "A": 71, "D": 7}  # SmolLM2 token counts of the scenario's prompts
@@ -151,8 +151,8 @@ def test_chunking_off_waits_for_room_instead_of_splitting():
     ],
 )
 def test_bad_config_names_field_and_range(field, value):
-    from engine.batching import validate_config
-    from engine.config import EngineConfig
+    from batchscope.engine.batching import validate_config
+    from batchscope.engine.config import EngineConfig
 
     with pytest.raises(ValueError, match=field):
         validate_config(EngineConfig(**{field: value}))
@@ -162,7 +162,7 @@ def test_bad_config_names_field_and_range(field, value):
 
 
 def test_request_that_cannot_fit_alone_is_rejected_up_front():
-    from engine.engine import RequestError
+    from batchscope.engine.engine import RequestError
 
     with pytest.raises(RequestError, match=r"num_kv_blocks=4.*>= 5"):
         run_fake([make_request("big", 15, 6)], block_size=4, num_kv_blocks=4)
@@ -177,7 +177,7 @@ def test_priority_late_request_overtakes_the_queue():
     steps 0-1 (prompt 4, 2 tokens), then C (lower value first) in steps 2-3, then B in steps 4-5; FCFS: A, B, C."""
     import warnings
 
-    from engine.validation import PriorityIgnoredWarning
+    from batchscope.engine.validation import PriorityIgnoredWarning
 
     for policy, order in (("priority", ["A", "C", "B"]), ("fcfs", ["A", "B", "C"])):
         reqs = [make_request("A", 4, 2, priority=1), make_request("B", 4, 2, priority=1)]
@@ -213,7 +213,7 @@ def test_static_batch_reserves_its_worst_case_net_of_prefix_cache_hits():
     blocks cached. Q and R (T + 1 token, 4 tokens each: worst case 16 tokens = 4 blocks) arrive at step 1. With the
     cache each finds T's 3 blocks and needs 1 more: 1 + 1 + 3 shared = 5 <= 6, one batch. Without it 4 + 4 > 6:
     two batches."""
-    from engine.request import Request, SamplingParams
+    from batchscope.engine.request import Request, SamplingParams
 
     def run(caching: bool):
         t = list(range(100, 112))
@@ -231,7 +231,7 @@ def test_static_batch_reserves_its_worst_case_net_of_prefix_cache_hits():
 
 
 def test_priority_outside_64_bits_is_refused_before_any_step():
-    from engine.engine import RequestError
+    from batchscope.engine.engine import RequestError
 
     for bad in (2**63, -(2**63) - 1, 1.5, True):
         with pytest.raises(RequestError, match=r"priority=.* is out of range: an integer in \[-2\*\*63, 2\*\*63 - 1\]"):
@@ -241,7 +241,7 @@ def test_priority_outside_64_bits_is_refused_before_any_step():
 def test_every_shipped_scenario_passes_the_workload_checks():
     """`make traces` loads each scenario through the same checks as a user's workload file (a scenario once gave
     both arrival clocks and could not be re-recorded)."""
-    from engine.workload import list_scenarios, load_scenario
+    from batchscope.inputs.workload import list_scenarios, load_scenario
 
     names = list(list_scenarios())
     assert {"seed-abcd", "sixteen", "preemption", "shared-prefix", "priority"} <= set(names)

@@ -1,9 +1,9 @@
 """Property tests (hypothesis): the scheduler's rules hold on random workloads and configs, and the real runner's
 greedy outputs equal transformers ``generate`` on random ones.
 
-The scheduler property replays every run against an independent model of the rules in ``engine/scheduler.py``
-and ``README.md`` (a waiting queue, a running list, per-request progress), written here from the rules and not
-from the code, and checks the trace and the scheduler's own free list step by step.
+The scheduler property replays every run against an independent model of the rules in
+``batchscope/scheduling/scheduler.py`` and ``README.md`` (a waiting queue, a running list, per-request progress),
+written here from the rules and not from the code, and checks the trace and the scheduler's own free list step by step.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from fakes import EOS, FakeRunner, make_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine, RequestError
-from engine.request import Request, SamplingParams
-from steplog.checks import check_records
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine, RequestError
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.steplog.checks import check_records
 
 BATCHING_MODES = ("continuous", "static")
 
@@ -449,7 +449,8 @@ def test_checker_rejects_a_wrong_trace():
 
 
 class FakeClock:
-    """Stands in for ``time`` in ``engine.engine``: ``sleep`` advances the clock at once (no real waiting)."""
+    """Stands in for ``time`` in ``batchscope.engine.engine``: ``sleep`` advances the clock at once (no real
+    waiting)."""
 
     def __init__(self):
         self.now = 0.0
@@ -469,7 +470,7 @@ def test_step_clock_arrival_does_not_wait_behind_a_later_wall_clock_one(monkeypa
     run then; the engine used to look only at the head of its arrival list (A, not yet due), so B waited 5 s
     and was admitted together with A. By hand: B prefills at step 0 and finishes at step 1 (2 tokens), the
     engine idles until 5 s, and A runs in steps 2 and 3."""
-    import engine.engine as engine_module
+    import batchscope.engine.engine as engine_module
 
     clock = FakeClock()
     monkeypatch.setattr(engine_module, "time", clock)
@@ -528,7 +529,7 @@ def test_real_runner_greedy_equals_generate(tiny_model, w):
     """Whatever the batching (mode, budget, chunks, block size, pool size, preemption, prefix caching on shared
     prefixes, admission rule), each request's greedy output equals transformers ``generate`` on that request alone,
     EOS stop included."""
-    from engine.model_runner import ModelRunner
+    from batchscope.model.runner import ModelRunner
 
     reqs, config = w
     requests = [Request(rid, list(p), SamplingParams(max_tokens=m), arrival_step=a) for rid, p, m, a in reqs]

@@ -1,6 +1,6 @@
-"""The SGLang family in the engine (``--batching sglang``, ``engine.sglang_batching``) on a real runner: greedy outputs
-equal transformers ``generate`` request by request through chunks, prefix hits, evictions and retractions; every slot
-is held exactly once after every step; the settings it cannot take fail in one line."""
+"""The SGLang family in the engine (``--batching sglang``, ``batchscope.sglang_family.batching``) on a real runner:
+greedy outputs equal transformers ``generate`` request by request through chunks, prefix hits, evictions and
+retractions; every slot is held exactly once after every step; the settings it cannot take fail in one line."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import pytest
 import torch
 from conftest import hf_greedy, step_records
 
-from engine.batching import make_scheduler
-from engine.config import ConfigError, EngineConfig
-from engine.engine import LLMEngine
-from engine.model_runner import ModelRunner
-from engine.request import Request, SamplingParams
-from engine.sglang_batching import page_size_one
-from engine.validation import RequestError
+from batchscope.engine.batching import make_scheduler
+from batchscope.engine.config import ConfigError, EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.engine.validation import RequestError
+from batchscope.model.runner import ModelRunner
+from batchscope.sglang_family.batching import page_size_one
 
 
 def _prompts(lengths: tuple[int, ...], seed: int) -> list[list[int]]:
@@ -126,7 +126,7 @@ def test_mixed_chunk_decodes_run_inside_the_prefill_batch():
 
     from fakes import make_request, run_fake, table
 
-    from engine.flags import add_engine_flags, config_from_args
+    from batchscope.cli.flags import add_engine_flags, config_from_args
 
     parser = argparse.ArgumentParser()
     add_engine_flags(parser)
@@ -207,7 +207,7 @@ def test_the_trace_page_opens_an_sglang_trace():
     reqs = [make_request("A", 2, 40), make_request("B", 2, 40), make_request("C", 2, 40, arrival_step=1)]
     *_, records = run_fake(reqs, batching="sglang", block_size=1, num_kv_blocks=103, max_num_seqs=3)
     assert any(st.get("preempted") for st in step_records(records))  # a retraction to narrate
-    at = AppTest.from_string("from ui import page_trace\npage_trace.page()", default_timeout=120)
+    at = AppTest.from_string("from batchscope.app import page_trace\npage_trace.page()", default_timeout=120)
     at.session_state["playground:live-runs"] = {"sglang": records}
     at.query_params["live"] = "sglang"
     at.run()

@@ -1,6 +1,6 @@
-"""Speculative decoding with n-gram drafts (``engine.spec_decode``): a hand-computed schedule on a scripted model,
-greedy outputs equal to transformers ``generate`` with drafts on (tiny model and SmolLM2), the settings refused in
-one line. The scheduling against vLLM's own scheduler is ``tests_vllm/test_vllm_spec_decode.py``."""
+"""Speculative decoding with n-gram drafts (``batchscope.engine.spec_decode``): a hand-computed schedule on a scripted
+model, greedy outputs equal to transformers ``generate`` with drafts on (tiny model and SmolLM2), the settings refused
+in one line. The scheduling against vLLM's own scheduler is ``tests_vllm/test_vllm_spec_decode.py``."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import torch
 from conftest import hf_greedy, step_records
 from fakes import ScriptedModel
 
-from engine.config import ConfigError, EngineConfig
-from engine.engine import LLMEngine
-from engine.model_runner import ModelRunner
-from engine.ngram_proposer import propose_ngram
-from engine.request import Request, SamplingParams
-from engine.spec_decode import verify
+from batchscope.engine.config import ConfigError, EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.ngram_proposer import propose_ngram
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.engine.spec_decode import verify
+from batchscope.model.runner import ModelRunner
 
 
 def test_a_schedule_computed_by_hand():
@@ -137,7 +137,7 @@ def test_sampled_verification_keeps_the_target_distribution():
     """Rejection sampling without draft probabilities (vLLM's rule for n-gram drafts): whatever the draft, the first
     token a step yields is distributed as the request's own sampling distribution. 40,000 draws at temperature 1
     over 4 tokens with probabilities 0.5, 0.3, 0.15, 0.05 and the draft 1: each frequency within 0.01."""
-    from engine.sampler import make_generator
+    from batchscope.model.sampler import make_generator
 
     probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
     logits = torch.log(probs).repeat(2, 1)  # [1 draft + 1, vocab]

@@ -16,10 +16,10 @@ from fakes import EOS
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from engine.config import ConfigError, EngineConfig
-from engine.engine import EngineStalled, LLMEngine, stall_message
-from engine.request import Request, SamplingParams
-from engine.validation import RequestError
+from batchscope.engine.config import ConfigError, EngineConfig
+from batchscope.engine.engine import EngineStalled, LLMEngine, stall_message
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.engine.validation import RequestError
 
 
 class ScriptRunner:

@@ -1,5 +1,5 @@
 """Documented code runs: every ```python block of the README and docs/ runs from the repository's root; every
-``python -m engine`` command line in a ```bash block parses with the CLI's own parser; the JSON examples of the
+``python -m batchscope`` command line in a ```bash block parses with the CLI's own parser; the JSON examples of the
 trace format validate against the schema, and the workload example passes the workload reader."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from steplog.trace import _validators
+from batchscope.steplog.trace import _validators
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -46,8 +46,8 @@ def _commands() -> list[tuple[str, int, list[str]]]:
     for name, line, code in blocks("bash"):
         for command in code.replace("\\\n", " ").splitlines():
             command = command.split("#")[0].strip()
-            if "-m engine" in command:
-                out.append((name, line, shlex.split(command.split("-m engine", 1)[1])))
+            if "-m batchscope" in command:
+                out.append((name, line, shlex.split(command.split("-m batchscope", 1)[1])))
     return out
 
 
@@ -66,8 +66,8 @@ def declared_commands() -> list:
 
 @pytest.mark.parametrize("name,line,argv", COMMANDS, ids=[f"{n}:{ln}:{' '.join(a)[:40]}" for n, ln, a in COMMANDS])
 def test_documented_command_lines_parse(name, line, argv, monkeypatch):
-    import engine.__main__ as cli
-    from engine.__main__ import _parser
+    import batchscope.cli.main as cli
+    from batchscope.cli.main import _parser
 
     monkeypatch.setattr(cli, "entry_points", lambda group: declared_commands())
 
@@ -76,11 +76,11 @@ def test_documented_command_lines_parse(name, line, argv, monkeypatch):
     try:
         _parser().parse_args(argv)
     except SystemExit as exc:
-        pytest.fail(f"{name} line {line}: `python -m engine {' '.join(argv)}` does not parse ({exc})")
+        pytest.fail(f"{name} line {line}: `python -m batchscope {' '.join(argv)}` does not parse ({exc})")
 
 
 def test_trace_format_examples_validate_against_the_schema():
-    from engine.workload import parse_workload_text
+    from batchscope.inputs.workload import parse_workload_text
 
     examples = [  # an example eliding parts ("...", "…") is an illustration, not a record
         json.loads(code) for name, _, code in blocks("json") if name == "trace-format.md" and "..." not in code
@@ -98,7 +98,7 @@ def test_the_shared_prefix_words_name_the_requests_that_have_its_system_prompt()
     """The README's `shared-prefix` bullet and the scenario's own description name exactly the requests that start
     with the system prompt (A1, A2, A3 and B; C, the long request that fills the pool, has none), and neither says
     that every request has it."""
-    scenario = json.loads((ROOT / "engine" / "scenarios" / "shared-prefix.json").read_text())
+    scenario = json.loads((ROOT / "batchscope" / "inputs" / "scenarios" / "shared-prefix.json").read_text())
     system = {
         r["request_id"] for r in scenario["requests"] if any(m["role"] == "system" for m in r.get("messages", []))
     }

@@ -30,8 +30,8 @@ def test_dry_run_prints_every_command_without_running_them(tmp_path):
         '--speculative-config {"method": "ngram", "num_speculative_tokens": 3',
         "scripts/openai_burst.py",
         "gpu_report.py trace",
-        "engine run --scenario sixteen --device cuda",
-        "engine bench --device cuda --rounds 1",
+        "batchscope run --scenario sixteen --device cuda",
+        "batchscope bench --device cuda --rounds 1",
     ):
         assert needle in out, needle
     assert not (tmp_path / "out").exists()  # nothing ran
@@ -56,15 +56,16 @@ ENGINE_SCRIPT = ROOT / "scripts" / "gpu-engine-check.sh"
 
 
 def test_engine_gpu_check_dry_run_and_shellcheck(tmp_path):
-    """scripts/gpu-engine-check.sh (Batchscope's engine alone on a GPU, the shipped assets/traces/gpu/ and
-    assets/bench-h200.json came from it): its dry run names every command, runs none, and it is shellcheck-clean."""
+    """scripts/gpu-engine-check.sh (Batchscope's engine alone on a GPU, the shipped batchscope/assets/traces/gpu/ and
+    batchscope/assets/bench-h200.json came from it): its dry run names every command, runs none, and it is
+    shellcheck-clean."""
     out = dry_run(ENGINE_SCRIPT, tmp_path / "out")
     for scenario in ("sixteen", "seed-abcd"):
         for batching in ("continuous", "static"):
             assert (
-                f"engine run --scenario {scenario} --batching {batching} --device cuda --dtype float32 --force "
+                f"batchscope run --scenario {scenario} --batching {batching} --device cuda --dtype float32 --force "
                 f"--out {tmp_path}/out/{scenario}-{batching}.jsonl" in out
             )
-    assert "engine bench --device cuda --dtype float32 --rounds 1 --parity report" in out
+    assert "batchscope bench --device cuda --dtype float32 --rounds 1 --parity report" in out
     assert not (tmp_path / "out").exists()
     subprocess.run(["shellcheck", str(ENGINE_SCRIPT)], check=True)

@@ -14,11 +14,11 @@ import socket
 
 import pytest
 
-from engine.config import EngineConfig
-from steplog import trace
+from batchscope.engine.config import EngineConfig
+from batchscope.steplog import trace
 
 # Greedy outputs of SmolLM2-135M-Instruct (float32, CPU) for two prompts of the seed-abcd scenario, as recorded
-# in assets/traces/seed-abcd-continuous.jsonl: " Paris.\n\n" and " 10" (first three tokens of " 100").
+# in batchscope/assets/traces/seed-abcd-continuous.jsonl: " Paris.\n\n" and " 10" (first three tokens of " 100").
 PARIS = [7042, 30, 198, 198]
 WATER = [216, 33, 32]
 SPECS = [
@@ -117,8 +117,8 @@ def test_guard_refuses_and_records_the_outside_but_lets_loopback_through(guard):
 def test_default_model_loads_and_runs_without_network(guard, cache, tmp_path, monkeypatch):
     """Loading SmolLM2 (converting the GGUF into an empty cache, or from the converted copy) and running two
     requests makes no network call, and the run is real: greedy outputs equal the recorded ones."""
-    from engine.llm import generate_trace
-    from engine.models import DEFAULT_MODEL, load_model
+    from batchscope.engine.llm import generate_trace
+    from batchscope.model.models import DEFAULT_MODEL, load_model
 
     if cache == "first-use":
         monkeypatch.setenv("BATCHSCOPE_CACHE", str(tmp_path / "cache"))
@@ -138,7 +138,7 @@ def test_default_model_loads_and_runs_without_network(guard, cache, tmp_path, mo
 def test_unknown_model_fails_fast_offline_naming_it(guard, name):
     """An id that is not in the local cache (or a missing folder) raises ModelLoadError naming it, without trying
     the network."""
-    from engine.models import ModelLoadError, load_model
+    from batchscope.model.models import ModelLoadError, load_model
 
     expected = "does not exist" if name.startswith(".") else "cannot be loaded offline"  # a path, or an id
     with pytest.raises(ModelLoadError, match=f"model (folder )?'{name}'.* {expected}"):

@@ -8,9 +8,9 @@ tokens), A (FOX[:12]), X (CAP, 13 tokens, shares nothing) and A2 (FOX + 2 tokens
 evicts B's blocks and A's *tail*, so A2 still hits A's first two blocks. The case text's hand-computed steps are
 checked from the step records (``kv.allocated``, ``evicted``, ``cached_free_blocks``, ``block_tables``,
 ``num_prefix_hit_tokens``), the free queue after each finish from the pool, and the hit rate 8/49 from
-``steplog.metrics`` and ``python -m engine metrics``. The schedule needs no model (a model-free runner samples every
-token); the outputs (the references') are checked on SmolLM2.
-The rule in general: tests/engine/test_prefix_cache_eviction_and_hits.py.
+``batchscope.steplog.metrics`` and ``python -m batchscope metrics``. The schedule needs no model (a model-free runner
+samples every token); the outputs (the references') are checked on SmolLM2. The rule in general:
+tests/engine/test_prefix_cache_eviction_and_hits.py.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from clikit import metrics_cli
 from conftest import CASES, case_workload, hf_greedy, step_records
 from fakes import EOS, FakeRunner
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.llm import generate_trace
-from engine.workload import read_workload, to_requests
-from steplog import trace
-from steplog.metrics import summarize
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.llm import generate_trace
+from batchscope.inputs.workload import read_workload, to_requests
+from batchscope.steplog import trace
+from batchscope.steplog.metrics import summarize
 
 # the case's flags: --block-size 4 --max-num-batched-tokens 64 --max-num-seqs 1 --num-kv-blocks 6 (prefix caching
 # and the full-prompt admission rule on, the defaults; ignore_eos is in the workload)

@@ -19,12 +19,12 @@ from clikit import metrics_cli
 from conftest import CASES, case_workload, hf_greedy, step_records
 from fakes import EOS, FakeRunner
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.llm import generate_trace
-from engine.workload import read_workload, to_requests
-from steplog import trace
-from steplog.metrics import summarize
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.llm import generate_trace
+from batchscope.inputs.workload import read_workload, to_requests
+from batchscope.steplog import trace
+from batchscope.steplog.metrics import summarize
 
 # the case's flags: --block-size 4 --max-num-batched-tokens 64, prefix caching and the full-prompt rule on
 BASE = dict(block_size=4, max_num_batched_tokens=64, enable_prefix_caching=True, reserve_full_prompt=True)

@@ -16,11 +16,11 @@ from clikit import assert_clear_error, cli
 from conftest import CASES, step_records
 from fakes import EOS, FakeRunner
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.validation import PriorityIgnoredWarning, priority_ignored_message
-from engine.workload import read_workload, to_requests
-from steplog import trace
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.validation import PriorityIgnoredWarning, priority_ignored_message
+from batchscope.inputs.workload import read_workload, to_requests
+from batchscope.steplog import trace
 
 CONFIG = dict(max_num_seqs=1, num_kv_blocks=32, block_size=4, max_num_batched_tokens=64)
 

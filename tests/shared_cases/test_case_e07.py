@@ -1,7 +1,7 @@
 """Shared case e07 (../shared/cases/README.md): the metrics of a server trace.
 
 A vLLM server's trace (version 2) lists no request in its header: each is declared in the step it arrived before
-(``arrived``). Every reader of requests takes the one merged list (``steplog.view.declared_requests``, which
+(``arrived``). Every reader of requests takes the one merged list (``batchscope.steplog.view.declared_requests``, which
 ``TraceView`` uses), so ``tests/data/vllm-seed-abcd.jsonl`` (the tracer on the seed-abcd workload: B 5, C 3, A 71 and
 D 7 prompt tokens) measures like Batchscope's own run of it, pairs with that run on the Compare page, and pairs with
 itself; a "not one workload" message never shows a Python ``None``.
@@ -16,11 +16,11 @@ import pytest
 from clikit import cli
 from conftest import RECORDED, ROOT
 
-from steplog import trace
-from steplog.metrics import request_metrics, summarize
-from steplog.view import TraceView
-from visuals.compare_runs import REQUEST_FIELDS, metrics_strip, same_workload
-from visuals.playback import player_payload
+from batchscope.compare.runs import REQUEST_FIELDS, metrics_strip, same_workload
+from batchscope.player.playback import player_payload
+from batchscope.steplog import trace
+from batchscope.steplog.metrics import request_metrics, summarize
+from batchscope.steplog.view import TraceView
 
 SERVER = ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"
 OURS = RECORDED / "seed-abcd-continuous.jsonl"
@@ -77,8 +77,8 @@ def test_a_not_one_workload_message_never_shows_none(field, change):
 
 def test_no_reader_takes_requests_from_the_header_record_alone():
     """``records[0]["requests"]`` is empty in a server's trace: readers go through ``declared_requests``."""
-    sources = [p for d in ("steplog", "visuals", "ui") for p in (ROOT / d).glob("*.py")]
-    sources.append(ROOT / "engine" / "__main__.py")
+    readers = ("steplog", "figures", "explain", "quiz", "glossary", "player", "compare", "app", "cli")
+    sources = sorted(p for d in readers for p in (ROOT / "batchscope" / d).glob("*.py"))
     assert [p.name for p in sources if 'records[0]["requests"]' in p.read_text()] == []
 
 

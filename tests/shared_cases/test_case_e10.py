@@ -15,10 +15,10 @@ import pytest
 from clikit import cli
 from conftest import CASES
 
-from engine.spec import WorkloadError, parse_spec
-from steplog import trace
-from steplog.checks import MAX_ID_CHARS, WORKLOAD_ID_CHARS, request_id_problem
-from steplog.view import TraceView
+from batchscope.inputs.spec import WorkloadError, parse_spec
+from batchscope.steplog import trace
+from batchscope.steplog.checks import MAX_ID_CHARS, WORKLOAD_ID_CHARS, request_id_problem
+from batchscope.steplog.view import TraceView
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
 IDS = [

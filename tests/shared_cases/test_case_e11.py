@@ -18,9 +18,9 @@ from clikit import cli
 from conftest import CASES, step_records
 from fakes import make_request, run_fake
 
-from steplog import trace
-from steplog.metrics import request_metrics
-from steplog.view import TraceView
+from batchscope.steplog import trace
+from batchscope.steplog.metrics import request_metrics
+from batchscope.steplog.view import TraceView
 
 RID = "chatcmpl-5f0c3a9e2b7d4c18a6e9f0b1c2d3e4f{}"
 R0, R1, R2 = RID.format("0-5f0c3a9e"), RID.format("1-f0c3a9e2"), RID.format("2-0c3a9e2b")
@@ -91,7 +91,7 @@ def small_trace(version: int) -> list[dict]:
         max_num_batched_tokens=16,
     )
     if version == 2:
-        from steplog.blocks import to_v2
+        from batchscope.steplog.blocks import to_v2
 
         records = to_v2(records)
         records[1]["arrived"] = records[0]["requests"]
@@ -218,7 +218,7 @@ def test_an_exported_cut_short_trace_stays_cut_short(tmp_path):
 def test_the_trace_page_warns_that_the_trace_was_cut_short():
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_string("from ui import page_trace\npage_trace.page()", default_timeout=120)
+    at = AppTest.from_string("from batchscope.app import page_trace\npage_trace.page()", default_timeout=120)
     at.session_state["playground:live-runs"] = {"server": trace.read(CASES / "e11-crash.jsonl.gz")}
     at.query_params["live"] = "server"
     at.run()

@@ -13,10 +13,10 @@ import random
 import pytest
 from conftest import case_workload, hf_greedy, step_records
 
-from engine.config import EngineConfig
-from engine.llm import generate_trace
-from engine.workload import render_prompt
-from steplog import trace
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.llm import generate_trace
+from batchscope.inputs.workload import render_prompt
+from batchscope.steplog import trace
 
 pytestmark = pytest.mark.real_model
 
@@ -102,8 +102,8 @@ def test_c07_prefix_caching_shares_blocks_and_outputs_stay_exact(smollm):
     """Caching on: Y, admitted after X in step 0, reads X's 9 full blocks (written in the same forward, before any
     row attends) and computes 2 tokens; Z at step 1 too. Outputs exact; at the end every count is 0 and no block is
     used (cached free blocks count as free)."""
-    from engine.llm import build_engine
-    from engine.workload import to_requests
+    from batchscope.engine.llm import build_engine
+    from batchscope.inputs.workload import to_requests
 
     specs = [dict(s, arrival_time=0.0, arrival_step=1 if i == 2 else 0) for i, s in enumerate(case_workload("c07"))]
     config = EngineConfig(block_size=4, num_kv_blocks=32, max_num_batched_tokens=128, max_num_seqs=3)
@@ -123,7 +123,7 @@ def test_c07_prefix_caching_shares_blocks_and_outputs_stay_exact(smollm):
 def test_sixteen_first_requests_with_prefix_caching_equal_generate(smollm):
     """The sixteen scenario's first five chat requests (shared system-prompt block), caching on: S02 finds 16 of its
     35 prompt tokens in the cache at step 0 and prefills 19; every output equals ``generate`` alone."""
-    from engine.workload import load_scenario
+    from batchscope.inputs.workload import load_scenario
 
     sc = load_scenario("sixteen")
     specs = [dict(s, max_tokens=24) for s in sc["requests"][:5]]
@@ -235,7 +235,7 @@ def test_c13_one_token_request_and_token_times(smollm):
 
 
 def test_seed_abcd_story_on_the_real_model(smollm):
-    from engine.workload import load_scenario
+    from batchscope.inputs.workload import load_scenario
 
     sc = load_scenario("seed-abcd")
     steps, _ = run(smollm, sc["requests"], **sc["config"])

@@ -8,14 +8,14 @@ import pytest
 from clikit import assert_clear_error, cli
 from conftest import CASES, case_workload, hf_greedy, step_records
 
-from engine.config import EngineConfig
-from engine.engine import RequestError, validate_request
-from engine.llm import generate_trace, model_limits
-from engine.workload import to_requests
-from steplog import trace
-from steplog.metrics import request_metrics, summarize
-from steplog.view import TraceView
-from visuals.stepinfo import text_so_far
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import RequestError, validate_request
+from batchscope.engine.llm import generate_trace, model_limits
+from batchscope.explain.stepinfo import text_so_far
+from batchscope.inputs.workload import to_requests
+from batchscope.steplog import trace
+from batchscope.steplog.metrics import request_metrics, summarize
+from batchscope.steplog.view import TraceView
 
 pytestmark = pytest.mark.real_model
 

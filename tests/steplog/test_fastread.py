@@ -1,8 +1,8 @@
-"""The msgspec reader (steplog.fastread) against the strict reader it stands in for.
+"""The msgspec reader (batchscope.steplog.fastread) against the strict reader it stands in for.
 
-Reference: the strict reader (``steplog.strict_json`` + the schema through ``schemacheck`` / ``jsonschema``), called
-on the same text with the fast path off. Every trace both read gives the same records; every trace the strict reader
-refuses is refused with its message; the fast path really reads the shipped and the synthetic traces (it does not
+Reference: the strict reader (``batchscope.steplog.strict_json`` + the schema through ``schemacheck`` / ``jsonschema``),
+called on the same text with the fast path off. Every trace both read gives the same records; every trace the strict
+reader refuses is refused with its message; the fast path really reads the shipped and the synthetic traces (it does not
 silently hand everything to the strict reader).
 """
 
@@ -15,7 +15,7 @@ import sys
 import pytest
 from conftest import RECORDED, ROOT
 
-from steplog import fastread, trace
+from batchscope.steplog import fastread, trace
 
 TRACES = [*sorted(RECORDED.glob("*.jsonl*")), ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"]
 

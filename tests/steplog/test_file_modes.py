@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import RECORDED, ROOT
 
-from engine.__main__ import main
-from steplog.trace import write_bytes_atomic
+from batchscope.cli.main import main
+from batchscope.steplog.trace import write_bytes_atomic
 
 # runs the command line or the tools in child processes: `make test`, not the fast tier
 pytestmark = pytest.mark.cli
@@ -65,7 +65,7 @@ def test_html_out_gets_the_umasks_mode(tmp_path, mask):
 @pytest.mark.parametrize("mask", [0o022, 0o027], ids=oct)
 def test_run_out_gets_the_umasks_mode(tmp_path, mask):
     out = tmp_path / "t.jsonl"
-    cmd = [sys.executable, "-m", "engine", "run", "--scenario", "seed-abcd", "--num-requests", "1", "--max-tokens"]
+    cmd = [sys.executable, "-m", "batchscope", "run", "--scenario", "seed-abcd", "--num-requests", "1", "--max-tokens"]
     proc = subprocess.run(
         [*cmd, "2", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300, umask=mask
     )

@@ -15,20 +15,20 @@ from conftest import CASES, RECORDED, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.config import EngineConfig
-from engine.validation import RequestError, validate_request
-from engine.workload import WorkloadError, load_scenario, parse_workload_text, to_requests
-from steplog import trace
-from steplog.frames import requests_frame
-from steplog.metrics import summarize
-from steplog.view import TraceView
-from visuals.beats import story_beats
-from visuals.budget import budget_bar
-from visuals.kv import block_map, kv_usage
-from visuals.narration import narrate
-from visuals.slots import slot_grid, slot_occupancy
-from visuals.stepinfo import event_steps, freed_blocks, queues, text_so_far
-from visuals.timeline import timeline
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.validation import RequestError, validate_request
+from batchscope.explain.beats import story_beats
+from batchscope.explain.narration import narrate
+from batchscope.explain.stepinfo import event_steps, freed_blocks, queues, text_so_far
+from batchscope.figures.budget import budget_bar
+from batchscope.figures.kv import block_map, kv_usage
+from batchscope.figures.slots import slot_grid, slot_occupancy
+from batchscope.figures.timeline import timeline
+from batchscope.inputs.workload import WorkloadError, load_scenario, parse_workload_text, to_requests
+from batchscope.steplog import trace
+from batchscope.steplog.frames import requests_frame
+from batchscope.steplog.metrics import summarize
+from batchscope.steplog.view import TraceView
 
 BASE_TRACES = [trace.read(RECORDED / f"seed-abcd-{p}.jsonl") for p in ("continuous", "static")]
 FUZZ = settings(max_examples=examples(300), deadline=5000, suppress_health_check=[HealthCheck.too_slow])

@@ -1,4 +1,4 @@
-"""vLLM's Prometheus metrics after each step (``steplog.gauges``) on the Trace page's player, against values
+"""vLLM's Prometheus metrics after each step (``batchscope.steplog.gauges``) on the Trace page's player, against values
 computed here from the trace's raw JSON lines, and hand-computed anchors of the shipped stories. (Against vLLM's
 own ``make_stats()`` and ``IterationStats``: tests_vllm/test_vllm_gauges.py.)"""
 
@@ -9,14 +9,14 @@ import math
 
 import pytest
 from appkit import page, player_payload
-from conftest import step_records
+from conftest import ROOT, step_records
 
-from steplog import gauges as g
-from steplog import trace
-from steplog.view import TraceView
-from ui.common import TRACE_DIR
-from visuals.gauges import series
-from visuals.playback import player_payload as build_payload
+from batchscope.app.common import TRACE_DIR
+from batchscope.figures.gauges import series
+from batchscope.player.playback import player_payload as build_payload
+from batchscope.steplog import gauges as g
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 
 def raw(name: str) -> list[dict]:
@@ -127,7 +127,7 @@ def test_what_a_trace_cannot_tell_is_none():
 
 
 def test_server_trace_and_the_player_without_gauges():
-    view = TraceView(trace.read(TRACE_DIR.parent.parent / "tests" / "data" / "vllm-seed-abcd.jsonl"))
+    view = TraceView(trace.read(ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"))
     got = g.gauges(view)
     ours = g.gauges(TraceView(trace.read(TRACE_DIR / "seed-abcd-continuous.jsonl")))
     assert got[g.RUNNING] == ours[g.RUNNING] and got[g.ITERATION_TOKENS] == ours[g.ITERATION_TOKENS]  # one schedule

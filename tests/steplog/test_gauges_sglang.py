@@ -1,15 +1,15 @@
-"""An SGLang trace's gauges are SGLang's, under SGLang's names (``steplog.gauges_sglang``, ``steplog.metric_names``):
-hand-computed anchors of the shipped stories, and the player's figure labels. (Against SGLang's own pool observer
-and prefill stats on its scheduler: tests_sglang/test_sglang_gauges.py; the names against its installed collector:
-tests_sglang/test_sglang_metric_names.py.)"""
+"""An SGLang trace's gauges are SGLang's, under SGLang's names (``batchscope.steplog.gauges_sglang``,
+``batchscope.steplog.metric_names``): hand-computed anchors of the shipped stories, and the player's figure labels.
+(Against SGLang's own pool observer and prefill stats on its scheduler: tests_sglang/test_sglang_gauges.py; the names
+against its installed collector: tests_sglang/test_sglang_metric_names.py.)"""
 
 from __future__ import annotations
 
-from steplog import gauges as g
-from steplog import trace
-from steplog.view import TraceView
-from ui.common import TRACE_DIR
-from visuals.gauges import gauge_figure
+from batchscope.app.common import TRACE_DIR
+from batchscope.figures.gauges import gauge_figure
+from batchscope.steplog import gauges as g
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 
 def _view(name: str) -> TraceView:

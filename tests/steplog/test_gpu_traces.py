@@ -1,5 +1,5 @@
-"""The traces recorded on an NVIDIA H200 (assets/traces/gpu/, by scripts/gpu-engine-check.sh in float32) against
-the CPU traces of the same scenarios, an independent run on another device: the same steps and token-identical
+"""The traces recorded on an NVIDIA H200 (batchscope/assets/traces/gpu/, by scripts/gpu-engine-check.sh in float32)
+against the CPU traces of the same scenarios, an independent run on another device: the same steps and token-identical
 outputs, so the step-cost chart compares one schedule on two devices. Each is matched with the weight-streaming floor
 measured on its own device."""
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from conftest import RECORDED
 
-from steplog import trace
-from steplog.view import TraceView
-from visuals.weight_floor import floor_of
+from batchscope.figures.weight_floor import floor_of
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 GPU = RECORDED / "gpu"
 NAMES = ["sixteen-continuous", "sixteen-static", "seed-abcd-continuous", "seed-abcd-static"]

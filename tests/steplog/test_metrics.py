@@ -25,8 +25,8 @@ import pytest
 from conftest import case_workload, step_records
 from fakes import make_request, run_fake
 
-from engine.workload import poisson_arrivals
-from steplog import frames, metrics, trace
+from batchscope.inputs.workload import poisson_arrivals
+from batchscope.steplog import frames, metrics, trace
 
 CONFIG = {
     "max_num_seqs": 2,
@@ -299,8 +299,8 @@ def test_step_clock_arrivals_come_back_from_the_trace():
 
 @pytest.mark.real_model
 def test_c13_one_token_request_on_the_real_model(smollm):
-    from engine.config import EngineConfig
-    from engine.llm import generate_trace
+    from batchscope.engine.config import EngineConfig
+    from batchscope.engine.llm import generate_trace
 
     records = generate_trace(
         smollm,
@@ -343,7 +343,7 @@ def test_poisson_arrivals_seconds_and_steps():
 
 
 def test_figures_for_the_app(hand_trace):
-    from visuals import metrics as vm
+    from batchscope.figures import metrics as vm
 
     runs = {"static": hand_trace, "continuous": hand_trace}
     fig = vm.request_latency(runs, "ttft_s")
@@ -369,10 +369,10 @@ def test_prefix_cache_hit_rate_is_vllms_hits_over_queried_tokens():
     tokens, hits 8, rate 8/26. A trace without hit counts has no rate."""
     from fakes import EOS, FakeRunner
 
-    from engine.config import EngineConfig
-    from engine.engine import LLMEngine
-    from engine.request import Request, SamplingParams
-    from steplog.metrics import summarize
+    from batchscope.engine.config import EngineConfig
+    from batchscope.engine.engine import LLMEngine
+    from batchscope.engine.request import Request, SamplingParams
+    from batchscope.steplog.metrics import summarize
 
     shared = list(range(100, 110))
     reqs = [

@@ -1,7 +1,7 @@
 """A trace that lacks a field says so and never contradicts itself (issue 33): a server traced before drafts were
 recorded schedules a decode of 4 tokens that yields 2, with no ``draft_token_ids``. The reader infers 3 drafts and
-1 accepted (``steplog.spec_decode.infer_drafts``), marks them inferred, and every view tells the same story as for
-the same workload traced with its drafts, apart from the word "inferred".
+1 accepted (``batchscope.steplog.spec_decode.infer_drafts``), marks them inferred, and every view tells the same story
+as for the same workload traced with its drafts, apart from the word "inferred".
 
 The reference is the engine's own trace of the workload *with* its drafts (recorded by the scheduler as it
 scheduled them); the trace under test is that file with the draft fields removed, as an older tracer wrote it.
@@ -15,16 +15,16 @@ import json
 import pytest
 from fakes import ScriptedModel
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.request import Request, SamplingParams
-from steplog import trace
-from steplog.metrics import summarize
-from steplog.perfetto import trace_events
-from steplog.spec_decode import num_drafts
-from steplog.view import TraceView
-from visuals.budget import budget_segments
-from visuals.narration import narrate
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.explain.narration import narrate
+from batchscope.figures.budget import budget_segments
+from batchscope.steplog import trace
+from batchscope.steplog.metrics import summarize
+from batchscope.steplog.perfetto import trace_events
+from batchscope.steplog.spec_decode import num_drafts
+from batchscope.steplog.view import TraceView
 
 PATTERN = [3, 4, 5, 6] * 12
 

@@ -1,4 +1,4 @@
-"""``python -m engine perfetto``: a trace as Chrome trace-event JSON (issue 18, part 6).
+"""``python -m batchscope perfetto``: a trace as Chrome trace-event JSON (issue 18, part 6).
 
 Every trace the app opens (the shipped traces, version 2 server traces, a long-id server trace, cut-short ones,
 plain and ``.gz``) is converted, and the file is checked against the trace's raw JSON lines, read here with
@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from conftest import RECORDED, ROOT, step_records
 
-from engine.__main__ import main
-from steplog import perfetto, trace
-from steplog.view import TraceView
+from batchscope.cli.main import main
+from batchscope.steplog import perfetto, trace
+from batchscope.steplog.view import TraceView
 
 TRACES = [
     *sorted(RECORDED.glob("*.jsonl")),
@@ -106,9 +106,9 @@ def test_a_speculative_decode_is_its_own_slice_with_its_drafts():
     args carry the drafts and the accepted count of its line; the others keep their kinds."""
     from fakes import ScriptedModel
 
-    from engine.config import EngineConfig
-    from engine.engine import LLMEngine
-    from engine.request import Request, SamplingParams
+    from batchscope.engine.config import EngineConfig
+    from batchscope.engine.engine import LLMEngine
+    from batchscope.engine.request import Request, SamplingParams
 
     script = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, 8]
     cfg = EngineConfig(num_speculative_tokens=3, prompt_lookup_min=2, prompt_lookup_max=3, block_size=4)
@@ -392,7 +392,7 @@ def test_help_has_an_example(capsys):
         main(["perfetto", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert "example:\n  python -m engine perfetto " in out and "--force" in out
+    assert "example:\n  python -m batchscope perfetto " in out and "--force" in out
 
 
 def test_the_command_itself_exits_2_with_one_line(tmp_path):
@@ -403,7 +403,7 @@ def test_the_command_itself_exits_2_with_one_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type": "header"\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "engine", "perfetto", str(bad), "--out", str(tmp_path / "o.json")],
+        [sys.executable, "-m", "batchscope", "perfetto", str(bad), "--out", str(tmp_path / "o.json")],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert (proc.returncode, proc.stdout) == (2, "")

@@ -1,5 +1,5 @@
-"""``steplog.schemacheck`` (the fast, standard-library check the reader runs on every record) gives ``jsonschema``'s
-answer on valid records of both schema versions and on hundreds of random corruptions of them."""
+"""``batchscope.steplog.schemacheck`` (the fast, standard-library check the reader runs on every record) gives
+``jsonschema``'s answer on valid records of both schema versions and on hundreds of random corruptions of them."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from conftest import RECORDED, ROOT, examples, step_records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steplog import trace
-from steplog.blocks import to_v2
-from steplog.schemacheck import compile_schema, explain
+from batchscope.steplog import trace
+from batchscope.steplog.blocks import to_v2
+from batchscope.steplog.schemacheck import compile_schema, explain
 
 SCHEMA = json.loads(trace.schema_text())
 KINDS = ("header", "step_v1", "step_v2", "summary")

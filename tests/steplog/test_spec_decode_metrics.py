@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from fakes import ScriptedModel
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.request import Request, SamplingParams
-from steplog.metrics import request_metrics, summarize
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.steplog.metrics import request_metrics, summarize
 
 SCRIPT = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, 8]
 

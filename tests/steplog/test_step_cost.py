@@ -13,8 +13,8 @@ import pytest
 from appkit import page
 from conftest import RECORDED, ROOT, recorded_pair
 
-from steplog.step_cost import decode_by_batch, fit, step_costs
-from visuals.step_cost import step_cost_figure, step_cost_sentence
+from batchscope.figures.step_cost import step_cost_figure, step_cost_sentence
+from batchscope.steplog.step_cost import decode_by_batch, fit, step_costs
 
 
 def raw_steps(name: str) -> list[dict]:
@@ -61,8 +61,9 @@ def test_the_fit_recovers_a_known_fixed_cost_and_price_per_token():
 
 
 def test_the_chart_draws_the_floor_only_for_the_model_it_was_measured_on():
-    """The floor is engine bench's: the model's weight bytes / the read bandwidth it measured (assets/bench.json)."""
-    bench = json.loads((ROOT / "assets" / "bench.json").read_text())["decode_step"]
+    """The floor is engine bench's: the model's weight bytes / the read bandwidth it measured
+    (batchscope/assets/bench.json)."""
+    bench = json.loads((ROOT / "batchscope" / "assets" / "bench.json").read_text())["decode_step"]
     static, cont = recorded_pair("seed-abcd")
     fig = step_cost_figure({"static": static, "continuous": cont})
     floor_ms = bench["weight_bytes"] / (bench["read_bandwidth_GBps"] * 1e9) * 1e3

@@ -1,5 +1,5 @@
-"""Contention in step times (``steplog.timing``): hand-built timings give the expected findings, the shipped quiet
-traces pass, a stretched step is caught, and ``run --strict-timing`` refuses to write a contended trace."""
+"""Contention in step times (``batchscope.steplog.timing``): hand-built timings give the expected findings, the shipped
+quiet traces pass, a stretched step is caught, and ``run --strict-timing`` refuses to write a contended trace."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 import torch
 from conftest import RECORDED, ROOT
 
-from steplog import trace
-from steplog.timing import SPIKE_RATIO, Spike, check_timing
+from batchscope.steplog import trace
+from batchscope.steplog.timing import SPIKE_RATIO, Spike, check_timing
 
 # runs the command line or the tools in child processes: `make test`, not the fast tier
 pytestmark = pytest.mark.cli
@@ -119,7 +119,7 @@ def stretched(records: list, step: int, by: float) -> list:
 
 @pytest.mark.parametrize("factor,flagged", [(SPIKE_RATIO + 2, True), (SPIKE_RATIO - 3, False)])
 def test_a_shipped_trace_with_one_step_stretched(tmp_path, capsys, factor, flagged):
-    from engine.__main__ import main
+    from batchscope.cli.main import main
 
     records = trace.read(RECORDED / "sixteen-continuous.jsonl")
     seconds = records[1 + 300]["t_end"] - records[1 + 300]["t_start"]
@@ -134,15 +134,17 @@ def test_a_shipped_trace_with_one_step_stretched(tmp_path, capsys, factor, flagg
 
 @pytest.fixture
 def tiny_cli(tiny_model, monkeypatch, tmp_path):
-    """``python -m engine run`` in this process on the tiny random Llama, whose 20th step stalls for 1.5 s."""
-    import engine.models
-    import engine.threads
-    from engine.model_runner import ModelRunner
-    from engine.models import LoadedModel
+    """``python -m batchscope run`` in this process on the tiny random Llama, whose 20th step stalls for 1.5 s."""
+    import batchscope.engine.threads
+    import batchscope.model.models
+    from batchscope.model.models import LoadedModel
+    from batchscope.model.runner import ModelRunner
 
     loaded = LoadedModel("tiny-llama", tiny_model, None, torch.device("cpu"), torch.float64)
-    monkeypatch.setattr(engine.models, "load_model", lambda name, device=None, dtype=None: loaded)
-    monkeypatch.setattr(engine.threads, "use_threads", lambda n=None: 1)  # leave this process's threads alone
+    monkeypatch.setattr(batchscope.model.models, "load_model", lambda name, device=None, dtype=None: loaded)
+    monkeypatch.setattr(
+        batchscope.engine.threads, "use_threads", lambda n=None: 1
+    )  # leave this process's threads alone
     execute, calls = ModelRunner.execute, []
 
     def stalling(self, out, block_tables):
@@ -159,7 +161,7 @@ def tiny_cli(tiny_model, monkeypatch, tmp_path):
 
 
 def test_strict_timing_refuses_to_write_a_contended_trace(tiny_cli, tmp_path, capsys):
-    from engine.__main__ import main
+    from batchscope.cli.main import main
 
     out = tmp_path / "t.jsonl"
     assert main([*tiny_cli, "--strict-timing", "--out", str(out)]) == 3
@@ -169,7 +171,7 @@ def test_strict_timing_refuses_to_write_a_contended_trace(tiny_cli, tmp_path, ca
 
 
 def test_without_strict_timing_a_contended_run_warns_once_and_writes(tiny_cli, tmp_path, capsys):
-    from engine.__main__ import main
+    from batchscope.cli.main import main
 
     out = tmp_path / "t.jsonl"
     assert main([*tiny_cli, "--out", str(out)]) == 0

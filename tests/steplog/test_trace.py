@@ -8,7 +8,7 @@ import re
 import pytest
 from conftest import RECORDED_TRACES
 
-from steplog import trace
+from batchscope.steplog import trace
 
 
 def test_all_four_recorded_traces_are_shipped():
@@ -67,9 +67,9 @@ def _c07_like_records():
     """A fake-runner run where two identical prompts share 2 blocks (block size 4, 10 tokens)."""
     from fakes import EOS, FakeRunner
 
-    from engine.config import EngineConfig
-    from engine.engine import LLMEngine
-    from engine.request import Request, SamplingParams
+    from batchscope.engine.config import EngineConfig
+    from batchscope.engine.engine import LLMEngine
+    from batchscope.engine.request import Request, SamplingParams
 
     reqs = [Request(r, list(range(100, 110)), SamplingParams(max_tokens=3)) for r in ("X", "Y")]
     config = EngineConfig(max_num_seqs=2, max_num_batched_tokens=64, block_size=4, num_kv_blocks=8)

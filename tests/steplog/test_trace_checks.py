@@ -11,9 +11,9 @@ import math
 import pytest
 from conftest import CASES, RECORDED, step_records
 
-from steplog import trace
-from steplog.metrics import LATENCY_METRICS, request_metrics, summarize
-from steplog.strict_json import MAX_DEPTH, MAX_LINE_CHARS, JSONLineError, parse_line
+from batchscope.steplog import trace
+from batchscope.steplog.metrics import LATENCY_METRICS, request_metrics, summarize
+from batchscope.steplog.strict_json import MAX_DEPTH, MAX_LINE_CHARS, JSONLineError, parse_line
 
 SEED = RECORDED / "seed-abcd-continuous.jsonl"
 STATIC = SEED.with_name("seed-abcd-static.jsonl")
@@ -194,8 +194,8 @@ def test_writing_is_atomic_and_never_emits_nan(tmp_path):
 
 
 def test_version_1_limits_are_the_engine_limits_and_the_schema_allows_them():
-    from engine.config import LIMITS
-    from steplog.checks import V1_LIMITS
+    from batchscope.engine.config import LIMITS
+    from batchscope.steplog.checks import V1_LIMITS
 
     assert LIMITS is V1_LIMITS  # the engine imports the table, it does not copy it
     schema = json.loads(trace.schema_text())

@@ -11,9 +11,9 @@ import random
 import pytest
 from conftest import RECORDED_TRACES, ROOT, step_records
 
-from steplog import trace
-from steplog.blocks import BlockTables, to_v1, to_v2
-from steplog.view import TraceView
+from batchscope.steplog import trace
+from batchscope.steplog.blocks import BlockTables, to_v1, to_v2
+from batchscope.steplog.view import TraceView
 
 FIXTURE = ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"
 
@@ -51,9 +51,9 @@ def test_deltas_rebuild_every_steps_tables(path, every):
 # twice, which block-table deltas cannot tell from a prefix hit (only the engine writes SGLang traces, in version 1).
 @pytest.mark.parametrize("path", [p for p in RECORDED_TRACES if "-sglang" not in p.stem], ids=lambda p: p.stem)
 def test_visual_facts_are_the_same_from_either_version(path):
-    from visuals.narration import narrate
-    from visuals.pool import block_map_cells
-    from visuals.stepinfo import freed_blocks
+    from batchscope.explain.narration import narrate
+    from batchscope.explain.stepinfo import freed_blocks
+    from batchscope.figures.pool import block_map_cells
 
     v1 = TraceView(trace.read(path))
     v2 = TraceView(to_v2(v1.records))

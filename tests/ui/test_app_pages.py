@@ -12,14 +12,14 @@ from appkit import click, frame_figures, page, player_payload, wait_for_live_run
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
-from steplog import trace
-from ui.common import TRACE_DIR
+from batchscope.app.common import TRACE_DIR
+from batchscope.steplog import trace
 
 pytestmark = pytest.mark.app
 
 
 def test_whole_app_opens_on_the_walkthrough():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "batchscope" / "app" / "main.py"), default_timeout=60)
     at.run()
     assert not at.exception
     assert at.title[0].value.startswith("Walkthrough")
@@ -167,7 +167,7 @@ def test_playground_cancel_keeps_the_partial_trace_and_the_trace_page_says_parti
     assert records[-1]["partial"] is True and 4 <= len(records) - 2 < 100
     assert any(r["finish_reason"] is None for r in records[-1]["requests"])
     trace.validate_records(records)
-    tr = AppTest.from_string("from ui import page_trace\npage_trace.page()", default_timeout=120)
+    tr = AppTest.from_string("from batchscope.app import page_trace\npage_trace.page()", default_timeout=120)
     tr.session_state["playground:live-runs"] = at.session_state["playground:live-runs"]
     tr.run()
     tr.selectbox(key="trace:choice").set_value("live run: static").run()
@@ -176,7 +176,7 @@ def test_playground_cancel_keeps_the_partial_trace_and_the_trace_page_says_parti
 
 
 def test_metrics_page_shows_both_policies_from_the_traces():
-    from steplog.metrics import summarize
+    from batchscope.steplog.metrics import summarize
 
     at = page("page_metrics", scenario="seed-abcd")
     values = [(m.label, m.value) for m in at.metric]
@@ -184,7 +184,7 @@ def test_metrics_page_shows_both_policies_from_the_traces():
     pads = [v for label, v in values if label == "padding"]
     assert pads == [f"{summarize(runs[p])['padding_slot_steps']} slot-steps" for p in ("static", "continuous")]
     at.selectbox(key="metrics:metric").set_value("e2e_steps").run()
-    charts = frame_figures(at)  # the charts are drawn in frames of their own (visuals.figure_frame)
+    charts = frame_figures(at)  # the charts are drawn in frames of their own (batchscope.figures.figure_frame)
     assert [len(f) for f in charts] == [3, 2, 2]  # per request, CDF, KV use; step cost here and on a GPU; sweep
     gpu = {p: trace.read(TRACE_DIR / "gpu" / f"seed-abcd-{p}.jsonl") for p in ("static", "continuous")}
     for fig, recorded in zip(charts[1], (runs, gpu)):  # each chart's dots are its own device's step times
@@ -219,8 +219,8 @@ def test_compare_page_takes_any_two_runs_of_one_workload_and_refuses_two_workloa
 def test_one_pool_has_the_same_block_grid_on_every_page():
     """seed-abcd's continuous pool on the Walkthrough, the Compare runs page and the Trace page: the player places
     every block at the same grid cell (16 to a row, block b at column b % 16, row b // 16), as the Python map does."""
-    from steplog.view import TraceView
-    from visuals.kv import block_map
+    from batchscope.figures.kv import block_map
+    from batchscope.steplog.view import TraceView
 
     view = TraceView(trace.read(TRACE_DIR / "seed-abcd-continuous.jsonl"))
     n = view.steps[0]["kv"]["num_blocks"]
@@ -244,14 +244,14 @@ def test_trace_page_plays_a_long_trace_a_span_at_a_time(tmp_path):
     import subprocess
     import sys
 
-    from bench.app_server import ROOT
+    from batchscope.tools.app_server import ROOT
 
     out = tmp_path / "long.jsonl"
     args = ["--out", str(out), "--requests", "200", "--steps", "1500", "--max-num-seqs", "64", "--num-blocks", "600"]
     subprocess.run([sys.executable, str(ROOT / "scripts" / "synth_vllm_trace.py"), *args], check=True)
     records = trace.read(out)
     for step, span in ((None, [0, 999]), ("1200", [1000, 1499])):
-        at = AppTest.from_string("from ui import page_trace\npage_trace.page()", default_timeout=120)
+        at = AppTest.from_string("from batchscope.app import page_trace\npage_trace.page()", default_timeout=120)
         at.session_state["playground:live-runs"] = {"server": records}
         at.query_params["live"] = "server"
         if step:
@@ -278,10 +278,10 @@ def test_compare_page_puts_run_a_on_the_left_whichever_batching_it_is():
 
 def test_upload_limit_is_one_figure_for_the_widget_the_label_and_the_server():
     """The widget's "Limit N MB per file" (its max_upload_size), the label's "at most N MB" and the server's
-    server.maxUploadSize in .streamlit/config.toml all say steplog.trace.MAX_TRACE_BYTES."""
+    server.maxUploadSize in .streamlit/config.toml all say batchscope.steplog.trace.MAX_TRACE_BYTES."""
     import tomllib
 
-    from bench.app_server import ROOT
+    from batchscope.tools.app_server import ROOT
 
     mb = trace.MAX_TRACE_BYTES // 2**20
     assert mb * 2**20 == trace.MAX_TRACE_BYTES  # Streamlit counts MB as 2**20 bytes
@@ -301,7 +301,7 @@ def test_metrics_intro_names_the_runs_of_an_a_vs_b_pair():
     a = trace.read(TRACE_DIR / "seed-abcd-continuous.jsonl")
     b = copy.deepcopy(a)
     b[0]["config"]["max_num_seqs"] = 2
-    at = AppTest.from_string("from ui import page_metrics\npage_metrics.page()", default_timeout=120)
+    at = AppTest.from_string("from batchscope.app import page_metrics\npage_metrics.page()", default_timeout=120)
     at.session_state["playground:live-runs"] = {"run A": a, "run B": b}
     at.query_params["scenario"] = "last playground run"
     at.run()
@@ -319,7 +319,7 @@ def test_playground_cancels_one_request_and_the_run_goes_on_without_it():
     """During a live run the page offers the requests still unfinished; "Cancel this request" aborts the one picked
     before the next step (its trace lists the abort), the others finish, and the run is not cached as the
     settings' result (a rerun with the same settings runs again)."""
-    from ui.playground_run import run_cache
+    from batchscope.app.playground_run import run_cache
 
     at = page("page_playground")
     at.slider(key="pg:n").set_value(3).run()
@@ -334,8 +334,8 @@ def test_playground_cancels_one_request_and_the_run_goes_on_without_it():
     at.run()
     # a button has no value to keep: none drawn now may be among the knobs kept for a later visit (restoring one
     # makes Streamlit refuse to draw it: "read-only and cannot be assigned through session state")
-    from ui.page_playground import BUTTONS, KNOBS_PREFIX
-    from ui.state import KNOBS_KEY
+    from batchscope.app.page_playground import BUTTONS, KNOBS_PREFIX
+    from batchscope.app.state import KNOBS_KEY
 
     buttons = {b.key for b in at.button}
     assert "live:cancel-one" in buttons
@@ -354,9 +354,9 @@ def test_playground_cancels_one_request_and_the_run_goes_on_without_it():
 
 
 def test_the_shared_recorded_traces_stay_as_their_files_after_every_page():
-    """The shipped traces are one object per server shared by every session (``ui.common.recorded_records``, not a
-    copy per visit): no page may change them. Every page runs on them, then each is compared with its file."""
-    from ui.common import recorded_policies, recorded_records
+    """The shipped traces are one object per server shared by every session (``batchscope.app.common.recorded_records``,
+    not a copy per visit): no page may change them. Every page runs on them, then each is compared with its file."""
+    from batchscope.app.common import recorded_policies, recorded_records
 
     page("page_walkthrough")
     page("page_lockstep", scenario="sixteen")

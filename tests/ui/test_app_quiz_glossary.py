@@ -66,11 +66,11 @@ def test_trace_page_opens_the_linked_scenario_at_the_linked_step():
 
 
 def test_trace_page_opens_the_live_run_a_quiz_links_to():
-    from steplog import trace
-    from ui.common import TRACE_DIR
-    from ui.state import RUNS_KEY
+    from batchscope.app.common import TRACE_DIR
+    from batchscope.app.state import RUNS_KEY
+    from batchscope.steplog import trace
 
-    at = AppTest.from_string("from ui import page_trace\npage_trace.page()", default_timeout=120)
+    at = AppTest.from_string("from batchscope.app import page_trace\npage_trace.page()", default_timeout=120)
     at.session_state[RUNS_KEY] = {"static": trace.read(TRACE_DIR / "seed-abcd-static.jsonl")}
     at.query_params["live"] = "static"
     at.query_params["step"] = "5"

@@ -1,5 +1,5 @@
 """The slot grid's cell names and the token budget's segment labels are drawn where plotly.js draws them legibly,
-and only there (visuals/web/views.js ``BS.legibleNames``), in Debian's Chromium from file://.
+and only there (batchscope/player/web/views.js ``BS.legibleNames``), in Debian's Chromium from file://.
 
 plotly.js shrinks a bar's inside label to fit its bar: on the Trace page's 41-step window the cells are about 9 px
 wide at 1280x720 and every name came out 2-3 px tall, marks nobody could read; a 1-token budget segment's name
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import recorded_pair
 
-from visuals.export import WEB, player_html
-from visuals.slots import grid_cells, grid_range
+from batchscope.figures.slots import grid_cells, grid_range
+from batchscope.player.export import WEB, player_html
 
 pytestmark = pytest.mark.app
 

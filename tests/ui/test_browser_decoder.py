@@ -1,5 +1,5 @@
-"""The player's JS decoder (visuals/web/payload.js and the slot-grid slicing of views.js), run in Chromium on the
-exported file of every shipped pair, at the steps where tests/visuals/test_player_payload.py checks its Python copy
+"""The player's JS decoder (batchscope/player/web/payload.js and the slot-grid slicing of views.js), run in Chromium on
+the exported file of every shipped pair, at the steps where tests/visuals/test_player_payload.py checks its Python copy
 (``payloadkit.sample_steps``). Each decoded piece is compared with what the Python visuals compute at that step:
 the slot grid's cells, window and title, the budget bar's traces, the block map's looks, the narration, the
 queues, each request's status and its text so far (the JS slices UTF-16 code units, as the Python copy does by
@@ -15,16 +15,16 @@ from conftest import RECORDED, recorded_pair, step_records
 from payloadkit import WINDOW, sample_steps
 from test_browser_player import open_file
 
-from steplog.view import TraceView
-from visuals.budget import budget_bar
-from visuals.export import player_html
-from visuals.kv import block_map
-from visuals.lockstep import lockstep_counters
-from visuals.narration import narrate
-from visuals.packing import figure_json
-from visuals.playback import player_payload
-from visuals.slots import slot_grid
-from visuals.stepinfo import queues, request_status, text_so_far
+from batchscope.compare.lockstep import lockstep_counters
+from batchscope.explain.narration import narrate
+from batchscope.explain.stepinfo import queues, request_status, text_so_far
+from batchscope.figures.budget import budget_bar
+from batchscope.figures.kv import block_map
+from batchscope.figures.packing import figure_json
+from batchscope.figures.slots import slot_grid
+from batchscope.player.export import player_html
+from batchscope.player.playback import player_payload
+from batchscope.steplog.view import TraceView
 
 pytestmark = pytest.mark.app
 

@@ -1,5 +1,5 @@
-"""The figures drawn once with remembered margins (visuals/web/margins.js) are the figures plotly.js draws alone
-with its automargin, in Debian's Chromium from file://: the player's step views and request timelines, and the
+"""The figures drawn once with remembered margins (batchscope/player/web/margins.js) are the figures plotly.js draws
+alone with its automargin, in Debian's Chromium from file://: the player's step views and request timelines, and the
 Metrics page's charts.
 
 Reference: the same page with ``BS.plot`` replaced by a plain ``Plotly.react``, so that every figure's margins are
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import recorded_pair
 
-from visuals.export import WEB, player_html
-from visuals.figure_frame import figures_html
-from visuals.lockstep import lockstep_counters
-from visuals.metrics import kv_utilisation, latency_cdf, request_latency
+from batchscope.compare.lockstep import lockstep_counters
+from batchscope.figures.figure_frame import figures_html
+from batchscope.figures.metrics import kv_utilisation, latency_cdf, request_latency
+from batchscope.player.export import WEB, player_html
 
 pytestmark = pytest.mark.app
 

@@ -1,6 +1,6 @@
-"""The app's frames carry the trace packed (gzip, base64: ``visuals.export.render(packed=...)``) and only the visit's
-own fields in plain JSON; the player inflates it in the browser (``BS.readPayload``). Checked against the payload
-Python built, in a real browser, from a file with no network."""
+"""The app's frames carry the trace packed (gzip, base64: ``batchscope.player.export.render(packed=...)``) and only the
+visit's own fields in plain JSON; the player inflates it in the browser (``BS.readPayload``). Checked against the
+payload Python built, in a real browser, from a file with no network."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import json
 import pytest
 from test_browser_player import open_file, recorded_pair
 
-from visuals.export import packed_payload, payload_json, render
-from visuals.lockstep import lockstep_counters
-from visuals.playback import player_payload
+from batchscope.compare.lockstep import lockstep_counters
+from batchscope.player.export import packed_payload, payload_json, render
+from batchscope.player.playback import player_payload
 
 pytestmark = pytest.mark.app
 

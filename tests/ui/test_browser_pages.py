@@ -14,7 +14,7 @@ import os
 import pytest
 from conftest import RECORDED, ROOT
 
-from bench.app_server import streamlit_app
+from batchscope.tools.app_server import streamlit_app
 
 pytestmark = pytest.mark.app
 
@@ -30,7 +30,7 @@ def tiny_model_dir(tmp_path_factory):
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from engine.models import default_model_path
+    from batchscope.model.models import default_model_path
 
     folder = tmp_path_factory.mktemp("tiny-llama")
     torch.manual_seed(0)
@@ -87,7 +87,7 @@ def player_frame(page, step: int | None = None, min_charts: int = 8):
 
 
 def chart_frames(page, count: int) -> list:
-    """The page's ``count`` chart frames (``visuals.figure_frame``), once each has drawn all its figures."""
+    """The page's ``count`` chart frames (``batchscope.figures.figure_frame``), once each has drawn all its figures."""
     page.wait_for_function(f"document.querySelectorAll('iframe[srcdoc*=\"bs-figures\"]').length >= {count}")
     frames = [f.content_frame() for f in page.query_selector_all('iframe[srcdoc*="bs-figures"]')]
     for frame in frames:
@@ -197,7 +197,7 @@ def test_two_users_run_live_at_once_and_each_gets_their_own_trace(browser, serve
 
 
 def test_export_then_import_gives_back_the_same_trace_and_a_bad_file_is_refused(browser, server, tmp_path):
-    from steplog import trace
+    from batchscope.steplog import trace
 
     page = open_page(browser, server + "/trace")
     player_frame(page, min_charts=4)

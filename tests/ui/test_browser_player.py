@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from conftest import recorded_pair
 
-from visuals.budget import budget_bar
-from visuals.export import player_html
-from visuals.kv import block_map
-from visuals.lockstep import lockstep_counters
-from visuals.narration import narrate
-from visuals.slots import slot_grid
-from visuals.stepinfo import event_steps
+from batchscope.compare.lockstep import lockstep_counters
+from batchscope.explain.narration import narrate
+from batchscope.explain.stepinfo import event_steps
+from batchscope.figures.budget import budget_bar
+from batchscope.figures.kv import block_map
+from batchscope.figures.slots import slot_grid
+from batchscope.player.export import player_html
 
 pytestmark = pytest.mark.app
 
@@ -279,8 +279,9 @@ WHITESPACE_CASES = {  # hand-written: what a reader must see
 
 def test_whitespace_tokens_are_visible_in_the_text_so_far(browser, files):
     """A sampled space or newline never looks like nothing: the player and the Python text table mark it the same
-    way (visuals.stepinfo.visible_whitespace), and seed-abcd's C, whose first token is a space, shows ␣ at step 0."""
-    from visuals.stepinfo import text_so_far, visible_whitespace
+    way (batchscope.explain.stepinfo.visible_whitespace), and seed-abcd's C, whose first token is a space, shows ␣ at
+    step 0."""
+    from batchscope.explain.stepinfo import text_so_far, visible_whitespace
 
     assert {s: visible_whitespace(s) for s in WHITESPACE_CASES} == WHITESPACE_CASES
     page = open_file(browser, files["seed-abcd"], "?step=0")

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import RECORDED, ROOT, recorded_pair
 
-from steplog import trace
-from steplog.view import TraceView
-from visuals.export import player_html
-from visuals.lockstep import lockstep_counters
+from batchscope.compare.lockstep import lockstep_counters
+from batchscope.player.export import player_html
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 pytestmark = pytest.mark.app
 
@@ -68,7 +68,7 @@ TOFU = """(pairs) => {
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
-    """The exported files, as ``python -m engine html`` writes them (a static/continuous pair gets its counters)."""
+    """The exported files, as ``python -m batchscope html`` writes them (a static/continuous pair gets its counters)."""
     folder = tmp_path_factory.mktemp("presenter")
     out = {}
     for scenario in ("preemption", "sixteen"):
@@ -248,9 +248,10 @@ def test_callouts_draw_their_bulb_without_an_emoji_font(browser, files):
 
 def test_no_emoji_in_the_sources_of_what_the_pages_draw():
     """Pictographs (U+1F000 and up, such as the bulb) need a colour emoji font that a plain Debian machine lacks:
-    none in visuals/ or ui/. Symbols that DejaVu has (✕ ⟲ ✓ ✗ ␣ ⏎ ⚠) are fine, and so are Streamlit's
+    none in batchscope/ or batchscope/app/. Symbols that DejaVu has (✕ ⟲ ✓ ✗ ␣ ⏎ ⚠) are fine, and so are Streamlit's
     :material/...: icons, which ship with Streamlit."""
-    sources = [ROOT / "app.py", *sorted((ROOT / "visuals").rglob("*.*")), *sorted((ROOT / "ui").rglob("*.py"))]
+    drawing = ("figures", "explain", "quiz", "glossary", "player", "compare", "app")
+    sources = sorted(p for d in drawing for p in (ROOT / "batchscope" / d).rglob("*.*"))
     found = [
         (path.relative_to(ROOT).as_posix(), ch)
         for path in sources
@@ -294,8 +295,8 @@ def test_presenter_palette_stays_distinct_washed_out_and_in_grey(browser, files)
     import itertools
     import math
 
-    from steplog.view import FREE_COLOR, PADDING_COLOR
-    from visuals.kv import CACHED_COLOR, RESERVED_COLOR
+    from batchscope.figures.kv import CACHED_COLOR, RESERVED_COLOR
+    from batchscope.steplog.view import FREE_COLOR, PADDING_COLOR
 
     page = open_file(browser, files["sixteen"], "?present=1&step=0")
     got = page.evaluate(
@@ -322,7 +323,7 @@ def test_prefix_cache_hits_are_marked_in_the_block_map():
     """A block found in the prefix cache in a step carries ★ (and, unless allocated in that same step, a blue
     outline), from the step's num_prefix_hit_tokens: a hit of N tokens is the first N // block_size blocks of the
     request's table. shared-prefix: B finds A1's first 3 blocks (24 tokens) at step 0."""
-    from visuals.kv import HIT_LINE, HIT_MARK, block_marks
+    from batchscope.figures.kv import HIT_LINE, HIT_MARK, block_marks
 
     view = TraceView(trace.read(RECORDED / "shared-prefix-continuous.jsonl"))
     m = block_marks(view, 0)

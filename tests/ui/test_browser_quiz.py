@@ -1,6 +1,6 @@
 """Real browser on the Quiz and Glossary pages: answer one question right and one wrong, follow "show me" to the
 Walkthrough at the step, and follow a glossary "see it" link to the Trace page at its step. The right answers are
-computed here from the trace with ``visuals.quiz`` (deterministic given trace, step and seed)."""
+computed here from the trace with ``batchscope.quiz.deck`` (deterministic given trace, step and seed)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from conftest import RECORDED
 from test_browser_pages import open_page, player_frame
 
-from bench.app_server import streamlit_app
-from steplog import trace
-from steplog.view import TraceView
-from visuals.quiz import question
+from batchscope.quiz.deck import question
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
+from batchscope.tools.app_server import streamlit_app
 
 pytestmark = pytest.mark.app
 

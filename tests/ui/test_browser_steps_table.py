@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from test_browser_player import open_file
 
-from steplog import trace
-from steplog.view import TraceView
-from ui.common import TRACE_DIR
-from visuals.export import player_html
+from batchscope.app.common import TRACE_DIR
+from batchscope.player.export import player_html
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 pytestmark = pytest.mark.app
 

@@ -1,6 +1,6 @@
 """Shared case e12 in Chromium: odd ``?step=`` and ``?speed=`` in the exported file and in the app.
 
-The file is the case's own export, ``python -m engine html`` of the seed-abcd pair (22 steps) into a folder and a
+The file is the case's own export, ``python -m batchscope html`` of the seed-abcd pair (22 steps) into a folder and a
 name with spaces and ``#``, opened from ``file://``. Every value gives a working player (it drew its views, at the
 step the table says, at a finite speed) and no page error; the player's own URL parser, run in the page over the
 whole table of tests/ui/test_url_params.py, agrees with the Python one. Before: ``?step=3000000000`` opened the file at
@@ -16,8 +16,8 @@ import pytest
 from conftest import RECORDED
 from test_url_params import LAST, SPEEDS, STEPS
 
-from bench.app_server import streamlit_app
-from engine.__main__ import main
+from batchscope.cli.main import main
+from batchscope.tools.app_server import streamlit_app
 
 pytestmark = pytest.mark.app
 

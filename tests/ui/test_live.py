@@ -1,5 +1,5 @@
-"""Live runs in the background (ui/live.py): a Cancel stops a run between steps and keeps its partial trace; a
-second user's queued run starts as soon as the first ends or is cancelled; a queued run can be cancelled unstarted.
+"""Live runs in the background (batchscope/app/live.py): a Cancel stops a run between steps and keeps its partial trace;
+a second user's queued run starts as soon as the first ends or is cancelled; a queued run can be cancelled unstarted.
 The engine's own stop (``should_stop``) is checked on the fake runner: the partial trace is valid and says so."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import time
 
 from fakes import EOS, FakeRunner, make_request
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from steplog import trace
-from ui.live import LiveRun
+from batchscope.app.live import LiveRun
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.steplog import trace
 
 
 def fake_work(steps_done: list[int], step_s: float = 0.01, total: int = 10_000):

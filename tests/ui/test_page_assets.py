@@ -10,8 +10,8 @@ from pathlib import Path
 
 from conftest import ROOT, recorded_pair
 
-from visuals.export import PLOTLY_BUNDLE, PLOTLY_RELEASED, PLOTLY_TRACES, plotly_file, plotly_js, render
-from visuals.playback import player_payload
+from batchscope.player.export import PLOTLY_BUNDLE, PLOTLY_RELEASED, PLOTLY_TRACES, plotly_file, plotly_js, render
+from batchscope.player.playback import player_payload
 
 
 def test_a_page_player_refers_to_plotly_and_the_file_carries_it():
@@ -41,9 +41,9 @@ def test_the_static_copy_is_written_once_with_the_umask_and_served_where_streaml
     config = (ROOT / ".streamlit" / "config.toml").read_text()
     server = config[config.index("[server]") :]
     assert re.search(r"(?m)^enableStaticServing = true$", server.split("\n[", 1)[0])
-    from ui.web_player import STATIC
+    from batchscope.app.web_player import STATIC
 
-    assert Path(file_util.get_app_static_dir(str(ROOT / "app.py"))) == STATIC
+    assert Path(file_util.get_app_static_dir(str(ROOT / "batchscope" / "app" / "main.py"))) == STATIC
 
 
 def test_the_bundle_is_the_plotly_js_that_plotly_py_writes_its_figures_for():

@@ -9,8 +9,8 @@ from appkit import click, page, player_payload, wait_for_live_run
 from conftest import step_records
 from streamlit.testing.v1 import AppTest
 
-from engine.config import EngineConfig
-from ui.playground_spec import RUN_A, RUN_B, RUN_MODES, b_differs, build_specs, run_configs
+from batchscope.app.playground_spec import RUN_A, RUN_B, RUN_MODES, b_differs, build_specs, run_configs
+from batchscope.engine.config import EngineConfig
 
 BASE = {
     "prompt_set": "short completions",
@@ -93,7 +93,7 @@ def test_playground_a_vs_b_runs_both_settings_and_opens_on_the_compare_page():
     assert len(player_payload(at)["views"]) == 2
     assert [e for e in at.get("page_link") if "Compare runs" in e.proto.label]
     # the Compare runs page, in the same session, finds the pair by the link's query
-    cmp = AppTest.from_string("from ui import page_lockstep\npage_lockstep.page()", default_timeout=120)
+    cmp = AppTest.from_string("from batchscope.app import page_lockstep\npage_lockstep.page()", default_timeout=120)
     cmp.session_state["playground:live-runs"] = runs
     cmp.query_params.update(a=f"playground live run / {RUN_A}", b=f"playground live run / {RUN_B}")
     cmp.run()

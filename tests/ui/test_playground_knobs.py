@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.playground_spec import RUN_MODES
+from batchscope.app.playground_spec import RUN_MODES
 
 pytestmark = [pytest.mark.app, pytest.mark.real_model]
 
@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.app, pytest.mark.real_model]
 # app's callable pages), so the Playground's widgets are not drawn while the Metrics page is shown
 NAV = """
 import streamlit as st
-from ui import page_metrics, page_playground
+from batchscope.app import page_metrics, page_playground
 (page_playground if st.session_state.get("nav", "playground") == "playground" else page_metrics).page()
 """
 

@@ -1,4 +1,4 @@
-"""The prefix-cache figures where people look: ``python -m engine metrics`` and the Metrics page show vLLM's
+"""The prefix-cache figures where people look: ``python -m batchscope metrics`` and the Metrics page show vLLM's
 queried and hit tokens, the hit rate and the re-admission figures (with units; "n/a" for a trace that records no
 hit counts), checked against values worked out by hand from the recorded traces' admissions. Also: the CLI counts
 a version 2 trace's requests (declared in the steps where they arrive) as the pages do."""
@@ -12,7 +12,7 @@ from appkit import page
 from clikit import metrics_cli
 from conftest import RECORDED, ROOT, step_records
 
-from steplog import trace
+from batchscope.steplog import trace
 
 PREFIX_ROWS = (
     "prefix_cache_queries",
@@ -22,8 +22,8 @@ PREFIX_ROWS = (
     "preempted_prefix_cache_hits",
 )
 
-# By hand, from assets/traces/shared-prefix-*.jsonl (block size 8): the prompts are A1 38, B 39, A2 83, C 35 and
-# A3 115 tokens, each looked up once at its admission, so both runs query 38 + 39 + 83 + 35 + 115 = 310 tokens.
+# By hand, from batchscope/assets/traces/shared-prefix-*.jsonl (block size 8): the prompts are A1 38, B 39, A2 83, C 35
+# and A3 115 tokens, each looked up once at its admission, so both runs query 38 + 39 + 83 + 35 + 115 = 310 tokens.
 # Continuous (admissions at steps 0, 0, 14, 16, 30): B finds the system prompt's 3 full blocks that A1 registered in
 # the same step (24), A2 finds A1's 4 full prompt blocks (32), C (no system prompt) nothing, A3 A2's 10 (80):
 # 24 + 32 + 0 + 80 = 136 hits, 136 / 310 = 0.4387. Static: B is formed into A1's batch, whose members cannot hit
@@ -48,8 +48,8 @@ def test_engine_metrics_shows_the_prefix_cache_figures_worked_out_by_hand(capsys
 
 
 def test_engine_metrics_counts_re_admissions_apart(capsys):
-    """By hand, from assets/traces/priority-continuous.jsonl (block size 4): the first admissions of L1 (6 prompt
-    tokens), L2 (6), H (11) and L3 (5) find nothing: 28 queried, 0 hit, rate 0. L2, preempted at step 30 with 35
+    """By hand, from batchscope/assets/traces/priority-continuous.jsonl (block size 4): the first admissions of L1 (6
+    prompt tokens), L2 (6), H (11) and L3 (5) find nothing: 28 queried, 0 hit, rate 0. L2, preempted at step 30 with 35
     tokens of K/V (prompt 6 + 29 of its 30 sampled tokens: 8 full blocks and 3 tokens), is admitted again at step
     36 and looks up all 36 known tokens apart: H took its 8th full block (block 4) at step 34, so it finds 7 (28
     tokens), recomputes 35 - 28 = 7 and computes 1 new."""
@@ -111,7 +111,7 @@ def test_metrics_page_says_n_a_where_a_trace_records_no_hit_counts():
     from streamlit.testing.v1 import AppTest
 
     runs = {p: without_hit_counts(trace.read(RECORDED / f"priority-{p}.jsonl")) for p in ("static", "continuous")}
-    at = AppTest.from_string("from ui import page_metrics\npage_metrics.page()", default_timeout=120)
+    at = AppTest.from_string("from batchscope.app import page_metrics\npage_metrics.page()", default_timeout=120)
     at.session_state["playground:live-runs"] = runs
     at.query_params["scenario"] = "last playground run"
     at.run()

@@ -2,9 +2,9 @@
 ``?policy=`` gives a working player. Out of range clamps, anything that is not a plain decimal number falls back to
 the default, and the page never receives a non-finite number (the payload refuses one).
 
-The rule is one function, ``visuals.export.url_number`` (``url_step`` rounds it), which the app's pages use and which
-the exported file's ``BS.urlNumber`` repeats with the same pattern; tests/ui/test_browser_url_params.py runs the same
-tables in Chromium, in the file and in the app.
+The rule is one function, ``batchscope.player.export.url_number`` (``url_step`` rounds it), which the app's pages use
+and which the exported file's ``BS.urlNumber`` repeats with the same pattern; tests/ui/test_browser_url_params.py runs
+the same tables in Chromium, in the file and in the app.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from appkit import page, player_payload
 from conftest import ROOT
 
-from visuals.export import _URL_NUMBER, payload_json, read_payload, url_number, url_step
+from batchscope.player.export import _URL_NUMBER, payload_json, read_payload, url_number, url_step
 
 LAST = 21  # seed-abcd: static and continuous on one clock, 22 steps
 
@@ -46,12 +46,15 @@ def test_a_default_outside_the_range_is_clamped_too():
 
 
 def test_the_exported_player_reads_its_url_with_the_same_pattern():
-    js = (ROOT / "visuals" / "web" / "player.js").read_text(encoding="utf-8")
+    js = (ROOT / "batchscope" / "player" / "web" / "player.js").read_text(encoding="utf-8")
     (pattern,) = re.findall(r"/\^(.*?)\$/\.test\(text\)", js)
     assert pattern == _URL_NUMBER.pattern
     for name in ("payload.js", "views.js", "player.js"):  # no 32-bit truncation (`k | 0`: 4294967297 was step 1)
         code = re.sub(
-            r"/\*.*?\*/|//[^\n]*", "", (ROOT / "visuals" / "web" / name).read_text(encoding="utf-8"), flags=re.S
+            r"/\*.*?\*/|//[^\n]*",
+            "",
+            (ROOT / "batchscope" / "player" / "web" / name).read_text(encoding="utf-8"),
+            flags=re.S,
         )
         assert not re.search(r"\|\s*0\b|~~|>>>?\s*0\b", code), name
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from conftest import RECORDED
 
-from steplog import trace
-from steplog.decisions import decisions
-from steplog.view import TraceView
-from visuals.checklist import checklist_text, head_checklist
+from batchscope.explain.checklist import checklist_text, head_checklist
+from batchscope.steplog import trace
+from batchscope.steplog.decisions import decisions
+from batchscope.steplog.view import TraceView
 
 
 def _view(name: str) -> TraceView:

@@ -6,10 +6,10 @@ import copy
 
 from conftest import RECORDED, step_records
 
-from steplog import trace
-from steplog.metrics import summarize
-from steplog.view import TraceView
-from visuals.compare_runs import config_diff, metrics_strip, same_workload
+from batchscope.compare.runs import config_diff, metrics_strip, same_workload
+from batchscope.steplog import trace
+from batchscope.steplog.metrics import summarize
+from batchscope.steplog.view import TraceView
 
 
 def load(name: str) -> list[dict]:
@@ -51,12 +51,12 @@ def test_a_setting_recorded_only_when_on_reads_off_when_absent():
 
 
 def test_the_fields_recorded_only_when_on_are_the_engines():
-    """The list visuals read (``steplog.records.RECORDED_WHEN_ON``) is what the engine leaves out of a header with
-    every option off."""
+    """The list visuals read (``batchscope.steplog.records.RECORDED_WHEN_ON``) is what the engine leaves out of a header
+    with every option off."""
     from dataclasses import asdict
 
-    from engine.config import EngineConfig
-    from steplog.reasons import RECORDED_WHEN_ON
+    from batchscope.engine.config import EngineConfig
+    from batchscope.steplog.reasons import RECORDED_WHEN_ON
 
     header = EngineConfig().header_dict()
     fields = set(asdict(EngineConfig())) - {"batching", "num_speculative_tokens", "prompt_lookup_min",

@@ -8,14 +8,14 @@ import pytest
 from conftest import RECORDED_TRACES
 from fakes import rerun
 
-from steplog import trace
-from steplog.decisions import comeback, decisions
-from steplog.reasons import QUEUE_ORDERS, VICTIM_RULES, queue_order
-from steplog.view import TraceView
-from visuals.beats import BEAT_TEXT, story_beats
-from visuals.checklist import checklist_text
-from visuals.narration import narrate
-from visuals.quiz import questions
+from batchscope.explain.beats import BEAT_TEXT, story_beats
+from batchscope.explain.checklist import checklist_text
+from batchscope.explain.narration import narrate
+from batchscope.quiz.deck import questions
+from batchscope.steplog import trace
+from batchscope.steplog.decisions import comeback, decisions
+from batchscope.steplog.reasons import QUEUE_ORDERS, VICTIM_RULES, queue_order
+from batchscope.steplog.view import TraceView
 
 QUIZ_EVERY = {"sixteen-static": 37, "sixteen-continuous": 17}  # long traces: the quiz on every n-th step
 

@@ -1,5 +1,5 @@
-"""A frame of plotly figures (``visuals.figure_frame``, the Metrics page's charts): it carries each figure's data as
-plotly itself serialises it, lays rows out side by side, refuses an empty row, and in a real browser draws every
+"""A frame of plotly figures (``batchscope.figures.figure_frame``, the Metrics page's charts): it carries each figure's
+data as plotly itself serialises it, lays rows out side by side, refuses an empty row, and in a real browser draws every
 figure from file:// with no outside request, at the height its layout asks for."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import plotly.graph_objects as go
 import pytest
 
-from visuals.figure_frame import figures_html, read_figures
+from batchscope.figures.figure_frame import figures_html, read_figures
 
 
 def _figures() -> list[go.Figure]:

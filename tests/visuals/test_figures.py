@@ -7,12 +7,12 @@ import re
 import pytest
 from conftest import RECORDED
 
-from steplog import trace
-from steplog.view import PADDING_COLOR, TraceView
-from visuals.kv import block_map, kv_usage
-from visuals.pool import block_map_cells
-from visuals.slots import slot_occupancy
-from visuals.timeline import request_phases, timeline
+from batchscope.figures.kv import block_map, kv_usage
+from batchscope.figures.pool import block_map_cells
+from batchscope.figures.slots import slot_occupancy
+from batchscope.figures.timeline import request_phases, timeline
+from batchscope.steplog import trace
+from batchscope.steplog.view import PADDING_COLOR, TraceView
 
 
 @pytest.fixture(
@@ -104,7 +104,7 @@ def test_recompute_wording_matches_the_metrics():
     """preemption-continuous: C is preempted holding 31 tokens of K/V and, with nothing of it left in the prefix
     cache, comes back computing 32: the 31 recomputed plus its last sampled token, which never had K/V. The
     narration, the summary and the decision records say the same numbers."""
-    from visuals.narration import narrate
+    from batchscope.explain.narration import narrate
 
     view = TraceView(trace.read(RECORDED / "preemption-continuous.jsonl"))
     victim_step = next(k for k, st in enumerate(view.steps) if st["preempted"])
@@ -123,8 +123,8 @@ def test_prefix_cache_hits_shared_and_cached_blocks_are_drawn_from_the_log():
     """sixteen and shared-prefix record prefix-cache hits: the narration names each hit (the step's
     num_prefix_hit_tokens), the block map marks every block whose reference count is N > 1 with ×N, and every
     cached free block (kv.cached_free_blocks) as cached."""
-    from visuals.kv import block_marks, cell_body
-    from visuals.narration import narrate
+    from batchscope.explain.narration import narrate
+    from batchscope.figures.kv import block_marks, cell_body
 
     for name in ("sixteen-continuous", "shared-prefix-continuous"):
         view = TraceView(trace.read(RECORDED / f"{name}.jsonl"))
@@ -149,8 +149,8 @@ def test_prefix_cache_hits_shared_and_cached_blocks_are_drawn_from_the_log():
 def test_static_padding_rows_show_at_the_budget_and_reserved_blocks_differ_from_free():
     """From the log: a step with padding rows names them in the budget bar's title; the block map draws exactly
     num_reserved_blocks - num_used_blocks free blocks as reserved ("res"), the rest of the free ones as free."""
-    from visuals.budget import budget_title
-    from visuals.kv import block_marks, cell_body
+    from batchscope.figures.budget import budget_title
+    from batchscope.figures.kv import block_marks, cell_body
 
     view = TraceView(trace.read(RECORDED / "seed-abcd-static.jsonl"))
     seen_pad = seen_res = False

@@ -10,10 +10,10 @@ import pytest
 from conftest import RECORDED, recorded, step_records
 from test_glossary_serving import SERVING, serving_visible
 
-from steplog import trace
-from steplog.view import TraceView
-from visuals.glossary import entries, see_it, worked_example
-from visuals.glossary_terms import TERMS
+from batchscope.glossary.entries import entries, see_it, worked_example
+from batchscope.glossary.terms import TERMS
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 KEYS = [(sc, p) for sc in ("seed-abcd", "preemption", "sixteen", "shared-prefix") for p in ("continuous", "static")]
 KEYS.append(("vllm-vs-sglang", "sglang"))  # SGLang's scheduler's terms

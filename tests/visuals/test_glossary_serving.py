@@ -11,10 +11,10 @@ import statistics
 import pytest
 from conftest import RECORDED, step_records
 
-from steplog import trace
-from steplog.view import TraceView
-from visuals.glossary import see_it
-from visuals.glossary_terms import TERMS
+from batchscope.glossary.entries import see_it
+from batchscope.glossary.terms import TERMS
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 SCENARIOS = ("seed-abcd", "preemption", "sixteen", "shared-prefix", "priority")
 KEYS = [(sc, p) for sc in SCENARIOS for p in ("continuous", "static")]

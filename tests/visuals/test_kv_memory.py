@@ -1,7 +1,7 @@
 """KV-cache bytes: the figure for the shipped model equals a hand computation from its config.json, the formula
 prices the engine's real pool, and the quiz's memory questions give the hand-computed answers on the shipped traces.
 
-SmolLM2-135M-Instruct's config.json (as ``engine/models.py`` converts it): num_hidden_layers 30,
+SmolLM2-135M-Instruct's config.json (as ``batchscope/model/models.py`` converts it): num_hidden_layers 30,
 num_attention_heads 9, num_key_value_heads 3, head_dim 64; float32 is 4 bytes an element."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from conftest import RECORDED
 
-from steplog import trace
-from steplog.view import TraceView
-from visuals.kv_memory import MODEL_SHAPES, ModelShape, bytes_per_token, fmt_bytes, kv_bytes_per_token
-from visuals.quiz import question
+from batchscope.figures.kv_memory import MODEL_SHAPES, ModelShape, bytes_per_token, fmt_bytes, kv_bytes_per_token
+from batchscope.quiz.deck import question
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 SMOL_PER_TOKEN = 2 * 30 * 3 * 64 * 4  # K and V × layers × KV heads × head_dim × bytes: 46,080 bytes
 SMOL_WITHOUT_GQA = 2 * 30 * 9 * 64 * 4  # one KV head per query head
@@ -32,8 +32,8 @@ def test_the_shipped_models_kv_bytes_are_the_hand_computed_ones():
 def test_the_formula_prices_the_engines_own_pool(tiny_model):
     """The tiny model (2 layers, 4 query heads sharing 2 KV heads of 16, float64): 2 × 2 × 2 × 16 × 8 = 1,024 bytes a
     slot, what the runner's KVCachePool allocates (its extra padding slot included)."""
-    from engine.config import EngineConfig
-    from engine.model_runner import ModelRunner
+    from batchscope.engine.config import EngineConfig
+    from batchscope.model.runner import ModelRunner
 
     pool = ModelRunner(tiny_model, EngineConfig(num_kv_blocks=4, block_size=8)).pool
     slots = 4 * 8 + 1
@@ -42,8 +42,8 @@ def test_the_formula_prices_the_engines_own_pool(tiny_model):
 
 @pytest.mark.real_model
 def test_the_table_matches_the_loaded_default_model_and_its_pool(smollm):
-    from engine.config import EngineConfig
-    from engine.model_runner import ModelRunner
+    from batchscope.engine.config import EngineConfig
+    from batchscope.model.runner import ModelRunner
 
     cfg = smollm.model.config
     want = MODEL_SHAPES[smollm.name]  # the name traces record as ``model``

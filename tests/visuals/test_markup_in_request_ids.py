@@ -9,13 +9,13 @@ import pytest
 from conftest import RECORDED
 from streamlit.testing.v1 import AppTest
 
-from steplog import trace
-from steplog.view import TraceView
-from ui.common import chips, md
-from visuals.budget import budget_bar
-from visuals.kv import block_map, kv_usage
-from visuals.slots import slot_grid, slot_occupancy
-from visuals.timeline import timeline
+from batchscope.app.common import chips, md
+from batchscope.figures.budget import budget_bar
+from batchscope.figures.kv import block_map, kv_usage
+from batchscope.figures.slots import slot_grid, slot_occupancy
+from batchscope.figures.timeline import timeline
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 SEED = RECORDED / "seed-abcd-continuous.jsonl"
 EVIL = {
@@ -74,7 +74,7 @@ def test_chips_and_markdown_escape_markup(evil):
 
 
 def test_the_trace_page_shows_markup_ids_as_text(evil):
-    at = AppTest.from_string("from ui import page_trace\npage_trace.page()", default_timeout=120)
+    at = AppTest.from_string("from batchscope.app import page_trace\npage_trace.page()", default_timeout=120)
     at.session_state["playground:live-runs"] = {"continuous": evil}
     at.run()
     at.selectbox(key="trace:choice").set_value("live run: continuous").run()

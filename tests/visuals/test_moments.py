@@ -11,10 +11,10 @@ import pytest
 from clikit import assert_clear_error, cli
 from conftest import RECORDED, recorded_pair
 
-from engine.workload import list_scenarios, scenario_tour
-from visuals.export import player_html
-from visuals.moments import check_tour, tour_for
-from visuals.playback import player_payload
+from batchscope.explain.moments import check_tour, tour_for
+from batchscope.inputs.workload import list_scenarios, scenario_tour
+from batchscope.player.export import player_html
+from batchscope.player.playback import player_payload
 
 
 def raw_steps(name: str) -> list[dict]:

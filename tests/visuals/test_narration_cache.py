@@ -11,10 +11,10 @@ import copy
 import pytest
 from conftest import RECORDED
 
-from steplog import trace
-from steplog.view import TraceView
-from visuals.narration import narrate
-from visuals.words import article
+from batchscope.explain.narration import narrate
+from batchscope.explain.words import article
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 
 def view(policy: str) -> TraceView:

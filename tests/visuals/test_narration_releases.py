@@ -9,10 +9,10 @@ import pytest
 from conftest import RECORDED
 from fakes import run_fake
 
-from engine.request import Request, SamplingParams
-from steplog import trace
-from steplog.view import TraceView
-from visuals.narration import narrate
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.explain.narration import narrate
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 SHARED = list(range(500, 512))  # 12 tokens: 3 blocks of 4
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from fakes import make_request, run_fake
 
-from steplog.view import TraceView
-from visuals.narration import narrate
+from batchscope.explain.narration import narrate
+from batchscope.steplog.view import TraceView
 
 ESTIMATE = "min(max_tokens, 4096) for a new request, each running one's remaining output × new_token_ratio 0.700"
 FIXED = (

@@ -1,7 +1,7 @@
 """The browser player's payload shows, at every sampled step of every shipped scenario, exactly what the Python
 visuals compute for that step; the exported HTML file is self-contained and within its size budget.
 
-The payload is decoded here the way ``visuals/web/*.js`` decodes it (slice the whole-trace slot grid to the
+The payload is decoded here the way ``batchscope/player/web/*.js`` decodes it (slice the whole-trace slot grid to the
 step's window, look blocks up through delta rows, take a prefix of the final text...), and each decoded figure is
 compared, whole, with the figure the Python visual draws at that step. The JS decoder itself is checked at the same
 steps in Chromium: tests/ui/test_browser_decoder.py.
@@ -19,20 +19,20 @@ import pytest
 from conftest import RECORDED, step_records
 from payloadkit import WINDOW, sample_steps
 
-from steplog import trace
-from steplog.view import TraceView
-from visuals.beats import BEAT_TEXT, story_beats
-from visuals.blockgroups import MAX_CELLS, group_size
-from visuals.budget import budget_bar
-from visuals.export import player_html
-from visuals.kv import block_map
-from visuals.lockstep import lockstep_counters
-from visuals.narration import narrate
-from visuals.packing import figure_json
-from visuals.playback import player_payload
-from visuals.slots import grid_range, slot_grid
-from visuals.stepinfo import event_steps, queues, request_status, text_so_far
-from visuals.timeline import timeline
+from batchscope.compare.lockstep import lockstep_counters
+from batchscope.explain.beats import BEAT_TEXT, story_beats
+from batchscope.explain.narration import narrate
+from batchscope.explain.stepinfo import event_steps, queues, request_status, text_so_far
+from batchscope.figures.blockgroups import MAX_CELLS, group_size
+from batchscope.figures.budget import budget_bar
+from batchscope.figures.kv import block_map
+from batchscope.figures.packing import figure_json
+from batchscope.figures.slots import grid_range, slot_grid
+from batchscope.figures.timeline import timeline
+from batchscope.player.export import player_html
+from batchscope.player.playback import player_payload
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 SCENARIOS = sorted({p.name.rsplit("-", 1)[0] for p in RECORDED.glob("*.jsonl")})
 
@@ -47,7 +47,8 @@ def packed(request):
     return views, player_payload(views, request.param, window=WINDOW, counters=lockstep_counters(*views))
 
 
-# --- the decoder: what visuals/web/*.js does with the payload --------------------------------------------------
+# --- the decoder: what batchscope/player/web/*.js does with the payload
+# --------------------------------------------------
 
 
 def slice_trace(tr: dict, lo: int, hi: int) -> dict | None:
@@ -289,7 +290,7 @@ def test_the_incremental_grouped_map_equals_the_map_drawn_step_by_step(name):
     """The player's grouped block map is built incrementally (``grouped_marks_all``); at every step it must equal
     ``grouped_marks``, which draws the step from scratch. The traces cover prefix-cache sharing and eviction,
     preemption, static releases and priority victims; each pool is enlarged to be drawn grouped."""
-    from visuals.blockgroups import AGGREGATE_ABOVE, MARK_FIELDS, grouped_marks, grouped_marks_all
+    from batchscope.figures.blockgroups import AGGREGATE_ABOVE, MARK_FIELDS, grouped_marks, grouped_marks_all
 
     records = copy.deepcopy(trace.read(RECORDED / f"{name}.jsonl"))
     for st in step_records(records):
@@ -309,7 +310,7 @@ def test_a_span_of_a_long_trace_gives_the_same_views_at_its_steps():
     """Payloads packed for steps 300..420 and 600..650 of the sixteen pair decode, at those steps, to exactly the
     Python figures and texts (in the second span the continuous side, finished at step 530, holds its final
     state); the clock's first step and the events stay in the span, and a span off the clock is refused."""
-    from visuals.packing import span_size, spans
+    from batchscope.figures.packing import span_size, spans
 
     assert spans(2500, 1000) == [(0, 999), (1000, 1999), (2000, 2499)] and spans(7, 1000) == [(0, 6)]
     assert (span_size(4), span_size(64), span_size(256)) == (16000, 1000, 1000)  # sixteen fits whole

@@ -8,10 +8,10 @@ import json
 from conftest import RECORDED, step_records
 from fakes import EOS, FakeRunner, make_request
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from steplog import trace
-from steplog.view import TraceView
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 SEED = RECORDED / "seed-abcd-continuous.jsonl"
 
@@ -21,8 +21,8 @@ def test_the_browser_player_grows_text_by_the_recorded_deltas_and_skips_idle_ste
     whole (``text_delta``), and a trace with skipped idle steps is indexed by position."""
     from test_player_payload import decode_text
 
-    from visuals.playback import player_payload
-    from visuals.stepinfo import text_so_far
+    from batchscope.explain.stepinfo import text_so_far
+    from batchscope.player.playback import player_payload
 
     records = json.loads(json.dumps(trace.read(SEED)))
     for st in step_records(records):  # every token is one byte of an emoji: three make a character

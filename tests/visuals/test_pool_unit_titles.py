@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from conftest import recorded_path
 
-from steplog import trace
-from steplog.view import TraceView
-from visuals.blockgroups import grouped_title
-from visuals.kv import block_map_title, kv_usage
+from batchscope.figures.blockgroups import grouped_title
+from batchscope.figures.kv import block_map_title, kv_usage
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 
 @pytest.mark.parametrize(
@@ -27,9 +27,9 @@ def test_titles_name_the_pool_in_its_unit(scenario, policy, unit):
 
 @pytest.mark.parametrize(("scenario", "policy"), [("seed-abcd", "continuous"), ("vllm-vs-sglang", "sglang")])
 def test_the_pools_caption_is_in_its_unit(scenario, policy):
-    from steplog.reasons import pool_words
-    from visuals.packing import Interner
-    from visuals.playback import view_payload
+    from batchscope.figures.packing import Interner
+    from batchscope.player.playback import view_payload
+    from batchscope.steplog.reasons import pool_words
 
     records = trace.read(recorded_path(scenario, policy))
     c = records[0]["config"]
@@ -44,7 +44,7 @@ def test_the_pools_caption_is_in_its_unit(scenario, policy):
 
 
 def test_the_legend_and_hovers_name_the_cell_in_its_unit():
-    from visuals.kv import block_marks, legend_text
+    from batchscope.figures.kv import block_marks, legend_text
 
     sg = TraceView(trace.read(recorded_path("vllm-vs-sglang", "sglang")))
     vl = TraceView(trace.read(recorded_path("vllm-vs-sglang", "continuous")))
@@ -65,7 +65,7 @@ def test_the_legend_and_hovers_name_the_cell_in_its_unit():
 def test_an_sglang_checklist_never_passes_a_step_that_retracted():
     """SGLang tries a prefill before the decode batch that retracts: a step with a retraction shows "no preemption
     this step" as the reason or not reached, never as a check the head passed."""
-    from visuals.checklist import head_checklist
+    from batchscope.explain.checklist import head_checklist
 
     view = TraceView(trace.read(recorded_path("vllm-vs-sglang", "sglang")))
     retracting = [k for k, st in enumerate(view.steps) if st["preempted"] and head_checklist(view, k)]

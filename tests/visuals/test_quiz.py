@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 from conftest import RECORDED_TRACES, ROOT, step_records
 
-from steplog import trace
-from steplog.view import TraceView
-from visuals.quiz import question, questions, random_step
+from batchscope.quiz.deck import question, questions, random_step
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 
 class Raw:
@@ -284,7 +284,8 @@ def test_a_kind_that_does_not_apply_is_not_generated():
 
 def test_quiz_glossary_and_compare_logic_load_without_torch():
     code = (
-        "import sys, visuals.quiz, visuals.quiz_kinds, visuals.glossary, visuals.compare_runs; "
+        "import sys, batchscope.quiz.deck, batchscope.quiz.kinds, batchscope.glossary.entries, "
+        "batchscope.compare.runs; "
         "print(sorted(m for m in ('torch', 'transformers', 'streamlit') if m in sys.modules))"
     )
     root = ROOT

@@ -9,14 +9,14 @@ import json
 import pytest
 from fakes import ScriptedModel
 
-from engine.config import EngineConfig
-from engine.engine import LLMEngine
-from engine.request import Request, SamplingParams
-from steplog import trace
-from steplog.view import TraceView
-from visuals.budget import budget_segments
-from visuals.narration import narrate
-from visuals.slots import grid_title
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.explain.narration import narrate
+from batchscope.figures.budget import budget_segments
+from batchscope.figures.slots import grid_title
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 SCRIPT = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, 8]
 

@@ -1,5 +1,5 @@
-"""The steps table's rows (``visuals.steps_table``), read against the trace's own records: who ran with how many
-tokens, who was admitted and finished, the queue and the pool, the pool counted in its own unit (an SGLang trace's
+"""The steps table's rows (``batchscope.figures.steps_table``), read against the trace's own records: who ran with how
+many tokens, who was admitted and finished, the queue and the pool, the pool counted in its own unit (an SGLang trace's
 token slots), and a long batch summarised by kind."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from conftest import recorded_path
 
-from steplog import trace
-from steplog.view import TraceView
-from visuals.packing import Interner
-from visuals.steps_table import columns, scheduled_cell, step_row, steps_table_payload
+from batchscope.figures.packing import Interner
+from batchscope.figures.steps_table import columns, scheduled_cell, step_row, steps_table_payload
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
 """vLLM's scheduler and SGLang's on one workload (the shipped vllm-vs-sglang traces): what the side-by-side pages
 say each scheduler decided, checked against the raw trace lines and the scenario's story worked by hand.
 
-The story (engine/scenarios/vllm-vs-sglang.json; prompts of 44, 42, 43 and 28 tokens, 32-token budget, a pool of
-27 blocks of 8 = 216 token slots): A's prompt takes two chunks and B joins the second at step 1, finding the story
+The story (batchscope/inputs/scenarios/vllm-vs-sglang.json; prompts of 44, 42, 43 and 28 tokens, 32-token budget, a pool
+of 27 blocks of 8 = 216 token slots): A's prompt takes two chunks and B joins the second at step 1, finding the story
 opening in the cache: 31 tokens in SGLang's radix cache, 24 (3 whole blocks) in vLLM's. C arrives at step 3: SGLang
 runs its 11-token prefill alone while A and B wait; vLLM computes C's prefill with their decodes. D arrives at step 6:
 SGLang holds it (its 28 prompt + 40 output tokens + 1 = 69 do not fit the 18 tokens its estimate leaves), vLLM
@@ -16,14 +16,14 @@ import json
 
 from conftest import RECORDED, step_records
 
-from bench.html_cli import player_page
-from steplog import trace
-from steplog.view import TraceView
-from visuals.compare_runs import family_pair
-from visuals.lockstep import family_counters
-from visuals.moments import tour_for
-from visuals.narration import narrate
-from visuals.quiz import questions
+from batchscope.compare.lockstep import family_counters
+from batchscope.compare.runs import family_pair
+from batchscope.explain.moments import tour_for
+from batchscope.explain.narration import narrate
+from batchscope.quiz.deck import questions
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
+from batchscope.tools.html_export import player_page
 
 NAME = "vllm-vs-sglang"
 
@@ -112,7 +112,7 @@ def test_an_sglang_side_is_headed_sglang_and_its_comeback_moment_names_the_radix
     """The player capitalises a side's heading ("continuous" -> "Continuous"): SGLang's read "Sglang". And the tour's
     comeback note of an SGLang trace said its hits were found "in the prefix cache" (vLLM's); SGLang's is a radix
     cache. The hit count is the comeback admission's own record."""
-    from visuals.playback import player_payload, side_labels
+    from batchscope.player.playback import player_payload, side_labels
 
     vl, sg = view("continuous"), view("sglang")
     assert side_labels([vl, sg]) == ["continuous", "SGLang"]

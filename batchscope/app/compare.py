@@ -1,0 +1,90 @@
+"""Static vs continuous on one step clock: the shared stage of the lockstep and playground pages.
+
+Both traces play in the browser player (``batchscope.app.web_player``): one step clock, the side that finishes first
+holds its final state and says so, and the counters (steps of each batching mode, steps saved, padding wasted so far)
+follow the step.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from batchscope.app.common import badge, md
+from batchscope.app.web_player import web_player
+from batchscope.compare.lockstep import family_counters, lockstep_counters
+from batchscope.compare.runs import config_diff, metrics_strip, pool_tokens
+from batchscope.steplog.view import TraceView
+
+FAMILY_LABELS = {"continuous": "vLLM's scheduler (continuous)", "sglang": "SGLang's scheduler (sglang)"}
+
+
+def compare(views: dict[str, TraceView], key: str, initial: int | None = None) -> None:
+    """Static and continuous side by side, driven by one step; same colour per request on both sides. The sides
+    keep the order of ``views`` (run A, the first, on the left: static is not always left). ``initial``: the first
+    step (default: the URL's ``?step=``)."""
+    for v in views.values():
+        badge(v)
+    pair = list(views.values())
+    scenario = pair[0].header.get("scenario") or "trace"
+    web_player(
+        pair,
+        f"{scenario}: {pair[0].policy} vs {pair[1].policy} batching",
+        key=key.replace(":", "-"),
+        counters=lockstep_counters(views["static"], views["continuous"]),
+        window=8,
+        initial=initial,
+    )
+
+
+def compare_families(a: TraceView, b: TraceView, key: str, initial: int | None = None) -> None:
+    """vLLM's scheduler and SGLang's on one workload (``batchscope.compare.runs.family_pair``), run A left: the pool
+    each counts in its own unit, a metrics strip, both on one step clock with counters read from the decision
+    records (``batchscope.compare.lockstep.family_counters``); each side's narration says what its scheduler decided."""
+    c = {v.policy: v.header["config"] for v in (a, b)}
+    st.markdown(
+        f"**Same requests, same settings, two schedulers.** The same KV pool of {pool_tokens(a)} token slots: "
+        f"{c['continuous']['num_kv_blocks']} blocks of {c['continuous']['block_size']} tokens for vLLM, "
+        f"{c['sglang']['num_kv_blocks']} slots of 1 token for SGLang (its `page_size` 1)."
+    )
+    strip = pd.DataFrame(metrics_strip(a, b)).rename(columns={"a": "A", "b": "B", "delta": "B − A"})
+    strip["better"] = strip["better"].map({"a": "A", "b": "B"}).fillna("tie")
+    st.dataframe(strip, hide_index=True, width="stretch")
+    badge(a, "A")
+    badge(b, "B")
+    by = {v.policy: v for v in (a, b)}
+    web_player(
+        [a, b],
+        f"{a.header.get('scenario') or 'trace'}: vLLM vs SGLang scheduling",
+        key=key.replace(":", "-").replace(" ", "").replace("/", "-"),
+        counters=family_counters(by["continuous"], by["sglang"]),
+        window=8,
+        initial=initial,
+        labels=[f"{side} · {FAMILY_LABELS[v.policy]}" for side, v in zip("AB", (a, b))],
+    )
+
+
+def compare_pair(a: TraceView, b: TraceView, key: str, initial: int | None = None) -> None:
+    """Two runs of one workload: what differs between their settings (A → B), a metrics strip, then both on one
+    step clock (``compare_any``)."""
+    diff = config_diff(a, b)
+    st.markdown("**What differs (A → B):** " + (md("; ".join(diff)) if diff else "nothing but the run itself"))
+    strip = pd.DataFrame(metrics_strip(a, b)).rename(columns={"a": "A", "b": "B", "delta": "B − A"})
+    strip["better"] = strip["better"].map({"a": "A", "b": "B"}).fillna("tie")
+    st.dataframe(strip, hide_index=True, width="stretch")
+    compare_any(a, b, key=key, initial=initial)
+
+
+def compare_any(a: TraceView, b: TraceView, key: str, initial: int | None = None) -> None:
+    """Any two runs of one workload on one step clock (run A left, run B right), without the static/continuous
+    counters; the page above states what differs and compares their metrics."""
+    badge(a, "A")
+    badge(b, "B")
+    web_player(
+        [a, b],
+        "run A vs run B",
+        key=key.replace(":", "-").replace(" ", "").replace("/", "-"),
+        window=8,
+        initial=initial,
+        labels=[f"A · {a.policy}", f"B · {b.policy}"],
+    )

@@ -1,0 +1,126 @@
+"""Compare two runs of one workload in lockstep: static vs continuous by default, or any two traces of the same
+requests (recorded under other settings, the Playground's live runs) on one step clock."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from batchscope.app.common import md, query_int, recorded_policies, recorded_view
+from batchscope.app.compare import compare, compare_families, compare_pair
+from batchscope.app.page_trace import upload_trace
+from batchscope.app.state import live_runs
+from batchscope.compare.runs import config_diff, family_pair, same_workload
+from batchscope.explain.stories import default_pair
+from batchscope.inputs.workload import list_scenarios
+from batchscope.steplog.view import TraceView
+
+INTRO = """
+The same requests, the same model, the same limits: a **static** batch is formed only when the previous one has
+completely finished, so a finished request's row idles as **padding** (grey, ✕) until the slowest member ends;
+**continuous** batching hands a finished request's slot and KV blocks to the next waiting request at the very next
+step. Run A plays on the left, run B on the right, on one step clock (by default A is static, B continuous).
+**Choose the pair and the runs** picks any other two runs of one workload (a Playground run, or an uploaded trace
+such as your vLLM server's, against a recorded one) to see what a setting changes.
+
+**vLLM vs SGLang** puts the same requests under two real schedulers: vLLM's (continuous batching, as above) and
+SGLang's, which runs a prefill batch alone while the decodes wait, admits a request only if the pool can hold its
+prompt plus its whole output budget beside an estimate of what the running requests will still write, and, when a
+decode batch outgrows the pool anyway, retracts a request to the queue instead of preempting; its radix cache finds
+shared prompts token by token. Each side's narration says what its scheduler decided and why, from its step log.
+"""
+
+# The pairs the page opens on: (run A's batching, run B's) for a scenario; ?pair= in the URL.
+PAIRS = {"batching": ("static", "continuous"), "schedulers": ("continuous", "sglang")}
+PAIR_NAMES = {"batching": "static vs continuous", "schedulers": "vLLM vs SGLang"}
+
+
+UPLOAD = "upload a file…"
+
+
+def _runs() -> dict[str, TraceView]:
+    """Every run the page can compare: the recorded traces (scenario / policy) and this session's live runs."""
+    out = {f"{s} / {p}": recorded_view(s, p) for s in list_scenarios() for p in recorded_policies(s)}
+    for label, records in live_runs().items():
+        out[f"playground live run / {label}"] = TraceView(records, source="live")
+    return out
+
+
+def _pick(label: str, options: list[str], default: str, key: str, pair: str) -> str:
+    wanted = st.query_params.get(key, default)
+    index = options.index(wanted) if wanted in options else 0
+    return st.selectbox(label, options, index=index, key=f"lock:{key}:{pair}")
+
+
+def _new_pair() -> None:
+    """Another pair picked: its own default runs, not the URL's runs of the previous pair."""
+    for name in ("a", "b", "step"):
+        st.query_params.pop(name, None)
+
+
+def _pair(scenario: str) -> str:
+    """Which pair the pickers start from: static vs continuous, or vLLM vs SGLang where ``scenario`` ships an
+    SGLang trace (``?pair=``; by default the scenario's own, ``batchscope.explain.stories.default_pair``)."""
+    options = [p for p, (_, b) in PAIRS.items() if b in recorded_policies(scenario)]
+    own = next(p for p, runs in PAIRS.items() if runs == default_pair(scenario))
+    wanted = st.query_params.get("pair", own)
+    if len(options) < 2:
+        return options[0]
+    pair = st.segmented_control(
+        "Pair",
+        options,
+        default=wanted if wanted in options else options[0],
+        format_func=lambda p: PAIR_NAMES[p],
+        key="lock:pair",
+        on_change=_new_pair,
+        help="which two runs of this scenario to start from; any run can be picked below",
+    )
+    pair = pair or options[0]
+    st.query_params["pair"] = pair
+    return pair
+
+
+def page() -> None:
+    st.title("Compare two runs: static vs continuous batching, vLLM vs SGLang, and any other pair")
+    st.markdown(INTRO)
+    runs = _runs()
+    names = list(runs)
+    scenario = st.query_params.get("scenario", "sixteen")
+    scenario = scenario if f"{scenario} / static" in runs else "sixteen"
+    # the pickers in a popover: closed, Streamlit's frontend does not draw them, and drawn they held the player's
+    # frame back by about 0.12 s on every visit (scripts/measure_page_load.py, A/B on 2026-12-04)
+    with st.popover(
+        "Choose the pair and the runs",
+        icon=":material/compare_arrows:",
+        help="static vs continuous, vLLM vs SGLang, or any two runs of one workload (a Playground run, an upload)",
+    ):
+        pair = _pair(scenario)
+        left, right = st.columns(2)
+    names.append(UPLOAD)
+    picked: dict[str, str] = {}
+    chosen: dict[str, TraceView | None] = {}
+    defaults = (f"{scenario} / {p}" for p in PAIRS[pair])
+    for col, side, default in zip((left, right), "ab", defaults):
+        with col:
+            picked[side] = _pick(f"Run {side.upper()}", names, default, side, pair)
+            chosen[side] = runs.get(picked[side])
+            if picked[side] == UPLOAD and (uploaded := upload_trace(f"lock:{side}")) is not None:
+                chosen[side] = TraceView(uploaded[0], source="imported", filename=uploaded[1])
+    a, b = picked["a"], picked["b"]
+    st.query_params.update(a=a, b=b)
+    va, vb = chosen["a"], chosen["b"]
+    if va is None or vb is None:
+        st.info("Upload the trace to compare (a Batchscope trace or one from the vLLM tracer).")
+        return
+    ok, why = same_workload(va, vb)
+    if not ok:
+        st.error(f"These two runs are not of one workload, so a step-by-step comparison would mislead: {md(why)}")
+        return
+    num_steps = max(va.num_steps, vb.num_steps)
+    initial = query_int("step", 0, 0, num_steps - 1)
+    if {va.policy, vb.policy} == {"static", "continuous"} and va.policy != vb.policy and not config_diff(va, vb)[1:]:
+        views = {va.policy: va, vb.policy: vb}
+        compare(views, key=f"lock:{a}:{b}", initial=initial)
+    elif family_pair(va, vb):
+        compare_families(va, vb, key=f"lock:{a}:{b}", initial=initial)
+    else:
+        compare_pair(va, vb, key=f"lock:{a}:{b}", initial=initial)

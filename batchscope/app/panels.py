@@ -1,0 +1,86 @@
+"""What one step of one trace shows: narration, slots, token budget, KV block map, queues, text so far."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from batchscope.app.common import chips, md
+from batchscope.explain.beats import BEAT_TEXT, story_beats
+from batchscope.explain.narration import narrate
+from batchscope.explain.stepinfo import queues, request_status, text_so_far, visible_whitespace
+from batchscope.figures.budget import budget_bar
+from batchscope.figures.kv import block_map
+from batchscope.figures.slots import slot_grid
+from batchscope.steplog.view import TraceView
+
+
+def narration(view: TraceView, step: int, beats: bool = True) -> None:
+    st.markdown(f"**{md(narrate(view, step))}**")
+    if beats:
+        for beat in story_beats(view).get(step, []):
+            st.info(BEAT_TEXT[beat], icon=":material/lightbulb:")
+
+
+def queue_panel(view: TraceView, step: int) -> None:
+    q = queues(view, step)
+    rows = [
+        ("Waiting", q["waiting"]),
+        ("Running", q["running"]),
+        ("Preempted now", q["preempted"]),
+        ("Finished (by the end of this step)", q["finished"]),
+    ]
+    html = "".join(
+        f"<div style='margin:2px 0'><b>{name}:</b> {chips(view, ids)}</div>"
+        for name, ids in rows
+        if ids or name != "Preempted now"
+    )
+    st.markdown(html, unsafe_allow_html=True)
+
+
+MAX_TEXT_ROWS = 200
+
+
+def text_panel(view: TraceView, step: int) -> None:
+    texts = text_so_far(view, step)
+    if view.header.get("record_text") is False:  # a server's trace without text (the tracer's default): counts
+        counts = dict.fromkeys(texts, 0)
+        for s in (t for st_ in view.steps[: step + 1] for t in st_["sampled"]):
+            counts[s["request_id"]] += 1
+        texts = {r: f"{n} tokens (text not recorded)" for r, n in counts.items()}
+    q = queues(view, step)
+    status = request_status(view, step)
+    if len(texts) > MAX_TEXT_ROWS:  # a server's trace: the requests in play at this step, not all of them
+        in_play = {
+            *q["running"],
+            *q["waiting"],
+            *q["preempted"],
+            *(f["request_id"] for f in view.steps[step]["finished"]),
+        }
+        texts = {r: s for r, s in texts.items() if r in in_play}
+    df = pd.DataFrame(
+        {
+            "request": [view.label(r) for r in texts],
+            "status": [status.get(r, "") for r in texts],
+            "generated so far": [visible_whitespace(x) for x in texts.values()],
+        }
+    )
+    st.dataframe(df, hide_index=True, width="stretch", height=min(38 + 35 * len(df), 400))
+
+
+def step_panel(view: TraceView, step: int, key: str, window: int | None = 12, compact: bool = False) -> None:
+    """Every per-step view of ``view`` at ``step`` (the trace's last step if ``step`` is past its end)."""
+    shown = min(step, view.num_steps - 1)
+    if step > shown:
+        st.success(f"{md(view.policy)} finished at step {shown}; holding its final state.", icon=":material/flag:")
+    st.plotly_chart(slot_grid(view, shown, window), key=f"{key}:slots", width="stretch")
+    st.plotly_chart(budget_bar(view, shown), key=f"{key}:budget", width="stretch")
+    st.plotly_chart(block_map(view, shown), key=f"{key}:blocks", width="stretch")
+    st.caption(
+        "KV blocks: outlined = allocated this step; ✕ = released at the end of this step (owner "
+        "finished); ⟲ = freed by a preemption in this step; ★ (blue outline) = found in the prefix cache in this "
+        "step; grey = free."
+    )
+    queue_panel(view, shown)
+    if not compact:
+        text_panel(view, shown)

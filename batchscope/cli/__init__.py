@@ -1,0 +1,1 @@
+"""The command line: ``batchscope`` (or ``python -m batchscope``) and its subcommands."""

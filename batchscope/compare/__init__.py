@@ -1,0 +1,1 @@
+"""Two runs side by side on one step clock: static vs continuous, or any two traces of one workload."""

@@ -1,0 +1,1 @@
+"""Explanations of a trace in words: narration, key moments, checklist, stories. Pure; no Streamlit."""

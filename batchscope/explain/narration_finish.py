@@ -1,0 +1,88 @@
+"""The sentences of the requests that end around a step: finishes and aborts, with the blocks each gives back.
+
+A block that several ending requests share is released once, by the last of them
+(``batchscope.explain.stepinfo.releases``), so the numbers add up to what goes back to the pool: "B hit max_tokens and
+finished, releasing the 74 token slots it alone held. A hit max_tokens and finished, releasing 76 token slots and the 31
+it shared with B."
+
+``batchscope.explain.narration`` asks ``ending_sentences(view, step)`` for them, in ``finished`` order.
+"""
+
+from __future__ import annotations
+
+from batchscope.explain.stepinfo import Release, releases
+from batchscope.explain.words import plural
+from batchscope.steplog.finishes import aborted_before
+from batchscope.steplog.reasons import ABORT_STATES, abort_cause, pool_unit
+from batchscope.steplog.records import FinishedRecord
+from batchscope.steplog.view import TraceView
+
+REASONS = {
+    "stop": "emitted EOS",
+    "length": "hit max_tokens",
+    "abort": "was aborted",  # a trace of one without its record; ``_abort`` says who, as far as the trace knows
+    "error": "failed with an error",
+    "repetition": "was stopped for repetition",
+}
+
+
+def _names(ids: tuple[str, ...]) -> str:
+    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]
+
+
+def ending_sentences(view: TraceView, step: int) -> list[str]:
+    """One sentence per request that finished in ``step`` or was aborted before or during it."""
+    shares = releases(view, step)
+    unit = pool_unit(view.header)
+    out = []
+    for f in view.steps[step]["finished"]:
+        r = shares.get(f["request_id"], Release(0, 0, (), 0, (), 0))
+        if f["reason"] == "abort" and "aborted" in f:
+            out.append(_abort(view, step, f, r))
+            continue
+        head = f"{f['request_id']} {REASONS.get(f['reason'], f['reason'])} and finished"
+        if r.alone + r.shared == 0 and r.later:
+            gave = f"; it shares its {plural(r.later, unit)} with {_names(r.later_with)}, which releases them"
+        else:
+            gave = f", releasing {given_back(r, unit)}"
+        out.append(f"{head}{gave}{_kept(r, ' more')}.")
+    return out
+
+
+def given_back(r: Release, unit: str) -> str:
+    """``76 token slots and the 31 it shared with B``: what ``r``'s request releases, each block once; ``the 74
+    token slots it alone held`` when a later ender releases the ones it shares."""
+    alone = plural(r.alone, unit)
+    if r.later:
+        alone = f"the {alone} it alone held"
+    if not r.shared:
+        return alone
+    shared = f"the {plural(r.shared, unit) if not r.alone else r.shared} it shared with {_names(r.shared_with)}"
+    return f"{alone} and {shared}" if r.alone else shared
+
+
+def _kept(r: Release, more: str) -> str:
+    return f" ({r.kept}{more} stay in use: other requests share them)" if r.kept else ""
+
+
+def _abort(view: TraceView, step: int, f: FinishedRecord, r: Release) -> str:
+    """One abort: who did it as far as the trace knows (``batchscope.steplog.reasons.abort_cause``), when, the request's
+    state, its tokens and the blocks it gave back (``batchscope.steplog.records.AbortRecord``; a block it shares with
+    another ending request is counted once, ``given_back``)."""
+    rid, record = f["request_id"], f["aborted"]
+    cause = abort_cause(view.header, view.request_info.get(rid, {}), view.step_number(step))
+    when = "before this step was scheduled" if aborted_before(f) else "while this step ran (its work is discarded)"
+    n = record["num_freed_blocks"]
+    unit = pool_unit(view.header)
+    if n == 0:
+        gave = f"it held no {unit}s"
+    elif r.alone + r.shared == 0 and r.later:
+        gave = f"it shares its {plural(r.later, unit)} with {_names(r.later_with)}, which gives them back"
+    elif r.shared or r.later:
+        gave = f"{given_back(r, unit)} went back to the pool"
+    else:
+        gave = f"{f'{n - r.kept} of ' if r.kept else ''}its {plural(n, unit)} went back to the pool"
+    gave += _kept(r, "")
+    k, state = record["num_output_tokens"], record["state"]
+    tokens = f", after {plural(k, 'output token')}" if k else ", before its first token" if state != "waiting" else ""
+    return f"{rid} {cause}, {when}, {ABORT_STATES[state]}{tokens}; {gave}."

@@ -1,0 +1,190 @@
+"""KV-cache views: blocks used per request over time, and the block map of the pool at one step (each block's state
+from ``batchscope.figures.pool``)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from batchscope.figures import blockgroups
+from batchscope.figures.pool import block_map_cells
+from batchscope.figures.safe import esc
+from batchscope.steplog.reasons import pool_unit
+from batchscope.steplog.view import FREE_COLOR, TraceView
+
+CACHED_COLOR = "#CDE7F5"  # a free block that still holds a cached prefix (light blue, distinct from plain free)
+RESERVED_COLOR = "#F6E3B8"  # free, but within a static batch's worst-case reservation (light sand)
+ID_STYLE = "font-size:7px;color:#444"  # the block id, small, on the first line of its cell
+HIT_MARK = "★"  # a held block found in the prefix cache in this step (DejaVu Sans has it: no emoji font needed)
+HIT_LINE = "#0072B2"  # its outline: blue, where a block allocated in this step has vermillion
+
+
+def cell_text(block: int, body: str) -> str:
+    """A block map cell's text: its block id on a small first line, then ``body`` (owner and fill, or a mark)."""
+    head = f"<span style='{ID_STYLE}'>{block}</span>"
+    return f"{head}<br>{body}" if body else head
+
+
+def cell_body(text: str) -> str:
+    """``text`` of ``cell_text`` without the block id line."""
+    return text.split("<br>", 1)[1] if "<br>" in text else ""
+
+
+def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
+    """Stacked areas: KV blocks held by each request at every step, against the pool size."""
+    fig = go.Figure()
+    x = list(range(view.num_steps))
+    counts = view.block_counts
+    for rid in view.request_ids:
+        held = counts.get(rid, {})
+        y = [held.get(k, 0) for k in range(len(x))]
+        if not any(y):
+            continue
+        fig.add_scatter(
+            x=x,
+            y=y,
+            name=esc(rid),
+            stackgroup="kv",
+            mode="lines",
+            line=dict(width=0.5, shape="hv"),
+            fillcolor=view.colors[rid],
+            marker=dict(color=view.colors[rid]),
+            hovertemplate=f"{esc(rid)}: %{{y}} blocks<extra></extra>",
+        )
+    total = view.header["config"]["num_kv_blocks"]
+    fig.add_hline(
+        y=total,
+        line=dict(color="#333", dash="dash"),
+        annotation_text=f"pool: {total} {pool_unit(view.header).removeprefix('KV ')}s",
+        annotation_position="top left",
+    )
+    fig.update_layout(
+        title=f"{esc(view.policy)}: {pool_unit(view.header)}s used per request",
+        height=300,
+        margin=dict(l=10, r=10, t=40, b=30),
+        showlegend=False,
+        xaxis=dict(
+            title="step",
+            range=[-0.5, (num_steps or view.num_steps) - 0.5],
+            **view.step_ticks(0, (num_steps or view.num_steps) - 1),
+        ),
+        yaxis=dict(title="blocks", range=[0, total * 1.08]),
+    )
+    if step is not None:
+        fig.add_vline(x=step, line=dict(color="#D00", width=2, dash="dot"))
+    return fig
+
+
+def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list]:
+    """What ``block_map`` draws for each block at ``step``, as parallel lists: grid position (``x``, ``y``),
+    ``color`` (owner or free), ``text`` (``cell_text``: the block id, then owner, release mark and fill; a free block
+    only at the start of a row), ``hover``, outline ``width`` and ``line`` colour (thick vermillion = allocated this
+    step). The browser player draws the same lists (in presenter mode, where cells are small, without the id line: it
+    stays on hover)."""
+    cells = block_map_cells(view, step)
+    bs = view.steps[step]["kv"].get("block_size") or view.header["config"]["block_size"]
+    out: dict[str, list] = {k: [] for k in ("x", "y", "color", "text", "hover", "width", "line")}
+    slots = pool_unit(view.header) == "token slot"  # an SGLang trace: a cell is one token's slot, freed by retraction
+    word, by, fill = ("slot", "retraction", "") if slots else ("block", "preemption", ", {}/" + f"{bs} slots")
+    for c in cells:
+        out["x"].append(c["block"] % columns)
+        out["y"].append(c["block"] // columns)
+        owner = c["owner"]
+        out["color"].append(view.colors[owner] if owner else FREE_COLOR)
+        mark = " ✕" if c["releasing"] else ""
+        shared = f"×{c['refs']}" if owner and c["refs"] > 1 else ""  # in N block tables (prefix cache)
+        hit = f" {HIT_MARK}" if owner and c["hit"] else ""
+        if owner:
+            out["text"].append(
+                cell_text(c["block"], f"{esc(view.label(owner))}{shared}{hit}{mark}<br>{c['fill']}/{bs}")
+            )
+            out["hover"].append(
+                f"{word} {c['block']}: {esc(owner)}"
+                + fill.format(c["fill"])
+                + (f", shared by {c['refs']} requests (reference count {c['refs']})" if shared else "")
+                + (f"; {esc(c['hit'])} found it in the prefix cache in this step" if hit else "")
+                + (" (released at the end of this step)" if mark else "")
+            )
+        elif c["preempted_from"]:
+            out["text"].append(cell_text(c["block"], f"⟲{esc(view.label(c['preempted_from']))}"))
+            out["hover"].append(f"{word} {c['block']}: free (taken from {esc(c['preempted_from'])} by {by})")
+        elif c["reserved"]:
+            out["color"][-1] = RESERVED_COLOR
+            out["text"].append(cell_text(c["block"], "res"))
+            out["hover"].append(
+                f"{word} {c['block']}: free, but counted in the static batch's worst-case reservation (it reserves a "
+                "number of blocks, not these ones: a new batch is admitted only within the pool)"
+            )
+        elif c["cached"]:
+            out["color"][-1] = CACHED_COLOR
+            out["text"].append(cell_text(c["block"], "cached"))
+            out["hover"].append(
+                f"{word} {c['block']}: free, but keeps a cached prefix (a request with the same prefix "
+                "can still hit it until it is reused: evictable)"
+            )
+        else:
+            # a free cell: its id only at the start of a row (the ids run 16 to a row, so the rest follow; a label in
+            # every free cell would make each redraw of the map a third slower in the browser)
+            out["text"].append(cell_text(c["block"], "") if c["block"] % columns == 0 else "")
+            out["hover"].append(f"{word} {c['block']}: free")
+        out["width"].append(3 if c["new"] or hit else 0.5)
+        out["line"].append("#D55E00" if c["new"] else HIT_LINE if hit else "#888")
+    return out
+
+
+def legend_text(view: TraceView) -> str:
+    """The key under the block map, in the pool's unit (an SGLang trace's token slots; its preemptions are
+    retractions)."""
+    sglang = pool_unit(view.header) == "token slot"
+    unit, freed = ("Token slots", "a retraction") if sglang else ("KV blocks", "a preemption")
+    return (
+        f"{unit}: outlined = allocated this step; ✕ = released at the end of this step (owner finished); ⟲ = freed "
+        f"by {freed} in this step; ×N = shared by N requests (prefix cache); ★ (blue outline) = found in the prefix "
+        'cache in this step; light blue = free but cached (evictable); sand "res" = reserved by a static batch; '
+        "grey = free."
+    )
+
+
+def block_map_title(view: TraceView, step: int) -> str:
+    """The block map's title at ``step``: blocks used (and reserved by a static batch) out of the pool."""
+    kv = view.steps[step]["kv"]
+    reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
+    unit = pool_unit(view.header)  # KV blocks, or an SGLang trace's token slots
+    return (
+        f"{esc(view.policy)}: {unit}s at step {view.step_number(step)}: {kv['num_used_blocks']}/{kv['num_blocks']} "
+        f"used{reserved}"
+    )
+
+
+def block_map(view: TraceView, step: int, columns: int = 16) -> go.Figure:
+    """The pool as a grid of blocks at ``step``: colour = owner, text = block id, owner and fill (``5 / A / 7/16``).
+
+    Blocks allocated in this step have a thick vermillion outline; blocks released at the end of this step (their owner
+    finished) are marked ``✕``; blocks a preemption freed in this step show ``⟲`` and the old owner; free blocks
+    are light grey. Pools over ``blockgroups.AGGREGATE_ABOVE`` blocks: one cell per group of blocks
+    (``batchscope.figures.blockgroups``).
+    """
+    if view.steps[step]["kv"]["num_blocks"] > blockgroups.AGGREGATE_ABOVE:
+        m, title, columns = blockgroups.grouped_marks(view, step), blockgroups.grouped_title(view, step), 16
+    else:
+        m, title = block_marks(view, step, columns), block_map_title(view, step)
+    rows = -(-len(m["x"]) // columns)
+    fig = go.Figure()
+    fig.add_scatter(
+        x=m["x"],
+        y=m["y"],
+        mode="markers+text",
+        text=m["text"],
+        hovertext=m["hover"],
+        hoverinfo="text",
+        textfont=dict(size=9, color="#111"),
+        marker=dict(symbol="square", size=34, color=m["color"], line=dict(width=m["width"], color=m["line"])),
+    )
+    fig.update_layout(
+        title=title,
+        height=90 + 40 * rows,
+        margin=dict(l=10, r=10, t=40, b=10),
+        showlegend=False,
+        xaxis=dict(visible=False, range=[-0.6, columns - 0.4]),
+        yaxis=dict(visible=False, autorange="reversed", range=[rows - 0.4, -0.6]),
+    )
+    return fig

@@ -1,0 +1,1 @@
+"""What a run takes in: workloads (JSON), the shipped scenarios and run specs."""

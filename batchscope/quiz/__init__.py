@@ -1,0 +1,1 @@
+"""Predict the next step: quiz questions generated from a trace, by topic. Pure; no Streamlit."""

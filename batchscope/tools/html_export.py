@@ -1,0 +1,97 @@
+"""``python -m batchscope html TRACE [TRACE2] --out FILE.html``: one self-contained HTML file that plays a trace (or two
+of one workload on one step clock) with the browser player: plotly.js and the data inlined, no network request
+when opened from ``file://``; it takes ``?step=``, ``?speed=``, ``?present=1`` and ``?tour=``; ``--tour FILE`` puts a
+teacher's own key moments in it (``batchscope.explain.moments.read_tour``). For slides and course pages.
+A busy server's long trace is written one span of steps at a time (``packing.span_of``): the one holding ``--step``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def add_html(sub) -> None:
+    """Entry point: the ``html`` command."""
+    h = sub.add_parser(
+        "html",
+        help="write one self-contained HTML file that plays one or two traces (for slides, offline)",
+        epilog="example:\n  python -m batchscope html batchscope/assets/traces/sixteen-static.jsonl "
+        "batchscope/assets/traces/sixteen-continuous.jsonl --out sixteen.html",
+    )
+    h.add_argument("traces", nargs="+", metavar="TRACE", help="one or two trace files of one workload")
+    h.add_argument("--out", required=True, help="the HTML file to write (refused if it exists, unless --force)")
+    h.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    h.add_argument(
+        "--step",
+        type=int,
+        default=0,
+        help="the step it opens at (a busy server's long trace: the span of steps around it)",
+    )
+    h.add_argument("--speed", type=float, default=8.0, help="steps per second, in [1, 120]")
+    h.add_argument(
+        "--tour",
+        metavar="FILE",
+        help='your own key moments, a JSON list of {"step": K, "note": "..."} (default: the scenario\'s tour, '
+        "or the moments found in the traces); PageDown / PageUp jump between them",
+    )
+    h.set_defaults(handler=_html)
+
+
+def player_page(paths: list[str], step: int = 0, speed: float = 8.0, tour_file: str | None = None):
+    """The exported player of the traces at ``paths`` (one, or two of one workload on one step clock) as
+    ``(html, num_steps, span)``: counters for a static/continuous or a continuous/sglang pair, the tour
+    (``tour_file``'s, else the scenario's, ``batchscope.explain.moments``), the span of a long trace holding ``step``.
+    Raises ``ValueError`` naming the bad argument (a trace, --step, --speed, --tour)."""
+    from batchscope.compare.lockstep import family_counters, lockstep_counters
+    from batchscope.compare.runs import family_pair, same_workload
+    from batchscope.explain.moments import read_tour, tour_for
+    from batchscope.figures.packing import span_of
+    from batchscope.inputs.workload import scenario_tour
+    from batchscope.player.export import player_html
+    from batchscope.steplog import trace
+    from batchscope.steplog.view import TraceView
+
+    if not 1 <= len(paths) <= 2:
+        raise ValueError(f"give one or two traces, got {len(paths)}")
+    if not 1 <= speed <= 120:
+        raise ValueError(f"--speed={speed} is out of range: a number in [1, 120] steps per second")
+    views = [TraceView(trace.read(p), source="imported", filename=Path(p).name) for p in paths]
+    for v in views:
+        if v.cut_short:
+            print(f"{v.filename}: {v.cut_short}", file=sys.stderr)
+    counters = None
+    if len(views) == 2:
+        ok, why = same_workload(*views)
+        if not ok:
+            raise ValueError(f"the two traces are not of one workload: {why}")
+        by_policy = {v.policy: v for v in views}
+        if set(by_policy) == {"static", "continuous"}:
+            counters = lockstep_counters(by_policy["static"], by_policy["continuous"])
+        elif family_pair(*views):  # vLLM's scheduler and SGLang's: counters from their decision records
+            counters = family_counters(by_policy["continuous"], by_policy["sglang"])
+    num_steps = max(v.num_steps for v in views)
+    if not 0 <= step < num_steps:
+        raise ValueError(f"--step={step} is out of range: an integer in [0, {num_steps - 1}]")
+    tour = (
+        read_tour(tour_file, num_steps)
+        if tour_file
+        else tour_for(views, scenario_tour(views[0].header.get("scenario")))
+    )
+    title = " vs ".join(f"{v.header.get('scenario') or v.filename} ({v.policy})" for v in views)
+    span = span_of(views, step)  # a busy server's long trace: the span holding --step
+    html = player_html(views, title, initial_step=step, speed=speed, counters=counters, span=span, tour=tour)
+    return html, num_steps, span
+
+
+def _html(args) -> int:
+    from batchscope.cli.common import check_out_path
+    from batchscope.steplog import trace
+
+    if len(args.traces) > 2:
+        raise ValueError(f"html takes one or two traces, got {len(args.traces)}")
+    out = check_out_path(args.out, "--out", inputs=tuple(args.traces), force=args.force)
+    html, num_steps, span = player_page(args.traces, args.step, args.speed, args.tour)
+    trace.write_text_atomic(html, out)
+    part = f" (steps {span[0]}-{span[1]}: pick others with --step)" if span != (0, num_steps - 1) else ""
+    print(f"wrote {out}: {len(html) / 1e6:.1f} MB, {num_steps} steps{part}", file=sys.stderr)
+    return 0

@@ -1,0 +1,134 @@
+"""``python -m batchscope site --out DIR``: a static site for a course page, with no server and no network request.
+
+``index.html`` lists the shipped scenarios; ``SCENARIO.html`` is each one's recorded runs on one step clock (static and
+continuous; vLLM's scheduler and SGLang's for ``vllm-vs-sglang``: ``batchscope.explain.stories.default_pair``), the
+self-contained player of ``html`` (plotly.js and the data inlined, the scenario's tour of key moments, presenter
+mode with ``?present=1``); ``glossary.html`` is the app's glossary, each term with its "see it" link to the step of
+a player where it happens (``batchscope.glossary.entries``). Every page opens from ``file://`` or any
+static web space; links are relative.
+"""
+
+from __future__ import annotations
+
+import sys
+from html import escape
+from pathlib import Path
+
+TRACES = (
+    Path(__file__).resolve().parents[1] / "assets" / "traces"
+)  # the shipped traces, recorded on SmolLM2 (scripts/record-traces.sh)
+
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title><style>
+body {{ font: 17px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1f2430; margin: 0 auto;
+  max-width: 60rem; padding: 1rem 1.5rem 3rem; }} h1 {{ font-size: 1.7rem; margin: 0.5rem 0; }} a {{ color: #0b5cad; }}
+nav {{ margin: 0.5rem 0 1rem; }} .card {{ border: 1px solid #d9dce3; border-radius: 8px; padding: 0.6rem 1rem; margin:
+0.7rem 0; }} .card h2 {{ font-size: 1.2rem; margin: 0 0 0.3rem; }} .muted {{ color: #5b6170; }} pre {{ background:
+#f6f7f9; padding: 0.4rem 0.7rem; border-radius: 6px; white-space: pre-wrap; }}
+</style></head><body>
+<nav><a href="index.html">Scenarios</a> · <a href="glossary.html">Glossary</a></nav>
+<h1>{title}</h1>
+{body}
+</body></html>
+"""
+
+INTRO = (
+    "Each page replays a real run of a small LLM serving engine (SmolLM2-135M-Instruct on a CPU), step by step: "
+    "who runs in each batch row, the token budget of the step, the KV-cache blocks, the queues, and a sentence on "
+    "what the scheduler did and why. Static batching (left) keeps a batch until its slowest member ends; continuous "
+    "batching (right) admits a waiting request the step after another one finishes. Keys: space plays, ← → step, "
+    "PageDown / PageUp jump between the key moments of the tour, Home / End. Add ?present=1 to a page's address "
+    "for presenter mode (large type for a hall)."
+)
+
+
+def add_site(sub) -> None:
+    """Entry point: the ``site`` command."""
+    s = sub.add_parser(
+        "site",
+        help="write a static site (index, one player per scenario, the glossary) for a course page",
+        epilog="example:\n  python -m batchscope site --out course-site",
+    )
+    s.add_argument("--out", required=True, help="the folder to write (refused if it holds files, unless --force)")
+    s.add_argument("--force", action="store_true", help="overwrite the site's files in an existing --out folder")
+    s.set_defaults(handler=_site)
+
+
+def _site(args) -> int:
+    from batchscope.inputs.workload import list_scenarios
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not args.force:
+        raise ValueError(f"--out {out}: the folder is not empty; add --force to overwrite the site's files")
+    from batchscope.explain.stories import default_pair
+
+    listed = list_scenarios().items()
+    scenarios = {sc: text for sc, text in listed if all(_trace(sc, p).exists() for p in default_pair(sc))}
+    out.mkdir(parents=True, exist_ok=True)
+    total = 0
+    for sc in scenarios:
+        total += _write(out / f"{sc}.html", _player(sc))
+    total += _write(out / "glossary.html", glossary_page(list(scenarios)))
+    total += _write(out / "index.html", index_page(scenarios))
+    print(
+        f"wrote {len(scenarios) + 2} pages to {out} ({total / 1e6:.1f} MB); open {out / 'index.html'}", file=sys.stderr
+    )
+    return 0
+
+
+def _trace(scenario: str, policy: str) -> Path:
+    return TRACES / f"{scenario}-{policy}.jsonl"
+
+
+def _write(path: Path, text: str) -> int:
+    from batchscope.steplog import trace
+
+    trace.write_text_atomic(text, path)
+    return len(text.encode())
+
+
+def _player(scenario: str) -> str:
+    from batchscope.explain.stories import default_pair
+    from batchscope.tools.html_export import player_page
+
+    html, _, _ = player_page([str(_trace(scenario, p)) for p in default_pair(scenario)])
+    return html
+
+
+def index_page(scenarios: dict[str, str]) -> str:
+    """The site's front page: what it shows, and a card per scenario linking to its player (and presenter mode)."""
+    cards = "".join(
+        f'<div class="card"><h2><a href="{escape(sc)}.html">{escape(sc)}</a></h2><div>{escape(text)}</div>'
+        f'<div class="muted"><a href="{escape(sc)}.html?present=1">presenter mode</a></div></div>'
+        for sc, text in scenarios.items()
+    )
+    return PAGE.format(title="Batchscope: how an LLM server schedules requests", body=f"<p>{escape(INTRO)}</p>{cards}")
+
+
+def glossary_page(scenarios: list[str]) -> str:
+    """The glossary (``batchscope.glossary.entries.entries`` over the shipped traces): each term, its formula, and a
+    link to the step of the scenario's player where it happens."""
+    from batchscope.explain.stories import default_pair
+    from batchscope.glossary.entries import entries
+    from batchscope.steplog import trace
+    from batchscope.steplog.view import TraceView
+
+    # the traces each scenario's page plays, so that every "see it" opens a player that shows it
+    views = {(sc, p): TraceView(trace.read(_trace(sc, p))) for sc in scenarios for p in default_pair(sc)}
+    parts = []
+    for term, where in entries(views):
+        formula = f"<pre>{escape(term.formula)}</pre>" if term.formula else ""
+        if where is None:
+            see = '<div class="muted">No shipped trace shows this yet.</div>'
+        else:
+            href = f"{escape(where.scenario)}.html?step={where.step}"
+            see = (
+                f'<div><a class="see-it" href="{href}">See it: {escape(where.scenario)} ({escape(where.policy)}), '
+                f"step {where.step}</a>: {escape(where.what)}</div>"
+            )
+        parts.append(f'<div class="card" id="{escape(term.key)}"><h2>{escape(term.name)}</h2><div>'
+                     f"{escape(term.text)}</div>{formula}{see}</div>")  # fmt: skip
+    return PAGE.format(title="Glossary of LLM serving", body="".join(parts))
