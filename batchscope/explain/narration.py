@@ -38,10 +38,12 @@ def narrate(view: TraceView, step: int) -> str:
     st = view.steps[step]
     cfg = view.header["config"]
     parts = _work(view, step)
-    number, idle = st["step"], st.get("idle_steps_before", 0)
-    gap = f"Step {number - 1} was" if idle == 1 else f"Steps {number - idle}–{number - 1} were"
-    sentences = [f"{gap} idle: nothing to run until the next arrival."] if idle else []
-    sentences.append(f"Step {number}: " + ("; ".join(parts) if parts else "nothing is scheduled") + ".")
+    number = st["step"]
+    if st.get("idle"):
+        n = st.get("idle_steps", 1)
+        which = f"Step {number}" if n == 1 else f"Steps {number}–{number + n - 1}"
+        return f"{which}: idle. Nothing to run until the next request arrives; no model forward."
+    sentences = [f"Step {number}: " + ("; ".join(parts) if parts else "nothing is scheduled") + "."]
     sentences += _events(view, step)
     if st["waiting"]:
         why = binding_reason(view, step)

@@ -39,7 +39,9 @@ def rng_for(seed: int | str, step: int, kind: str) -> random.Random:
 
 
 def questions(view: TraceView, step: int, seed: int | str = 0) -> list[Question]:
-    """Every kind of question that makes sense at ``step``, in ``KINDS`` order."""
+    """Every kind of question that makes sense at ``step``, in ``KINDS`` order (none at an idle step)."""
+    if view.steps[step].get("idle"):
+        return []
     out = []
     for kind, make in KINDS.items():
         q = make(view, step, rng_for(seed, step, kind))

@@ -21,7 +21,9 @@ from batchscope.steplog.view import TraceView
 
 def decisions(view: Any, k: int) -> DecisionsRecord:
     """The decisions of step position ``k`` of ``view`` (a ``TraceView``): recorded if the step has them, else
-    inferred (then ``inferred`` is True). Never raises for a valid trace."""
+    inferred (then ``inferred`` is True); an idle step decides nothing. Never raises for a valid trace."""
+    if view.steps[k].get("idle"):
+        return {"preemptions": [], "admissions": []}
     recorded = view.steps[k].get("decisions")
     if recorded is not None:
         return recorded
@@ -32,7 +34,7 @@ def decisions(view: Any, k: int) -> DecisionsRecord:
 
 def any_inferred(view: Any) -> bool:
     """True when some step of ``view`` carries no recorded decisions (its reasons are inferred from the log)."""
-    return any("decisions" not in st for st in view.steps)
+    return any("decisions" not in st and not st.get("idle") for st in view.steps)
 
 
 def preemption_cost(view: Any) -> dict[str, dict[str, int]]:

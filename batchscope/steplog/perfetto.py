@@ -97,7 +97,7 @@ def _us(ns: int) -> float | int:
 def time_axis(view: TraceView) -> TimeAxis:
     """The trace's own step times if they can carry the slices (every step lasts > 0 ns, and starts no earlier
     than the previous one ended), else the step clock, saying why."""
-    steps = view.steps
+    steps = [st for st in view.steps if not st.get("idle")]  # the file's own steps: idle ones stay gaps
     if not any(_ns(st["t_end"]) > _ns(st["t_start"]) for st in steps):
         why = "the trace records no step durations"
     elif any(_ns(st["t_end"]) <= _ns(st["t_start"]) for st in steps):
@@ -120,6 +120,8 @@ def trace_events(view: TraceView, title: str = "") -> dict[str, Any]:
 
     events: list[dict[str, Any]] = _metadata(view, title, axis, rows, event_tid)
     for k, st in enumerate(view.steps):
+        if st.get("idle"):  # an idle step the view put back on the clock: a gap on either time line
+            continue
         start, end = axis.span(st)
         scheduled = {s["request_id"]: s for s in st["scheduled"]}
         sampled: dict[str, list] = {}

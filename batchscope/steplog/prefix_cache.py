@@ -20,7 +20,9 @@ def prefix_cache_stats(records: list[dict]) -> dict:
     Read from each step's admission records (``batchscope.steplog.decisions``: recorded, or inferred from the log), so a
     version 2 trace, whose requests are declared in the steps where they arrive, counts like a version 1 one."""
     view = TraceView(records)
-    recorded = any("num_prefix_hit_tokens" in st or "num_cached_tokens" in st or "decisions" in st for st in view.steps)
+    recorded = any(
+        "num_prefix_hit_tokens" in st or "num_cached_tokens" in st or "decisions" in st for st in view.recorded_steps
+    )
     totals = dict.fromkeys(("queries", "hits", "preempted_queries", "preempted_hits"), 0)
     for k in range(view.num_steps):
         for a in decisions(view, k).get("admissions", []):

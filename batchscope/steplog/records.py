@@ -246,6 +246,8 @@ class _StepOptional(TypedDict, total=False):
     arrived: list[RequestSpecRecord]  # version 2: requests that arrived since the previous step
     num_prefix_hit_tokens: dict[str, int]  # prefix-cache hit tokens of each request admitted in this step
     idle_steps_before: int  # empty steps skipped right before this one (the step clock jumped to an arrival)
+    idle: bool  # never in a file: a skipped idle step put back on the clock by ``batchscope.steplog.view.on_the_clock``
+    idle_steps: int  # never in a file: the idle steps such a record stands for (1, unless the gap is huge)
 
 
 class StepRecord(_StepOptional):

@@ -1,8 +1,11 @@
 """A read-only view of a trace for the visuals: per-step records plus per-request colours and derived cells.
 
-The visuals index steps by position in the trace (0 .. ``num_steps`` - 1). That equals each record's ``step`` unless
-the engine skipped idle steps (``idle_steps_before``: nothing to run until a later arrival); ``step_number(i)`` gives
-the step clock's number of position ``i`` for labels.
+The visuals index steps by their place on the step clock (0 .. ``num_steps`` - 1). The engine writes no record for
+an idle step (nothing to run until a later arrival: the next record's ``idle_steps_before`` counts them); the view
+puts each back as a step of its own (``on_the_clock``: nothing scheduled, the pool as the step before left it,
+``"idle": true``), so that a position is a step of the clock in every view, and two runs of one workload stand on
+the same clock side by side. ``step_number(i)`` gives the clock's number of position ``i`` (``i`` itself, unless the
+trace starts later: a server trace cut to a window).
 """
 
 from __future__ import annotations
@@ -25,6 +28,45 @@ EXTRA = ["#8C564B", "#7F7F7F", "#BCBD22", "#17BECF", "#9467BD", "#AEC7E8", "#FFB
 CHILD_PREFIX = re.compile(r"\d+_(?=.{9})")  # vLLM's n > 1 children: "{i}_" + the parent's id
 FREE_COLOR = "#E8E8E8"
 PADDING_COLOR = "#9E9E9E"
+
+
+# The most idle steps a view puts back one by one: past it (an arrival at step 10**9), each run of idle steps is one
+# record covering the run (``idle_steps``), so that a view's memory follows the trace, not the clock's numbers.
+MAX_IDLE_RECORDS = 100_000
+
+
+def on_the_clock(steps: list[StepRecord], version: int = 1) -> list[StepRecord]:
+    """``steps`` with the idle steps the engine skipped (``idle_steps_before``: nothing to run until a later arrival)
+    put back as records of their own, ``{"type": "step", "step": n, "idle": True, "idle_steps": 1}``: nothing
+    scheduled, sampled or queued, no duration (``t_start == t_end``, the previous step's end). Nothing runs or waits
+    in an idle step, so no request holds a block (``num_used_blocks`` 0; in a version 1 trace ``block_tables`` is
+    empty, in version 2 ``freed`` names the tables the next record frees) and nothing is decided
+    (``batchscope.steplog.decisions``); what the pool's cache holds then is not recorded and is left out. Past
+    ``MAX_IDLE_RECORDS`` skipped steps in all, each run is one record with ``idle_steps`` = its length. Returns
+    ``steps`` itself when nothing was skipped; ``version``: the trace's schema version."""
+    skipped = [int(st.get("idle_steps_before", 0) or 0) for st in steps]
+    if not any(skipped):
+        return steps
+    one_by_one = sum(skipped) <= MAX_IDLE_RECORDS
+    out: list[StepRecord] = []
+    for st, gap in zip(steps, skipped):
+        if gap:
+            t = out[-1]["t_end"] if out else st["t_start"]
+            kv: dict[str, Any] = {"num_blocks": st["kv"]["num_blocks"], "block_size": st["kv"]["block_size"]}
+            kv["num_used_blocks"] = 0
+            if version == 1:
+                kv["block_tables"] = {}
+            else:
+                kv["freed"] = list(st["kv"].get("freed", []))
+            runs = [(n, 1) for n in range(st["step"] - gap, st["step"])] if one_by_one else [(st["step"] - gap, gap)]
+            for n, length in runs:
+                idle: dict[str, Any] = {"type": "step", "step": n, "t_start": t, "t_end": t, "scheduled": []}
+                idle |= {"num_batched_tokens": 0, "sampled": [], "admitted": [], "finished": [], "preempted": []}
+                idle |= {"waiting": [], "running": [], "padding_slots": [], "kv": dict(kv)}
+                idle |= {"idle": True, "idle_steps": length}
+                out.append(cast(StepRecord, idle))
+        out.append(st)
+    return out
 
 
 def text_color(hex_color: str) -> str:
@@ -68,13 +110,16 @@ class TraceView:
     filename: str = ""
     header: HeaderRecord = field(init=False)
     steps: list[StepRecord] = field(init=False)
+    recorded_steps: list[StepRecord] = field(init=False)
     summary: SummaryRecord = field(init=False)
     _cells: dict[int, list[Cell]] = field(init=False, default_factory=dict, repr=False)
     memo: dict = field(init=False, default_factory=dict, repr=False)  # whole-trace facts the visuals derive once
 
     def __post_init__(self):
         self.header = cast(HeaderRecord, self.records[0])
-        self.steps = cast(list[StepRecord], self.records[1:-1])
+        self.recorded_steps = cast(list[StepRecord], self.records[1:-1])  # as the engine wrote them
+        # every step of the clock, idle ones included
+        self.steps = on_the_clock(self.recorded_steps, self.header.get("schema_version", 1))
         self.summary = cast(SummaryRecord, self.records[-1])
         requests = declared_requests(self.header, self.steps)
         if requests is not self.header["requests"]:
@@ -182,12 +227,17 @@ class TraceView:
         return out
 
     def step_number(self, i: int) -> int:
-        """The step clock's number of the step at position ``i`` (``i`` itself unless idle steps were skipped)."""
+        """The step clock's number of the step at position ``i`` (``i`` itself unless the trace starts later)."""
         return self.steps[i]["step"] if 0 <= i < len(self.steps) else i
 
     @cached_property
     def has_idle_gaps(self) -> bool:
-        return any(st.get("idle_steps_before") for st in self.steps)
+        """The engine skipped idle steps (``idle_steps_before``), which the view put back on the clock."""
+        return any(st.get("idle") for st in self.steps)
+
+    @cached_property
+    def _numbers_differ(self) -> bool:
+        return any(st["step"] != i for i, st in enumerate(self.steps))
 
     @property
     def partial(self) -> bool:
@@ -203,7 +253,7 @@ class TraceView:
 
     def step_ticks(self, lo: int, hi: int, max_ticks: int = 12) -> dict:
         """x-axis ticks for positions ``lo..hi`` labelled with step numbers (``{}`` without idle gaps)."""
-        if not self.has_idle_gaps:
+        if not self._numbers_differ:
             return {}
         every = max(1, -(-(hi - lo + 1) // max_ticks))
         vals = list(range(max(lo, 0), min(hi, len(self.steps) - 1) + 1, every))

@@ -74,15 +74,15 @@ def test_sglang_checks_the_chunk_tokens_before_a_row_in_the_seed_story():
 
 def test_sglang_passed_checks_count_at_the_prefill_attempt():
     """A decode step spends none of SGLang's chunk tokens, and a request its decode batch retracts held a row when
-    the prefill was tried. shared-prefix at position 29 (step 30): C alone decodes, A3 needs 45 tokens of memory,
+    the prefill was tried. shared-prefix at step 30: C alone decodes, A3 needs 45 tokens of memory,
     43 left: the whole 64-token chunk was left, 1 of 3 rows used. vllm-vs-sglang step 53: C is retracted after the
     prefill attempt found the batch full; the head D's checklist has no retraction item."""
-    step29 = {i["limit"]: (i["state"], i["numbers"]) for i in head_checklist(_view("shared-prefix-sglang"), 29)}
-    assert step29["token_budget"] == ("passed", "64 of 64 tokens left")
-    assert step29["max_num_seqs"] == ("passed", "1 / 3 rows used")
-    head = _view("shared-prefix-sglang").steps[29]["decisions"]["head"]  # the record: what the checklist must say
+    step30 = {i["limit"]: (i["state"], i["numbers"]) for i in head_checklist(_view("shared-prefix-sglang"), 30)}
+    assert step30["token_budget"] == ("passed", "64 of 64 tokens left")
+    assert step30["max_num_seqs"] == ("passed", "1 / 3 rows used")
+    head = _view("shared-prefix-sglang").steps[30]["decisions"]["head"]  # the record: what the checklist must say
     assert (head["request_id"], head["need"], head["left"]) == ("A3", 45, 35)
-    assert step29["sglang_reserved_output"] == ("binds", "needs 45 tokens, 35 left")
+    assert step30["sglang_reserved_output"] == ("binds", "needs 45 tokens, 35 left")
     view = _view("vllm-vs-sglang-sglang")
     assert view.steps[53]["preempted"] == ["C"]
     assert [i["limit"] for i in head_checklist(view, 53)] == [

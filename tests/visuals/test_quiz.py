@@ -16,12 +16,22 @@ from batchscope.steplog import trace
 from batchscope.steplog.view import TraceView
 
 
+def on_the_clock(recorded: list[dict], cfg: dict) -> list[dict]:
+    """The steps indexed by step number: each step the engine skipped (nothing to run) as an empty record."""
+    by_number = {st["step"]: st for st in recorded}
+    kv = {"block_tables": {}, "num_cached_tokens": {}, "num_used_blocks": 0, "num_blocks": cfg["num_kv_blocks"]}
+    empty = {"scheduled": [], "sampled": [], "waiting": [], "running": [], "preempted": [], "admitted": []}
+    empty |= {"finished": [], "padding_slots": [], "num_batched_tokens": 0, "kv": kv}
+    return [by_number.get(n, {**empty, "step": n}) for n in range(recorded[-1]["step"] + 1)]
+
+
 class Raw:
     """Independent facts from the records: a second reading of docs/trace-format.md."""
 
     def __init__(self, records: list[dict]):
-        self.header, self.steps, self.summary = records[0], step_records(records), records[-1]
+        self.header, self.summary = records[0], records[-1]
         self.cfg = self.header["config"]
+        self.steps = on_the_clock(step_records(records), self.cfg)
         reqs = self.header["requests"]
         self.prompt = {r["request_id"]: r["num_prompt_tokens"] for r in reqs}
         self.max_tokens = {r["request_id"]: r["max_tokens"] for r in reqs}
@@ -29,7 +39,7 @@ class Raw:
         self.first_seen: dict[str, int] = {}
         self.token_steps: dict[str, list[int]] = {}
         self.outputs: dict[str, list[int]] = {}
-        for k, st in enumerate(self.steps):  # by position, as the quiz counts steps (idle gaps are skipped)
+        for k, st in enumerate(self.steps):  # by the step clock, as the quiz counts steps
             for rid in [s["request_id"] for s in st["scheduled"]] + st["waiting"] + st["preempted"]:
                 self.first_seen.setdefault(rid, k)
             for s in st["sampled"]:
