@@ -244,7 +244,8 @@ def page() -> None:
     # built only when opened: folded, the table's grid still cost the browser 0.1-0.2 s of every visit
     table = st.expander("All figures (mean, p50, p90, p99)", key="metrics:all-figures", on_change="rerun")
     if table.open:
-        table.dataframe(summary_frame(runs), hide_index=True, width="stretch")
+        frame = summary_frame(runs)  # what a trace cannot tell reads "n/a", as in the CLI and the README
+        table.dataframe(frame.astype(object).where(frame.notna(), "n/a"), hide_index=True, width="stretch")
 
     st.header("Variance sweep: when does continuous batching pay?")
     st.markdown(

@@ -9,6 +9,7 @@ from batchscope.app.common import chips, md
 from batchscope.explain.beats import BEAT_TEXT, story_beats
 from batchscope.explain.narration import narrate
 from batchscope.explain.stepinfo import queues, request_status, text_so_far, visible_whitespace
+from batchscope.facts import eviction
 from batchscope.figures.budget import budget_bar
 from batchscope.figures.kv import block_map
 from batchscope.figures.slots import slot_grid
@@ -22,18 +23,25 @@ def narration(view: TraceView, step: int, beats: bool = True) -> None:
             st.info(BEAT_TEXT[beat], icon=":material/lightbulb:")
 
 
+def queue_rows(view: TraceView, q: dict[str, list[str]]) -> list[tuple[str, list[str], bool]]:
+    """The queue panel's rows, ``(heading, request ids, shown when empty)``, in the engine's own words
+    (``batchscope.facts.vocabulary``: "Retracted now" under SGLang); aborted requests apart from finished ones."""
+    return [
+        ("Waiting", q["waiting"], True),
+        ("Running", q["running"], True),
+        (eviction(view.header).now, q["preempted"], False),
+        ("Finished (by the end of this step)", q["finished"], True),
+        ("Aborted (by the end of this step)", q["aborted"], False),
+    ]
+
+
 def queue_panel(view: TraceView, step: int) -> None:
     q = queues(view, step)
-    rows = [
-        ("Waiting", q["waiting"]),
-        ("Running", q["running"]),
-        ("Preempted now", q["preempted"]),
-        ("Finished (by the end of this step)", q["finished"]),
-    ]
+    rows = queue_rows(view, q)
     html = "".join(
         f"<div style='margin:2px 0'><b>{name}:</b> {chips(view, ids)}</div>"
-        for name, ids in rows
-        if ids or name != "Preempted now"
+        for name, ids, always in rows
+        if ids or always
     )
     st.markdown(html, unsafe_allow_html=True)
 

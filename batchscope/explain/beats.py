@@ -47,6 +47,7 @@ def story_beats(view: TraceView) -> dict[int, list[str]]:
             and not st["waiting"]
             and not view.steps[i - 1]["waiting"]
             and not st["padding_slots"]
+            and st["scheduled"]  # a step that runs nobody (idle, or a trace's empty last step) shows no smaller batch
         ):
             beats.setdefault(i, []).append("drain")
     return beats

@@ -9,6 +9,8 @@ ones after it were not reached. Units: tokens, blocks, rows.
 
 from __future__ import annotations
 
+from batchscope.explain.words import plural
+from batchscope.facts import facts
 from batchscope.steplog.decisions import decisions
 from batchscope.steplog.reasons import LIMIT_NAMES, LIMIT_WHY, QUEUE_ORDERS, at_the_check, checks, limit_numbers
 from batchscope.steplog.records import HeadWaitRecord
@@ -56,8 +58,10 @@ def _numbers(view: TraceView, step: int, limit: str, head: HeadWaitRecord) -> st
     if limit == "max_num_seqs":
         return f"{rows} / {cfg['max_num_seqs']} rows used"
     if limit == "static_batch_running":
-        running = [r for r in st["running"] if r not in {f["request_id"] for f in st["finished"]}]
-        return f"{len(running)} members still running" if limit == head["limit"] else "the last batch has ended"
+        running = facts(view).step(step).running  # the members in this step's forward pass, as the narration says
+        return (
+            f"{plural(len(running), 'member')} still running" if limit == head["limit"] else "the last batch has ended"
+        )
     return ""
 
 

@@ -13,8 +13,9 @@ from batchscope.explain.narration_cache import eviction
 from batchscope.explain.narration_finish import ending_sentences
 from batchscope.explain.narration_sglang import batch_sentences, retraction
 from batchscope.explain.narration_spec import draft_phrase
-from batchscope.explain.stepinfo import freed_blocks, held_after
 from batchscope.explain.words import article, plural
+from batchscope.facts.blocks import freed_blocks, held_after
+from batchscope.facts.vocabulary import eviction as engine_words
 from batchscope.steplog.decisions import comeback, decisions, kv_high_before, resumption
 from batchscope.steplog.reasons import VICTIM_RULES, cache_name, pool_unit, queue_order
 from batchscope.steplog.records import AdmissionRecord, PreemptionRecord, ScheduledRecord
@@ -122,7 +123,7 @@ def _admitted(view: TraceView, step: int, s: ScheduledRecord, a: AdmissionRecord
     if a["resumed"]:
         found = f"{hit} of its {known} known tokens are in the {cache_name(view.header)}, so it" if hit else "it"
         if redo:
-            plan = f"recomputes {plural(redo, 'token')} whose K/V the preemption dropped"
+            plan = f"recomputes {plural(redo, 'token')} whose K/V the {engine_words(view.header).noun} dropped"
             plan += f", plus {new} that never had K/V" if new else ""
         else:
             plan = f"computes {plural(new, 'token')} that never had K/V"
@@ -131,7 +132,8 @@ def _admitted(view: TraceView, step: int, s: ScheduledRecord, a: AdmissionRecord
             if n == redo + new
             else f"; this step computes {n} of them ({s['num_computed_tokens']}→{s['num_computed_tokens'] + n})"
         )
-        return f"{rid} is admitted again after its preemption: {found} {plan}{now}{',' if samples else ''}{samples}"
+        again = f"{rid} is admitted again after its {engine_words(view.header).noun}"
+        return f"{again}: {found} {plan}{now}{',' if samples else ''}{samples}"
     if hit:
         plen = view.request_info[rid]["num_prompt_tokens"] if rid in view.request_info else known
         rest = "the other" if n == new else "the next"
@@ -153,7 +155,7 @@ def _resumed_chunk(view: TraceView, step: int, s: ScheduledRecord) -> str:
     if back is None:
         high = kv_high_before(view, step, rid)
         redo = max(0, min(c + n, high) - c)
-        done, left, of = 0, 0, f"the {high} whose K/V the preemption dropped"
+        done, left, of = 0, 0, f"the {high} whose K/V the {engine_words(view.header).noun} dropped"
     else:
         hit, total = back["num_prefix_hit_tokens"], back["num_recompute_tokens"]
         redo = max(0, min(c + n, hit + total) - max(c, hit))
@@ -162,7 +164,7 @@ def _resumed_chunk(view: TraceView, step: int, s: ScheduledRecord) -> str:
         of = (
             f"the {total} dropped tokens the {cache_name(view.header)} did not hold"
             if hit
-            else f"the {total} tokens whose K/V the preemption dropped"
+            else f"the {total} tokens whose K/V the {engine_words(view.header).noun} dropped"
         )
     if not done:
         part = f"{plural(redo, 'token')} of {of}"
@@ -173,7 +175,8 @@ def _resumed_chunk(view: TraceView, step: int, s: ScheduledRecord) -> str:
         + ([f"computes {plural(n - redo, 'token')} for the first time"] if n - redo else [])
     )
     chunk = f"{article(n)} {n}-token chunk ({c}→{c + n})"
-    return f"{rid} continues after its preemption: {chunk} that {what}{_samples(view, step, rid)}"
+    noun = engine_words(view.header).noun
+    return f"{rid} continues after its {noun}: {chunk} that {what}{_samples(view, step, rid)}"
 
 
 def _events(view: TraceView, step: int) -> list[str]:
@@ -186,7 +189,7 @@ def _events(view: TraceView, step: int) -> list[str]:
     ]
     explained = {p["request_id"] for p in recorded}
     sentences += [  # a server's engine may preempt outside the scheduler's step (e.g. resetting the prefix cache)
-        f"{rid} was preempted outside the scheduler's decisions: its {unit}s were given back."
+        f"{rid} was {engine_words(view.header).past} outside the scheduler's decisions: its {unit}s were given back."
         for rid in st["preempted"]
         if rid not in explained
     ]

@@ -10,8 +10,8 @@ it shared with B."
 
 from __future__ import annotations
 
-from batchscope.explain.stepinfo import Release, releases
 from batchscope.explain.words import plural
+from batchscope.facts.blocks import Release, releases
 from batchscope.steplog.finishes import aborted_before
 from batchscope.steplog.reasons import ABORT_STATES, abort_cause, pool_unit
 from batchscope.steplog.records import FinishedRecord

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchscope.explain.stepinfo import freed_blocks
+from batchscope.facts.blocks import freed_blocks
 from batchscope.steplog.view import TraceView
 
 

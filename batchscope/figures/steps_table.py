@@ -7,6 +7,7 @@ both read ``step_row``. Every value comes from the step's record (``docs/trace-f
 
 from __future__ import annotations
 
+from batchscope.facts import eviction, facts
 from batchscope.figures.packing import Interner
 from batchscope.steplog.reasons import pool_unit
 from batchscope.steplog.records import ScheduledRecord
@@ -22,19 +23,31 @@ FIRST_COLUMNS = (
     "scheduled",
     "admitted",
     "finished",
+    "aborted",
     "preempted",
     "waiting",
     "padding rows",
 )
-WORD_COLUMNS = ("scheduled", "admitted", "finished", "preempted")  # lists of requests: they wrap between names
+WORD_COLUMNS = (
+    "scheduled",
+    "admitted",
+    "finished",
+    "aborted",
+    "preempted",
+    "retracted",
+)  # lists of requests: they wrap between names
 CAPTION = "scheduled: request:kind and tokens (p = prefill chunk or recompute, d = decode), in batch order."
 
 
 def columns(view: TraceView) -> tuple[str, ...]:
-    """The table's column names; the pool's in its unit (``batchscope.steplog.reasons.pool_unit``). "padding rows" only
-    for a static batch's trace: only static batching has them (a column of zeros elsewhere, which pushed the table past
-    the Trace page's width at 1280x720)."""
-    first = FIRST_COLUMNS if view.policy == "static" else tuple(c for c in FIRST_COLUMNS if c != "padding rows")
+    """The table's column names; the pool's in its unit (``batchscope.steplog.reasons.pool_unit``), the evicted in
+    the engine's word ("retracted" under SGLang, ``batchscope.facts.vocabulary``). "padding rows" only for a static
+    batch's trace: only static batching has them (a column of zeros elsewhere, which pushed the table past the
+    Trace page's width at 1280x720); "aborted" only for a trace with an abort."""
+    left = {"padding rows"} if view.policy != "static" else set()
+    left |= set() if facts(view).totals.num_aborted else {"aborted"}
+    evicted = eviction(view.header).past
+    first = tuple(evicted if c == "preempted" else c for c in FIRST_COLUMNS if c not in left)
     return (*first, f"{pool_unit(view.header)}s used")
 
 
@@ -67,8 +80,9 @@ def step_row(view: TraceView, k: int) -> dict:
         "batched tokens": s["num_batched_tokens"],
         "scheduled": scheduled_cell(view, s["scheduled"]),
         "admitted": listed(view, s["admitted"]),
-        "finished": listed(view, [f["request_id"] for f in s["finished"]]),
-        "preempted": listed(view, s["preempted"]),
+        "finished": listed(view, [f["request_id"] for f in s["finished"] if f["reason"] != "abort"]),
+        "aborted": listed(view, [f["request_id"] for f in s["finished"] if f["reason"] == "abort"]),
+        eviction(view.header).past: listed(view, s["preempted"]),
         "waiting": len(s["waiting"]),
         "padding rows": len(s["padding_slots"]),
         f"{pool_unit(view.header)}s used": s["kv"]["num_used_blocks"],
@@ -82,5 +96,5 @@ def steps_table_payload(view: TraceView, lo: int, hi: int, intern: Interner) -> 
     ``batchscope.figures.packing.Interner``); ``words``: the columns of request lists, which may wrap between names."""
     rows = [[intern(v) for v in step_row(view, k).values()] for k in range(lo, min(hi, view.num_steps - 1) + 1)]
     names = columns(view)
-    words = [names.index(c) for c in WORD_COLUMNS]
+    words = [names.index(c) for c in WORD_COLUMNS if c in names]
     return {"columns": list(names), "caption": CAPTION, "first": lo, "rows": rows, "words": words}

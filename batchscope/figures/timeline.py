@@ -6,6 +6,7 @@ import itertools
 
 import plotly.graph_objects as go
 
+from batchscope.facts import facts
 from batchscope.figures.safe import esc
 from batchscope.steplog.view import TraceView
 
@@ -35,8 +36,29 @@ def request_phases(view: TraceView) -> dict[str, list[str | None]]:
     return phases
 
 
+def _end_marks(fig: go.Figure, view: TraceView) -> None:
+    """A marker at each ended request's last step, by how it ended (its facts): a bar for a finish, a cross for an
+    abort."""
+    f = facts(view)
+    for word, symbol in (("finished", "line-ns"), ("aborted", "x-thin")):  # how each request ended (its facts)
+        ends = [
+            (rid, s) for rid in view.request_ids if (s := view.finish_step(rid)) is not None and f.end_word(rid) == word
+        ]
+        if ends or word == "finished":
+            fig.add_scatter(
+                x=[s + 0.5 for _, s in ends],
+                y=[esc(rid) for rid, _ in ends],
+                mode="markers",
+                name=word,
+                marker=dict(symbol=symbol, size=14, line=dict(width=3, color="#000")),
+                customdata=[view.step_number(s) for _, s in ends],
+                hovertemplate=f"%{{y}} {word} at the end of step %{{customdata}}<extra></extra>",
+            )
+
+
 def timeline(view: TraceView, step: int | None = None, num_steps: int | None = None) -> go.Figure:
-    """Horizontal bars, one row per request; finished requests end with a marker at their finish step."""
+    """Horizontal bars, one row per request; a request that ended has a marker at its last step: a bar for a
+    finish, a cross for an abort."""
     fig = go.Figure()
     runs: dict[str, tuple[list, list, list]] = {phase: ([], [], []) for phase in PHASE_COLORS}
     for rid, row in request_phases(view).items():  # each run of one phase: a bar from its first step
@@ -63,16 +85,7 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
                 ),
                 hovertemplate=f"%{{y}} {phase}: %{{x}} steps from %{{base}}<extra></extra>",
             )
-    ends = [(rid, s) for rid in view.request_ids if (s := view.finish_step(rid)) is not None]
-    fig.add_scatter(
-        x=[s + 0.5 for _, s in ends],
-        y=[esc(rid) for rid, _ in ends],
-        mode="markers",
-        name="finished",
-        marker=dict(symbol="line-ns", size=14, line=dict(width=3, color="#000")),
-        customdata=[view.step_number(s) for _, s in ends],
-        hovertemplate="%{y} finished at the end of step %{customdata}<extra></extra>",
-    )
+    _end_marks(fig, view)
     fig.update_layout(
         barmode="overlay",
         bargap=0.25,

@@ -35,6 +35,7 @@ from batchscope.explain.checklist import checklist_text
 from batchscope.explain.moments import default_tour
 from batchscope.explain.narration import narrate
 from batchscope.explain.stepinfo import event_steps, queues, text_so_far
+from batchscope.facts import eviction, facts
 from batchscope.figures.blockgroups import AGGREGATE_ABOVE, grouped_marks_all, grouped_title
 from batchscope.figures.budget import budget_bar, budget_title, budget_traces
 from batchscope.figures.gauges import gauge_figure
@@ -176,13 +177,16 @@ def step_columns(view: TraceView, intern: Interner, ks: range) -> dict[str, list
 
 
 def request_steps(view: TraceView) -> dict[str, list]:
-    """Per request (in ``request_ids`` order) the first step it is in a queue and the step it finishes in (null:
-    never), and the requests in finishing order: with the step's queues, enough for the client to list who has
-    finished by step k (``stepinfo.queues``) and each request's state (``stepinfo.request_status``)."""
+    """Per request (in ``request_ids`` order) the first step it is in a queue, the step it ends in (null: never)
+    and how it ended (``end_word``: finished or aborted, ``batchscope.facts.Facts.end_word``), and the requests in
+    ending order: with the step's queues, enough for the client to list who has finished or was aborted by step k
+    (``stepinfo.queues``) and each request's state (``stepinfo.request_status``)."""
     index = {r: i for i, r in enumerate(view.request_ids)}
+    f = facts(view)
     return {
         "first_seen": [view.first_seen.get(r) for r in view.request_ids],
         "finish_step": [view.finish_step(r) for r in view.request_ids],
+        "end_word": [f.end_word(r) for r in view.request_ids],
         "finish_order": [index[r] for r in view.finished_by(view.num_steps - 1)] if view.steps else [],
     }
 
@@ -218,6 +222,7 @@ def view_payload(
         f"{c['max_num_batched_tokens']}, {pool_words(view.header)}",
         "finished_note": f"{label} finished at step {last}; holding its final state.",
         "events": event_steps(view),
+        "words": {"evicted": eviction(view.header).past, "evicted_now": eviction(view.header).now},
         "slots": slot_section(view, intern, window, ks),
         "budget": budget_section(view, intern, ks),
         "blocks": block_section(view, intern, columns, ks),

@@ -18,6 +18,7 @@ MAX_FUNCTION_LINES = 60
 # its own layer's packages and those of the layers it lists; nothing else of ours.
 LAYERS = {
     "steplog": ("steplog",),
+    "facts": ("facts",),
     "engine": ("engine", "scheduling", "sglang_family", "model", "inputs", "cli"),
     "visuals": ("figures", "explain", "quiz", "glossary", "player", "compare"),
     "app": ("app",),
@@ -25,10 +26,11 @@ LAYERS = {
 }
 ALLOWED = {
     "steplog": set(),
+    "facts": {"steplog"},
     "engine": {"steplog"},
-    "visuals": {"steplog"},
-    "app": {"engine", "steplog", "visuals"},
-    "tools": {"engine", "steplog", "visuals"},
+    "visuals": {"steplog", "facts"},
+    "app": {"engine", "steplog", "facts", "visuals"},
+    "tools": {"engine", "steplog", "facts", "visuals"},
 }
 LAYER_OF = {package: layer for layer, packages in LAYERS.items() for package in packages}
 PACKAGES = tuple(f"batchscope/{p}" for p in LAYER_OF)

@@ -107,8 +107,9 @@ def test_d04_step_clock_arrivals_gate_admission_and_idle_steps_cost_nothing(smol
     s = summarize(records)
     assert s["num_steps"] == 11 and s["output_throughput_tok_step"] == pytest.approx(1.0)
     assert s["ttft_steps"]["mean"] == pytest.approx(1.5) and s["ttft_steps"]["p90"] == pytest.approx(2.4)
-    view = TraceView(records)  # the visuals number the steps by the step clock
-    assert view.step_number(6) == 9 and view.has_idle_gaps
+    view = TraceView(records)  # the visuals show every step of the clock, the idle ones as idle
+    assert [view.step_number(k) for k in range(view.num_steps)] == list(range(11)) and view.has_idle_gaps
+    assert [bool(st.get("idle")) for st in view.steps] == [False] * 6 + [True] * 3 + [False] * 2
 
 
 def test_d04w_wall_clock_arrival_starts_queue_time_and_ttft_at_the_arrival(smollm):

@@ -19,7 +19,8 @@ from batchscope.engine.config import EngineConfig
 from batchscope.engine.validation import RequestError, validate_request
 from batchscope.explain.beats import story_beats
 from batchscope.explain.narration import narrate
-from batchscope.explain.stepinfo import event_steps, freed_blocks, queues, text_so_far
+from batchscope.explain.stepinfo import event_steps, queues, text_so_far
+from batchscope.facts.blocks import freed_blocks
 from batchscope.figures.budget import budget_bar
 from batchscope.figures.kv import block_map, kv_usage
 from batchscope.figures.slots import slot_grid, slot_occupancy

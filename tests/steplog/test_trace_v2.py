@@ -52,7 +52,7 @@ def test_deltas_rebuild_every_steps_tables(path, every):
 @pytest.mark.parametrize("path", [p for p in RECORDED_TRACES if "-sglang" not in p.stem], ids=lambda p: p.stem)
 def test_visual_facts_are_the_same_from_either_version(path):
     from batchscope.explain.narration import narrate
-    from batchscope.explain.stepinfo import freed_blocks
+    from batchscope.facts.blocks import freed_blocks
     from batchscope.figures.pool import block_map_cells
 
     v1 = TraceView(trace.read(path))

@@ -57,11 +57,11 @@ def test_sglang_comeback_chunks_count_against_the_tokens_the_radix_cache_did_not
     assert _chunks(v, "C", range(66, 69)) == [(43, 4), (47, 32), (79, 14)]
     assert 49 - 4 - 32 == 13 and 13 + 1 == 14
     assert (
-        "C continues after its preemption: a 32-token chunk (47→79) that recomputes 32 more of the 49 dropped tokens "
+        "C continues after its retraction: a 32-token chunk (47→79) that recomputes 32 more of the 49 dropped tokens "
         "the radix cache did not hold (13 still to recompute)." in narrate(v, 67)
     )
     assert (
-        "C continues after its preemption: a 14-token chunk (79→93) that recomputes the last 13 of the 49 dropped "
+        "C continues after its retraction: a 14-token chunk (79→93) that recomputes the last 13 of the 49 dropped "
         "tokens the radix cache did not hold and computes 1 token for the first time and samples its next token."
         in narrate(v, 68)
     )

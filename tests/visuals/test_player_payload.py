@@ -115,22 +115,28 @@ def decode_text(v: dict, i: int, s: int) -> str:
 
 
 def decode_queues(v: dict, T: list, s: int) -> dict[str, list[str]]:
-    """payload.js: queues are request indices; who has finished by s comes from the finishing order and steps."""
+    """payload.js: queues are request indices; who has finished or was aborted by s comes from the ending order,
+    steps and end words."""
     ids, r = v["request_ids"], v["requests"]
     out = {n: [ids[i] for i in T[v["steps"][n][s]]] for n in ("waiting", "running", "preempted")}
-    out["finished"] = [ids[i] for i in r["finish_order"] if r["finish_step"][i] <= s]
+    for word in ("finished", "aborted"):
+        out[word] = [ids[i] for i in r["finish_order"] if r["finish_step"][i] <= s and r["end_word"][i] == word]
     return out
 
 
 def decode_status(v: dict, T: list, s: int) -> list[str]:
-    """payload.js ``statuses``: finished, else running, else waiting, else not arrived, else ""."""
+    """payload.js ``statuses``: ended (its end word), else evicted now (the view's word), else running, else
+    waiting, else not arrived, else ""."""
     r, running, waiting = v["requests"], set(T[v["steps"]["running"][s]]), set(T[v["steps"]["waiting"][s]])
+    evicted = set(T[v["steps"]["preempted"][s]])
     out = []
     for i in range(len(v["request_ids"])):
         fin, seen = r["finish_step"][i], r["first_seen"][i]
         out.append(
-            "finished"
+            r["end_word"][i]
             if fin is not None and fin <= s
+            else v["words"]["evicted"]
+            if i in evicted
             else "running"
             if i in running
             else "waiting"
@@ -165,7 +171,8 @@ def test_text_views_at_sampled_steps_equal_the_python_ones(packed):
             assert T[cols["narration"][s]] == narrate(view, s)
             assert [T[i] for i in T[cols["beats"][s]]] == [BEAT_TEXT[b] for b in story_beats(view).get(s, [])]
             q = queues(view, s)
-            assert decode_queues(v, T, s) == {n: q[n] for n in ("waiting", "running", "preempted", "finished")}
+            names = ("waiting", "running", "preempted", "finished", "aborted")
+            assert decode_queues(v, T, s) == {n: q[n] for n in names}
             assert decode_status(v, T, s) == list(request_status(view, s).values())
             texts = text_so_far(view, s)
             assert [decode_text(v, i, s) for i in range(len(view.request_ids))] == list(texts.values())
@@ -327,7 +334,9 @@ def test_a_span_of_a_long_trace_gives_the_same_views_at_its_steps():
                 assert decode_blocks(v, T, s) == figure_json(block_map(view, s)), (view.policy, s)
                 assert T[v["steps"]["narration"][s]] == narrate(view, s)
                 q = queues(view, s)
-                assert decode_queues(v, T, s) == {n: q[n] for n in ("waiting", "running", "preempted", "finished")}
+                assert decode_queues(v, T, s) == {
+                    n: q[n] for n in ("waiting", "running", "preempted", "finished", "aborted")
+                }
                 assert decode_status(v, T, s) == list(request_status(view, s).values())
     with pytest.raises(ValueError, match="outside the steps"):
         player_payload(views, "bad", span=(5, 5000))

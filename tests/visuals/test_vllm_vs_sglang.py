@@ -22,6 +22,7 @@ from batchscope.explain.moments import tour_for
 from batchscope.explain.narration import narrate
 from batchscope.quiz.deck import questions
 from batchscope.steplog import trace
+from batchscope.steplog.metrics import summarize
 from batchscope.steplog.view import TraceView
 from batchscope.tools.html_export import player_page
 
@@ -55,21 +56,44 @@ def test_the_story_holds_in_the_raw_lines():
     assert sgl[back]["num_prefix_hit_tokens"]["C"] == 43  # its whole prompt stayed in the radix cache
 
 
+def _hits(steps: list[dict]) -> tuple[int, int]:
+    """Prompt tokens found in the prefix cache at first admissions, and at re-admissions after an eviction."""
+    first = again = 0
+    evicted: set[str] = set()
+    for st in steps:
+        for rid, n in st["num_prefix_hit_tokens"].items():
+            if rid in evicted:
+                again += n
+            else:
+                first += n
+        evicted |= set(st["preempted"])
+    return first, again
+
+
 def test_counters_count_what_the_lines_show():
+    """Issue 32: the counters count what Metrics counts (the head's waits: every step it waited, with those for its
+    output estimate apart; prefix-cache hits at first admissions, re-admissions apart), and steps on one clock."""
     sgl, vll = step_records(raw("sglang")), step_records(raw("continuous"))
     waited = sum(len(set(st["running"]) - {s["request_id"] for s in st["scheduled"]}) for st in sgl)
-    held = sum(1 for st in sgl if st["waiting"] and not st["admitted"] and "sglang_reserved_output" in json.dumps(st))
-    hits_v = sum(sum(st["num_prefix_hit_tokens"].values()) for st in vll)
-    hits_s = sum(sum(st["num_prefix_hit_tokens"].values()) for st in sgl)
+    held = sum(1 for st in sgl if st["waiting"])
+    estimate = sum(
+        1 for st in sgl if st["waiting"] and not st["admitted"] and "sglang_reserved_output" in json.dumps(st)
+    )
+    assert (held, estimate) == (61, 2)  # D waits 60 steps, B one
+    (hits_v, again_v), (hits_s, again_s) = _hits(vll), _hits(sgl)
+    assert (hits_v, hits_s) == (summarize(view("continuous").records)["prefix_cache_hits"], 63)
     pre = sum(len(st["preempted"]) for st in vll)
     cards = {c["label"]: c["values"] for c in family_counters(view("continuous"), view("sglang"))}
     assert cards["decodes waiting behind a prefill (SGLang)"][3] == "2 / " + str(waited)  # A and B at step 3
     assert cards["decodes waiting behind a prefill (SGLang)"][-1] == f"{waited} / {waited}"
-    assert cards["steps the head waits for its output estimate (SGLang)"][-1] == f"{held} / {held}"
+    assert cards["steps the head of the queue waits (SGLang)"][-1] == f"{held} ({estimate} for its output estimate)"
     assert cards["preemptions (vLLM) · retractions (SGLang)"][-1] == f"{pre} · 1"
     assert cards["prefix-cache hit tokens (vLLM · SGLang)"][1] == "24 · 31"
-    assert cards["prefix-cache hit tokens (vLLM · SGLang)"][-1] == f"{hits_v} · {hits_s}"
-    assert cards["vLLM steps"][0] == str(len(vll)) and cards["SGLang steps"][0] == str(len(sgl))
+    assert (
+        cards["prefix-cache hit tokens (vLLM · SGLang)"][-1]
+        == f"{hits_v} · {hits_s} (re-admissions {again_v} · {again_s})"
+    )
+    assert cards["vLLM steps"][0] == str(vll[-1]["step"] + 1) and cards["SGLang steps"][0] == str(sgl[-1]["step"] + 1)
 
 
 def test_each_side_is_narrated_from_its_own_records():

@@ -36,14 +36,17 @@ BS.Payload = class {
     return v.requests.finish_order.slice(0, BS.lowerBound(v._finishSteps, k + 1));
   }
 
-  /* Each request's state at step k (stepinfo.request_status): finished, else running, else waiting, else not
-   * arrived (first seen in a queue after k, or never), else "" (e.g. preempted in this step). */
+  /* Each request's state at step k (stepinfo.request_status, the facts' Facts.state): finished or aborted (its
+   * end_word), else preempted in this step (retracted under SGLang: the view's words), else running, else
+   * waiting, else not arrived (first seen in a queue after k, or never), else "" (an idle step). */
   statuses(v, k) {
     const r = v.requests, cols = v.steps;
     const running = new Set(this.T[cols.running[k]]), waiting = new Set(this.T[cols.waiting[k]]);
+    const evicted = new Set(this.T[cols.preempted[k]]);
     return v.request_ids.map((_, i) => {
       const fin = r.finish_step[i], seen = r.first_seen[i];
-      if (fin !== null && fin <= k) return "finished";
+      if (fin !== null && fin <= k) return r.end_word[i];
+      if (evicted.has(i)) return v.words.evicted;
       if (running.has(i)) return "running";
       if (waiting.has(i)) return "waiting";
       if (seen === null || seen > k) return "not arrived";

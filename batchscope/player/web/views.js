@@ -370,12 +370,14 @@ BS.Side = class {
 
   drawQueues(s) {
     const cols = this.v.steps, T = this.P.T;
-    const rows = [["Waiting", "waiting"], ["Running", "running"], ["Preempted now", "preempted"],
-      ["Finished (by the end of this step)", "finished"]];
+    // stepinfo.queues and app/panels.queue_rows: the engine's word for an eviction, aborts apart from finishes
+    const rows = [["Waiting", "waiting"], ["Running", "running"], [this.v.words.evicted_now, "preempted"],
+      ["Finished (by the end of this step)", "finished"], ["Aborted (by the end of this step)", "aborted"]];
+    const ended = this.P.finishedBy(this.v, s), how = this.v.requests.end_word;
     const f = document.createDocumentFragment();
     for (const [name, q] of rows) {
-      const idx = q === "finished" ? this.P.finishedBy(this.v, s) : T[cols[q][s]];
-      if (!idx.length && q === "preempted") continue;
+      const idx = q === "finished" || q === "aborted" ? ended.filter((i) => how[i] === q) : T[cols[q][s]];
+      if (!idx.length && (q === "preempted" || q === "aborted")) continue;
       const div = el("div", "bs-queue", f);
       el("b", "", div, name + ": ");
       div.appendChild(this.chips(idx));

@@ -1,0 +1,48 @@
+"""The one table of words for what a scheduler does, in each engine's own vocabulary.
+
+vLLM *preempts* a running request when KV blocks run out (``Scheduler._preempt_request``, vllm/v1/core/sched/
+scheduler.py); SGLang *retracts* requests from its decode batch when its token slots run out
+(``ScheduleBatch.retract_decode``, python/sglang/srt/managers/schedule_batch.py); both send the request back to the
+waiting queue without its K/V. A server *aborts* a request (client gone, timeout); Batchscope's own engine aborts on
+the workload's ``abort_step`` or a Cancel. Every view takes these words from here (``words(view)``), never from a
+branch of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """How an engine names sending a running request back to the waiting queue without its K/V: ``verb`` ("is
+    preempted"), ``past`` ("preempted"), ``noun`` ("preemption"), ``plural`` ("preemptions") and the queue panel's
+    row (``now``: "Preempted now")."""
+
+    verb: str
+    past: str
+    noun: str
+    plural: str
+    now: str
+
+
+EVICTION: dict[str, Eviction] = {
+    "vllm": Eviction("is preempted", "preempted", "preemption", "preemptions", "Preempted now"),
+    "sglang": Eviction("is retracted", "retracted", "retraction", "retractions", "Retracted now"),
+}
+
+# A request's state in one step, as every view prints it. The eviction state is the family's ``Eviction.past``.
+NOT_ARRIVED, WAITING, RUNNING, FINISHED, ABORTED, IDLE = "not arrived", "waiting", "running", "finished", "aborted", ""
+
+
+def family(header: Any) -> str:
+    """The engine family whose words a trace takes: ``sglang`` for SGLang's scheduler (the ``sglang`` batching mode,
+    or a trace an SGLang server wrote), else ``vllm`` (static, continuous and speculative batching follow vLLM's
+    scheduler, and vLLM servers write the rest)."""
+    return "sglang" if header.get("policy") == "sglang" or header.get("source") == "sglang" else "vllm"
+
+
+def eviction(header: Any) -> Eviction:
+    """The eviction words of the engine family of a trace with ``header`` (``family``)."""
+    return EVICTION[family(header)]
