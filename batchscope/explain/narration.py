@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from batchscope.explain.checklist import binding_reason
 from batchscope.explain.narration_cache import eviction
-from batchscope.explain.narration_finish import ending_sentences
+from batchscope.explain.narration_finish import ending_sentences, handed_on_sentence
 from batchscope.explain.narration_sglang import batch_sentences, retraction
 from batchscope.explain.narration_spec import draft_phrase
 from batchscope.explain.words import article, plural
@@ -76,11 +76,18 @@ def _work(view: TraceView, step: int) -> list[str]:
     st = view.steps[step]
     admissions = {a["request_id"]: a for a in decisions(view, step).get("admissions", [])}
     parts = []
-    decodes = [s["request_id"] for s in st["scheduled"] if s["kind"] == "decode" and not num_drafts(s)]
+    plain = [s for s in st["scheduled"] if s["kind"] == "decode" and not num_drafts(s)]
+    decodes = [s["request_id"] for s in plain if s["num_tokens"] == 1]
     if decodes:
         parts.append(
             f"{_join(decodes)} decode{'s' if len(decodes) == 1 else ''} 1 token" + (" each" if len(decodes) > 1 else "")
         )
+    parts += [  # a server's speculative decode whose trace names no drafts: what it scheduled, no more
+        f"{s['request_id']} decodes {s['num_tokens']} tokens (its next token and {s['num_tokens'] - 1} speculative "
+        f"positions the trace does not name){_samples(view, step, s['request_id'])}"
+        for s in plain
+        if s["num_tokens"] > 1
+    ]
     parts += [draft_phrase(view, step, s) for s in st["scheduled"] if num_drafts(s) and s["kind"] == "decode"]
     for s in st["scheduled"]:
         if s["kind"] != "prefill":
@@ -239,6 +246,7 @@ def _preemption(view: TraceView, step: int, p: PreemptionRecord) -> str:
         f"{victim} was preempted: {cause}; {pick}. Its {plural(p['num_dropped_blocks'], 'KV block')} "
         f"({plural(dropped, 'token')} of K/V) were given back and it returned to the waiting queue."
     )
+    text += handed_on_sentence(view, step, victim)
     back = comeback(view, step, victim)
     if back is not None and dropped:
         k, a = back

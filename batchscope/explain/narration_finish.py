@@ -11,6 +11,7 @@ it shared with B."
 from __future__ import annotations
 
 from batchscope.explain.words import plural
+from batchscope.facts import facts
 from batchscope.facts.blocks import Release, releases
 from batchscope.steplog.finishes import aborted_before
 from batchscope.steplog.reasons import ABORT_STATES, abort_cause, pool_unit
@@ -86,3 +87,15 @@ def _abort(view: TraceView, step: int, f: FinishedRecord, r: Release) -> str:
     k, state = record["num_output_tokens"], record["state"]
     tokens = f", after {plural(k, 'output token')}" if k else ", before its first token" if state != "waiting" else ""
     return f"{rid} {cause}, {when}, {ABORT_STATES[state]}{tokens}; {gave}."
+
+
+def handed_on_sentence(view: TraceView, step: int, victim: str) -> str:
+    """ " A took 1 of them at once (block 26)." for the blocks (token slots) ``victim`` gave back in ``step`` that
+    another request holds in the same step (``batchscope.facts.PoolFacts.handed_on``); "" if none was taken. The
+    block map marks those blocks ⟲ under their new owner."""
+    unit = pool_unit(view.header)
+    return "".join(
+        f" {taker} took {len(blocks)} of them at once ({unit if len(blocks) == 1 else unit + 's'} "
+        f"{_names(tuple(str(b) for b in blocks))})."
+        for taker, blocks in facts(view).pool(step).handed_on.get(victim, {}).items()
+    )

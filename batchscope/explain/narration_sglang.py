@@ -9,6 +9,7 @@ decodes that ran inside a prefill batch (``--enable-mixed-chunk``) and what each
 
 from __future__ import annotations
 
+from batchscope.explain.narration_finish import handed_on_sentence
 from batchscope.steplog.decisions import comeback, decisions
 from batchscope.steplog.reasons import (
     FIXED_LENGTH,
@@ -88,4 +89,4 @@ def retraction(view: TraceView, step: int, p: PreemptionRecord) -> str | None:
             if hit
             else f"; when it is admitted again at step {view.step_number(k)}, all {dropped} are recomputed"
         )
-    return text + f". {rid} was picked by {VICTIM_RULES[p['rule']]}."
+    return text + f". {rid} was picked by {VICTIM_RULES[p['rule']]}." + handed_on_sentence(view, step, rid)

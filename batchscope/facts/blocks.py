@@ -100,15 +100,18 @@ def releases(view: TraceView, step: int) -> dict[str, Release]:
 
 def handed_on(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:
     """Blocks freed while ``step`` was scheduled (a preemption, an abort before the step) that another request
-    already holds in the same step: ``{freed from: {taken by: blocks}}``, empty where none was taken at once."""
+    newly holds in the same step: ``{freed from: {taken by: blocks}}``, empty where none was taken at once. A block
+    the other request already held (a shared prefix, kept in the cache) was not given back, and is not listed."""
     freed = freed_blocks(view, step)
     gone = {**freed["preempted"], **freed["aborted"]}
     if not gone:
         return {}
-    owner = {b: rid for rid, blocks in view.block_tables(step).items() for b in blocks}
+    before = view.block_tables(step - 1) if step > 0 else {}
     out: dict[str, dict[str, list[int]]] = {}
-    for victim, blocks in gone.items():
-        for b in blocks:
-            if b in owner and owner[b] != victim:
-                out.setdefault(victim, {}).setdefault(owner[b], []).append(b)
+    for rid, blocks in view.block_tables(step).items():
+        new = set(blocks) - set(before.get(rid, ()))
+        for victim, lost in gone.items():
+            taken = [b for b in lost if b in new and rid != victim]
+            if taken:
+                out.setdefault(victim, {})[rid] = taken
     return out

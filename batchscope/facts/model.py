@@ -100,8 +100,9 @@ class Event:
 class PoolFacts:
     """The KV pool in one step, in the trace's unit (blocks; token slots for SGLang): ``num_blocks``,
     ``num_used`` (held during the forward pass), ``freed`` (given back in or around the step: what finishes,
-    aborts and evictions release, each block once), ``handed_on`` (``{freed from: {taken by: blocks}}``: blocks an
-    eviction or abort freed that another request took in the same step)."""
+    aborts and evictions release, each block once; of a retraction, what SGLang's radix tree does not keep),
+    ``handed_on`` (``{freed from: {taken by: blocks}}``: blocks an eviction or abort freed that another request
+    took in the same step)."""
 
     num_blocks: int
     num_used: int
@@ -227,9 +228,12 @@ class Facts:
     def _pool(self, k: int) -> PoolFacts:
         view, kv = self.view, self.view.steps[k]["kv"]
         gone = freed_blocks(view, k)
-        evicted = {b for blocks in gone["preempted"].values() for b in blocks}
+        records: dict[str, Any] = {p["request_id"]: p for p in decisions(view, k).get("preemptions", [])}
+        evicted = sum(  # SGLang's retraction frees what its radix tree does not keep (``num_freed_tokens``)
+            records.get(rid, {}).get("num_freed_tokens", len(blocks)) for rid, blocks in gone["preempted"].items()
+        )
         ended = sum(r.alone + r.shared for r in releases(view, k).values())
-        return PoolFacts(int(kv["num_blocks"]), int(kv["num_used_blocks"]), ended + len(evicted), handed_on(view, k))
+        return PoolFacts(int(kv["num_blocks"]), int(kv["num_used_blocks"]), ended + evicted, handed_on(view, k))
 
 
 def facts(view: TraceView) -> Facts:

@@ -144,7 +144,7 @@ def _mark_of(view: TraceView, g: int, start: int, end: int, owner: list, flags: 
         end - start,
         Counter(filter(None, owner[start:end])),
         not flags["releasing"].isdisjoint(blocks),
-        any(start <= b < end and owner[b] is None for b in flags["preempted"]),
+        any(start <= b < end for b in flags["preempted"]),
         not flags["new"].isdisjoint(blocks),
     )
 

@@ -20,7 +20,7 @@ def budget_segments(view: TraceView, step: int) -> list[dict]:
         kind = "recompute" if s.get("recompute") else s["kind"]
         segs.append(
             {
-                "label": f"{esc(rid)} {s['kind']}",
+                "label": f"{esc(view.label(rid))} {s['kind']}",
                 "request_id": rid,
                 "kind": kind,
                 "num_tokens": s["num_tokens"] - drafts,
@@ -28,7 +28,7 @@ def budget_segments(view: TraceView, step: int) -> list[dict]:
         )
         if drafts:  # speculative decoding: the drafts it verifies are budget tokens too
             kept = s.get("num_accepted_tokens")
-            label = f"{esc(rid)} drafts" + ("" if kept is None else f" ({kept} of {drafts} accepted)")
+            label = f"{esc(view.label(rid))} drafts" + ("" if kept is None else f" ({kept} of {drafts} accepted)")
             segs.append({"label": label, "request_id": rid, "kind": "speculative", "num_tokens": drafts})
     unused = view.header["config"]["max_num_batched_tokens"] - st["num_batched_tokens"]
     segs.append({"label": "unused", "request_id": None, "kind": "unused", "num_tokens": unused})

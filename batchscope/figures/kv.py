@@ -42,7 +42,7 @@ def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = N
         fig.add_scatter(
             x=x,
             y=y,
-            name=esc(rid),
+            name=esc(view.label(rid)),
             stackgroup="kv",
             mode="lines",
             line=dict(width=0.5, shape="hv"),
@@ -74,6 +74,31 @@ def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = N
     return fig
 
 
+def _owned_cell(view: TraceView, c: dict, bs: int, words: tuple[str, str, str]) -> tuple[str, str]:
+    """The text and hover of a block with an owner: owner, ×refs (shared), the prefix-cache hit, ✕ (released at
+    the end of the step), ⟲ and the request an eviction took it from in this step (handed on at once), fill."""
+    word, by, fill = words
+    owner, taken = c["owner"], c["preempted_from"]
+    mark = " ✕" if c["releasing"] else ""
+    shared = f"×{c['refs']}" if c["refs"] > 1 else ""  # in N block tables (prefix cache)
+    hit = f" {HIT_MARK}" if c["hit"] else ""
+    text = cell_text(
+        c["block"],
+        f"{esc(view.label(owner))}{shared}{hit}{mark}"
+        + (f" ⟲{esc(view.label(taken))}" if taken else "")
+        + f"<br>{c['fill']}/{bs}",
+    )
+    hover = (
+        f"{word} {c['block']}: {esc(owner)}"
+        + fill.format(c["fill"])
+        + (f", shared by {c['refs']} requests (reference count {c['refs']})" if shared else "")
+        + (f"; {esc(c['hit'])} found it in the prefix cache in this step" if hit else "")
+        + (" (released at the end of this step)" if mark else "")
+        + (f"; taken from {esc(taken)} by its {by} in this step" if taken else "")
+    )
+    return text, hover
+
+
 def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list]:
     """What ``block_map`` draws for each block at ``step``, as parallel lists: grid position (``x``, ``y``),
     ``color`` (owner or free), ``text`` (``cell_text``: the block id, then owner, release mark and fill; a free block
@@ -90,20 +115,11 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
         out["y"].append(c["block"] // columns)
         owner = c["owner"]
         out["color"].append(view.colors[owner] if owner else FREE_COLOR)
-        mark = " ✕" if c["releasing"] else ""
-        shared = f"×{c['refs']}" if owner and c["refs"] > 1 else ""  # in N block tables (prefix cache)
         hit = f" {HIT_MARK}" if owner and c["hit"] else ""
         if owner:
-            out["text"].append(
-                cell_text(c["block"], f"{esc(view.label(owner))}{shared}{hit}{mark}<br>{c['fill']}/{bs}")
-            )
-            out["hover"].append(
-                f"{word} {c['block']}: {esc(owner)}"
-                + fill.format(c["fill"])
-                + (f", shared by {c['refs']} requests (reference count {c['refs']})" if shared else "")
-                + (f"; {esc(c['hit'])} found it in the prefix cache in this step" if hit else "")
-                + (" (released at the end of this step)" if mark else "")
-            )
+            text, hover = _owned_cell(view, c, bs, (word, by, fill))
+            out["text"].append(text)
+            out["hover"].append(hover)
         elif c["preempted_from"]:
             out["text"].append(cell_text(c["block"], f"⟲{esc(view.label(c['preempted_from']))}"))
             out["hover"].append(f"{word} {c['block']}: free (taken from {esc(c['preempted_from'])} by {by})")

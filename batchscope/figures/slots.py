@@ -48,7 +48,7 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
                 x=[None],
                 y=[None],
                 mode="markers",
-                name=esc(rid),
+                name=esc(view.label(rid)),
                 legendgroup=rid,
                 marker=dict(color=view.colors[rid], symbol="square", size=12),
             )
@@ -63,7 +63,7 @@ def slot_occupancy(view: TraceView, step: int | None = None, num_steps: int | No
                 x=[len(r) for r in runs],
                 base=[r[0].step - 0.5 for r in runs],
                 marker=dict(color=color, pattern=hatch(kind), line=dict(width=0.5, color="white")),
-                name=esc(rid),
+                name=esc(view.label(rid)),
                 legendgroup=rid,
                 showlegend=False,
                 customdata=[[esc(rid), kind, r[0].step, r[-1].step, sum(c.num_tokens for c in r)] for r in runs],

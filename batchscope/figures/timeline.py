@@ -47,7 +47,7 @@ def _end_marks(fig: go.Figure, view: TraceView) -> None:
         if ends or word == "finished":
             fig.add_scatter(
                 x=[s + 0.5 for _, s in ends],
-                y=[esc(rid) for rid, _ in ends],
+                y=[esc(view.label(rid)) for rid, _ in ends],
                 mode="markers",
                 name=word,
                 marker=dict(symbol=symbol, size=14, line=dict(width=3, color="#000")),
@@ -67,7 +67,7 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
             n = sum(1 for _ in group)
             if phase is not None:
                 ys, xs, bases = runs[phase]
-                ys.append(esc(rid))
+                ys.append(esc(view.label(rid)))
                 xs.append(n)
                 bases.append(i - 0.5)
             i += n
@@ -97,7 +97,9 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
             range=[-0.5, (num_steps or view.num_steps) - 0.5],
             **view.step_ticks(0, (num_steps or view.num_steps) - 1),
         ),
-        yaxis=dict(type="category", categoryorder="array", categoryarray=[esc(r) for r in view.request_ids[::-1]]),
+        yaxis=dict(
+            type="category", categoryorder="array", categoryarray=[esc(view.label(r)) for r in view.request_ids[::-1]]
+        ),
         # under the step axis, where wrapping to a second row in a narrow column (two sides) covers nothing
         legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left", font=dict(size=10)),
     )

@@ -61,7 +61,7 @@ def test_markup_ids_validate_and_every_figure_shows_them_as_text(evil):
     for fig in (timeline(view), slot_occupancy(view), kv_usage(view)):
         text = fig.to_json()
         assert "<img" not in text and "<a href" not in text
-        assert "&lt;img src=" in text
+        assert "&lt;img src" in text  # the label of the id "<img src=...>", as text
 
 
 def test_chips_and_markdown_escape_markup(evil):

@@ -1,0 +1,231 @@
+"""Issue 32's findings, one test each: places where two parts of the app disagreed. Each compares what a view prints
+with a value counted here from the raw JSON lines (or from a workload whose schedule is known by hand), so that it
+fails on the finding as shipped before the fact model (see each docstring)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import RECORDED, RECORDED_TRACES, parts, recorded_pair
+
+from batchscope.app.panels import queue_rows
+from batchscope.compare.lockstep import family_counters, lockstep_counters
+from batchscope.engine.config import EngineConfig
+from batchscope.engine.engine import LLMEngine
+from batchscope.engine.request import Request, SamplingParams
+from batchscope.explain.beats import story_beats
+from batchscope.explain.checklist import head_checklist
+from batchscope.explain.moments import found_moments
+from batchscope.explain.narration import narrate
+from batchscope.explain.stepinfo import queues, request_status
+from batchscope.figures.kv import block_marks
+from batchscope.figures.steps_table import columns, step_row
+from batchscope.figures.timeline import timeline
+from batchscope.player.playback import player_payload
+from batchscope.steplog import trace
+from batchscope.steplog.view import TraceView
+
+PAIRS = ("shared-prefix", "vllm-vs-sglang", "seed-abcd", "preemption", "priority")
+
+
+def raw(path) -> tuple[dict, list[dict], dict]:
+    return parts([json.loads(line) for line in path.read_text().splitlines()])
+
+
+def view_of(name: str) -> TraceView:
+    return TraceView(trace.read(RECORDED / f"{name}.jsonl"))
+
+
+@pytest.mark.parametrize("scenario", PAIRS)
+def test_both_sides_of_compare_runs_stand_on_one_step_clock(scenario):
+    """Finding: on `shared-prefix` the sides drifted after the idle steps one side skips (at the player's step 30
+    one side narrated "Step 32", the other "Step 31"). Position k of the shared clock is step k on both sides, an
+    idle step narrated as idle."""
+    views = recorded_pair(scenario)
+    for v in views:
+        numbers = {st["step"] for st in raw(RECORDED / f"{scenario}-{v.policy}.jsonl")[1]}
+        for k in range(v.num_steps):
+            text = narrate(v, k)
+            assert text.startswith(f"Step {k}:"), (v.policy, k, text[:40])
+            assert (k not in numbers) == text.startswith(f"Step {k}: idle."), (v.policy, k)
+    payload = player_payload(views, scenario)
+    assert payload["num_steps"] == max(raw(RECORDED / f"{scenario}-{v.policy}.jsonl")[1][-1]["step"] + 1 for v in views)
+
+
+@pytest.mark.parametrize("path", RECORDED_TRACES, ids=[p.stem for p in RECORDED_TRACES])
+def test_a_key_moment_names_the_step_it_stands_at(path):
+    """Finding: a key moment said "finishes at step 55" while its note stood at step 53. Every "at step N" in a
+    moment's note is the moment's own step, and that step's record has number N."""
+    view = TraceView(trace.read(path))
+    numbers = [st["step"] for st in raw(path)[1]]
+    for m in found_moments(view):
+        for n in re.findall(r"finishes its last request at step (\d+)", m["note"]):
+            assert int(n) == m["step"] == numbers[-1]
+
+
+@pytest.mark.parametrize("scenario", ["shared-prefix", "seed-abcd", "sixteen"])
+def test_compare_step_counters_equal_the_steps_table_and_metrics(scenario):
+    """Finding: counters read 54/67 while the steps table, Metrics and the README said 56/68 (idle steps)."""
+    static, continuous = (view_of(f"{scenario}-{p}") for p in ("static", "continuous"))
+    cards = {c["label"]: c["values"] for c in lockstep_counters(static, continuous)}
+    for label, v in (("static steps", static), ("continuous steps", continuous)):
+        last = raw(RECORDED / f"{scenario}-{v.policy}.jsonl")[1][-1]["step"]
+        assert cards[label][0] == str(last + 1) == str(step_row(v, v.num_steps - 1)["step"] + 1)
+
+
+def test_the_head_wait_counter_counts_every_step_the_head_waits():
+    """Finding: "the head waited for its output estimate" read 2 while D waited 60 steps."""
+    sgl = raw(RECORDED / "vllm-vs-sglang-sglang.jsonl")[1]
+    cards = {c["label"]: c["values"] for c in family_counters(*recorded_pair("vllm-vs-sglang"))}
+    waits = sum(1 for st in sgl if st["waiting"])
+    assert sum(1 for st in sgl if "D" in st["waiting"]) == 60
+    assert cards["steps the head of the queue waits (SGLang)"][-1].startswith(f"{waits} (")
+
+
+def test_the_prefix_hit_counter_counts_as_metrics_does():
+    """Finding: the counter ended at 104 · 106 while `engine metrics` and the README gave 56 / 63 (re-admissions
+    counted in). First admissions only, from the raw hit counts; re-admissions apart."""
+    totals = []
+    for policy in ("continuous", "sglang"):
+        evicted: set[str] = set()
+        first = 0
+        for st in raw(RECORDED / f"vllm-vs-sglang-{policy}.jsonl")[1]:
+            first += sum(n for r, n in st["num_prefix_hit_tokens"].items() if r not in evicted)
+            evicted |= set(st["preempted"])
+        totals.append(first)
+    cards = {c["label"]: c["values"] for c in family_counters(*recorded_pair("vllm-vs-sglang"))}
+    assert cards["prefix-cache hit tokens (vLLM · SGLang)"][-1].startswith(f"{totals[0]} · {totals[1]} (")
+
+
+@pytest.mark.parametrize("path", [p for p in RECORDED_TRACES if p.stem.endswith("-sglang")], ids=lambda p: p.stem)
+def test_sglang_runs_are_told_in_sglang_words(path):
+    """Finding: SGLang's retraction was narrated "after its preemption" and listed under "Preempted now"."""
+    view = TraceView(trace.read(path))
+    for k in range(view.num_steps):
+        shown = [narrate(view, k), *(name for name, _, _ in queue_rows(view, queues(view, k)))]
+        shown += [*request_status(view, k).values(), *columns(view)]
+        assert not any("preempt" in s.lower() for s in shown), (k, [s for s in shown if "preempt" in s.lower()])
+    assert any("retracted" in request_status(view, k).values() for k in range(view.num_steps)) or not any(
+        st["preempted"] for st in raw(path)[1]
+    )
+
+
+@pytest.mark.parametrize(("name", "step"), [("vllm-vs-sglang-continuous", 30), ("priority-continuous", 30)])
+def test_the_block_map_marks_every_block_the_text_says_was_given_back(name, step):
+    """Finding: the map showed one ⟲ fewer than "N KV blocks given back" (6 vs 7, 8 vs 9): the requester took a
+    freed block at once and nothing said so. The ⟲ marks count the record's dropped blocks, and the narration
+    names the block taken at once."""
+    view = view_of(name)
+    rec = raw(RECORDED / f"{name}.jsonl")[1][step]
+    (victim,) = rec["preempted"]
+    before = set(raw(RECORDED / f"{name}.jsonl")[1][step - 1]["kv"]["block_tables"][victim])
+    taken = {r: sorted(set(t) & before) for r, t in rec["kv"]["block_tables"].items() if set(t) & before}
+    marks = sum(t.count("⟲") for t in block_marks(view, step)["text"])
+    assert marks == len(before) == rec["decisions"]["preemptions"][0]["num_dropped_blocks"]
+    assert len(taken) == 1
+    ((taker, blocks),) = taken.items()
+    assert f"{taker} took {len(blocks)} of them at once (KV block {blocks[0]})." in narrate(view, step)
+
+
+def test_the_retraction_marks_what_sglang_frees():
+    """The same for SGLang's retraction: ⟲ on the token slots it frees, not those its radix tree keeps."""
+    view = view_of("vllm-vs-sglang-sglang")
+    (p,) = raw(RECORDED / "vllm-vs-sglang-sglang.jsonl")[1][53]["decisions"]["preemptions"]
+    assert sum(t.count("⟲") for t in block_marks(view, 53)["text"]) == p["num_freed_tokens"] == 49
+
+
+class Sevens:
+    """A fake model: every sampling request gets token 7."""
+
+    def execute(self, out, block_tables) -> dict[str, list[int]]:
+        return {s.request.request_id: [7] for s in out.scheduled if s.samples}
+
+    def release(self, request_id: str) -> None:
+        pass
+
+
+def aborted_run() -> TraceView:
+    """A (10 tokens, 5 to make) is aborted before step 3; B (4 tokens, 2 to make) finishes at the end of step 1."""
+    cfg = EngineConfig(max_num_seqs=2, max_num_batched_tokens=16, block_size=4, num_kv_blocks=8)
+    reqs = [
+        Request("A", list(range(10, 20)), SamplingParams(max_tokens=5, ignore_eos=True), arrival_step=0, abort_step=3),
+        Request("B", list(range(30, 34)), SamplingParams(max_tokens=2, ignore_eos=True), arrival_step=0),
+    ]
+    return TraceView(LLMEngine(Sevens(), cfg).run(reqs))
+
+
+def test_an_aborted_request_reads_aborted_in_every_view():
+    """Finding: a cancelled (aborted) request read "finished" in the queues, the text panel, the steps table, the
+    timeline and the progress line."""
+    view = aborted_run()
+    k = view.num_steps - 1
+    assert [f["reason"] for st in view.steps for f in st["finished"] if f["request_id"] == "A"] == ["abort"]
+    q = queues(view, k)
+    assert (q["finished"], q["aborted"]) == (["B"], ["A"])
+    assert request_status(view, k) == {"A": "aborted", "B": "finished"}
+    abort_step = next(i for i, st in enumerate(view.steps) if any(f["request_id"] == "A" for f in st["finished"]))
+    row = step_row(view, abort_step)
+    assert row["aborted"] == "A" and "A" not in row["finished"]
+    marks = {t.name: list(t.y) for t in timeline(view).data if t.type == "scatter"}
+    assert marks == {"finished": ["B"], "aborted": ["A"]}
+    payload = player_payload([view], "aborts")["views"][0]
+    assert payload["requests"]["end_word"] == ["aborted", "finished"]
+
+
+def test_the_checklist_counts_the_members_the_narration_shows():
+    """Finding: the checklist said "1 members still running" while B and A both ran."""
+    view = view_of("seed-abcd-static")
+    steps = raw(RECORDED / "seed-abcd-static.jsonl")[1]
+    seen = 0
+    for k, st in enumerate(steps):
+        items = {i["limit"]: i["numbers"] for i in head_checklist(view, k)}
+        if "static_batch_running" in items and items["static_batch_running"] != "the last batch has ended":
+            n = len(st["running"])
+            assert items["static_batch_running"] == f"{n} member{'s' if n != 1 else ''} still running", k
+            seen += 1
+    assert seen
+
+
+@pytest.mark.parametrize("path", RECORDED_TRACES, ids=[p.stem for p in RECORDED_TRACES])
+def test_the_batch_shrinks_only_where_a_batch_runs(path):
+    """Finding: the "batch shrinks" beat stood on an empty last step (and would on idle steps)."""
+    view = TraceView(trace.read(path))
+    for k, beats in story_beats(view).items():
+        if "drain" in beats:
+            assert view.steps[k]["scheduled"], k
+
+
+def long_ids(name: str) -> TraceView:
+    """A shipped trace with each id replaced by a server-style 45-character id (``chatcmpl-`` + 36 hex)."""
+    text = (RECORDED / f"{name}.jsonl").read_text()
+    header = json.loads(text.splitlines()[0])
+    for i, r in enumerate(header["requests"]):
+        text = text.replace(f'"{r["request_id"]}"', f'"chatcmpl-{i:x}{"0123456789abcdef" * 2}abc{i:x}"')
+    return TraceView([json.loads(x) for x in text.splitlines()])
+
+
+@pytest.mark.parametrize("name", ["seed-abcd-continuous", "vllm-vs-sglang-sglang"])
+def test_long_ids_are_shown_by_one_label_in_every_view(name):
+    """Finding: long ids were shortened in some views and whole (45-50 characters) in others. Every name a figure
+    or the narration shows is the view's label; the whole id stays on hover only."""
+    view = long_ids(name)
+    labels = {view.label(r) for r in view.request_ids}
+    assert all(len(x) <= 12 for x in labels) and not labels & set(view.request_ids)
+    for k in range(0, view.num_steps, 5):
+        text = narrate(view, k) + " " + " ".join(str(v) for v in step_row(view, k).values())
+        assert not any(r in text for r in view.request_ids), k
+    fig = timeline(view)
+    assert set(fig.layout.yaxis.categoryarray) == labels
+    assert {y for t in fig.data for y in t.y} <= labels
+
+
+def test_a_speculative_decode_without_drafts_is_narrated_with_its_tokens():
+    """Finding: a server's speculative decode of 4 scheduled tokens, without draft ids, was narrated "decodes 1
+    token"."""
+    records = trace.read(RECORDED / "seed-abcd-continuous.jsonl")
+    k, entry = next((k, s) for k, st in enumerate(records[1:-1]) for s in st["scheduled"] if s["kind"] == "decode")
+    entry["num_tokens"] = 4
+    text = narrate(TraceView(records), k)
+    assert f"{entry['request_id']} decodes 4 tokens" in text and f"{entry['request_id']} decodes 1 token" not in text
