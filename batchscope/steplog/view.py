@@ -64,6 +64,8 @@ def on_the_clock(steps: list[StepRecord], version: int = 1) -> list[StepRecord]:
                 idle |= {"num_batched_tokens": 0, "sampled": [], "admitted": [], "finished": [], "preempted": []}
                 idle |= {"waiting": [], "running": [], "padding_slots": [], "kv": dict(kv)}
                 idle |= {"idle": True, "idle_steps": length}
+                if "num_prefix_hit_tokens" in st:  # nobody is admitted in an idle step
+                    idle["num_prefix_hit_tokens"] = {}
                 out.append(cast(StepRecord, idle))
         out.append(st)
     return out

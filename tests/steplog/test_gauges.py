@@ -24,8 +24,13 @@ def raw(name: str) -> list[dict]:
 
 
 def from_raw_lines(records: list[dict]) -> dict[str, list]:
-    """The metrics by their definitions (vllm/v1/metrics), straight from the step lines of a version 1 trace."""
-    header, steps = records[0], step_records(records)
+    """The metrics by their definitions (vllm/v1/metrics), straight from the step lines of a version 1 trace, at
+    every step of the clock (a step the engine skipped as idle: nothing queued, no block held)."""
+    header, recorded = records[0], step_records(records)
+    by_number = {st["step"]: st for st in recorded}
+    kv = {"block_tables": {}, "num_blocks": recorded[0]["kv"]["num_blocks"]}
+    idle = {"running": [], "waiting": [], "finished": [], "admitted": [], "preempted": [], "sampled": [], "kv": kv}
+    steps = [by_number.get(n, idle) for n in range(recorded[-1]["step"] + 1)]
     prompt = {r["request_id"]: r["num_prompt_tokens"] for r in header["requests"]}
     out: dict[str, list] = {name: [] for name in g.NAMES}
     admitted_before, emitted, first_hit, pending = set(), set(), {}, {}
