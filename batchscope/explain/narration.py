@@ -209,7 +209,7 @@ def _events(view: TraceView, step: int) -> list[str]:
             f"workload file."
         )
     caching = view.header["config"].get("enable_prefix_caching")
-    if caching and len(st["admitted"]) > 1 and "num_reserved_blocks" in st["kv"]:  # a static batch just formed
+    if caching and "num_reserved_blocks" in st["kv"] and _share_a_block(view, st["admitted"]):  # a static batch
         sentences.append(
             "The static batch is formed before any member computes, so its members find in the prefix cache only "
             "blocks that earlier requests left there, never each other's (continuous batching admits a request "
@@ -223,6 +223,15 @@ def _events(view: TraceView, step: int) -> list[str]:
             f"{'occupies a row' if len(pads) == 1 else 'occupy rows'} as padding."
         )
     return sentences
+
+
+def _share_a_block(view: TraceView, ids: list[str]) -> bool:
+    """Whether two of ``ids`` start with the same full KV block of prompt tokens (they could share cached K/V);
+    False where the trace records no prompt token ids."""
+    bs = view.header["config"]["block_size"]
+    prompts = [view.request_info[r].get("prompt_token_ids") or [] if r in view.request_info else [] for r in ids]
+    firsts = [tuple(p[:bs]) for p in prompts if len(p) >= bs]
+    return len(set(firsts)) < len(firsts)
 
 
 def _preemption(view: TraceView, step: int, p: PreemptionRecord) -> str:

@@ -251,3 +251,21 @@ def test_the_glossary_says_what_the_shipped_runs_measure_of_ttft():
         assert mean_ttft(RECORDED / f"{sc}-continuous.jsonl") < mean_ttft(RECORDED / f"{sc}-sglang.jsonl"), sc
     text = next(t for t in SGLANG_TERMS if t.key == "prefill_first").text
     assert "sooner" not in text.replace("no sooner", "") and "vLLM's mean TTFT is the lower" in text
+
+
+def test_the_static_batch_prefix_sentence_only_where_members_share_a_prefix():
+    """Finding: `seed-abcd`'s static narration explained why a static batch's members never find each other's
+    prefix, where nothing is shared. Said only where two members admitted together start with the same full block
+    of prompt tokens (counted here from the raw header)."""
+    for path in [p for p in RECORDED_TRACES if p.stem.endswith("-static")]:
+        header, steps, _ = raw(path)
+        bs, prompts = (
+            header["config"]["block_size"],
+            {r["request_id"]: r["prompt_token_ids"] for r in header["requests"]},
+        )
+        view = TraceView(trace.read(path))
+        for st in steps:
+            firsts = [tuple(prompts[r][:bs]) for r in st["admitted"] if len(prompts[r]) >= bs]
+            shared = len(set(firsts)) < len(firsts)
+            said = "static batch is formed before any member computes" in narrate(view, st["step"])
+            assert said == (shared and bool(header["config"].get("enable_prefix_caching"))), (path.stem, st["step"])
