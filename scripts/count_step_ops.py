@@ -22,8 +22,24 @@ from batchscope.engine.llm import generate_trace
 from batchscope.inputs.workload import load_scenario
 from batchscope.model.models import load_model
 
-VIEWS = {"view", "_unsafe_view", "transpose", "select", "slice", "unsqueeze", "expand", "t", "reshape", "alias",
-         "as_strided", "detach", "permute", "squeeze", "split", "unbind"}  # fmt: skip
+VIEWS = {
+    "view",
+    "_unsafe_view",
+    "transpose",
+    "select",
+    "slice",
+    "unsqueeze",
+    "expand",
+    "t",
+    "reshape",
+    "alias",
+    "as_strided",
+    "detach",
+    "permute",
+    "squeeze",
+    "split",
+    "unbind",
+}
 
 
 class CountOps(TorchDispatchMode):

@@ -118,8 +118,10 @@ def bare(visits: int, size: dict) -> int:
             later = [first_frame_s(student, base + "/") for _ in range(max(3, visits))]
             student.close()
     runs = " ".join(f"{x:.2f}" for x in later)
-    print(f"{'bare Streamlit page':28s} first visit {first:5.2f} s   later visits {runs} s"
-          f"   (median of the last 3: {statistics.median(later[-3:]):.2f} s)")  # fmt: skip
+    print(
+        f"{'bare Streamlit page':28s} first visit {first:5.2f} s   later visits {runs} s"
+        f"   (median of the last 3: {statistics.median(later[-3:]):.2f} s)"
+    )
     return 0
 
 
@@ -149,8 +151,11 @@ def main() -> int:
             later = [first_frame_s(student, base + path) for _ in range(max(3, args.visits))]
             settled = statistics.median(later[-3:])
             rows.append((name, first, settled))
-            print(f"{name:28s} first visit {first:5.2f} s   later visits {' '.join(f'{x:.2f}' for x in later)} s"
-                  f"   (median of the last 3: {settled:.2f} s)", flush=True)  # fmt: skip
+            print(
+                f"{name:28s} first visit {first:5.2f} s   later visits {' '.join(f'{x:.2f}' for x in later)} s"
+                f"   (median of the last 3: {settled:.2f} s)",
+                flush=True,
+            )
         student.close()
         tab = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
         tab.set_default_timeout(180_000)

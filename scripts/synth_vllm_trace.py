@@ -134,8 +134,14 @@ class Sim:
     def _entry(self, req: Req, n: int) -> dict:
         decode = n == 1 and req.computed + n == req.known and req.computed >= req.prompt
         kind = "decode" if decode else "prefill"
-        return {"request_id": req.rid, "kind": kind, "num_tokens": n, "num_computed_tokens": req.computed,
-                "slot": req.slot, "recompute": kind == "prefill" and req.preemptions > 0}  # fmt: skip
+        return {
+            "request_id": req.rid,
+            "kind": kind,
+            "num_tokens": n,
+            "num_computed_tokens": req.computed,
+            "slot": req.slot,
+            "recompute": kind == "prefill" and req.preemptions > 0,
+        }
 
     def _record(self, k, arrivals, sched, allocated, freed, admitted, preempted) -> dict:
         entries = [self._entry(r, n) for r, n in sched]
@@ -155,20 +161,45 @@ class Sim:
                     self.running.remove(req)
                     self.to_free.append(req)
         return {
-            "type": "step", "step": k, "t_start": t_start, "t_end": self.t,
-            "arrived": [spec(r, t_start) for r in arrivals], "scheduled": entries, "num_batched_tokens": tokens,
-            "sampled": sampled, "admitted": admitted, "finished": finished, "preempted": preempted,
-            "waiting": [r.rid for r in self.waiting], "running": running,
-            "padding_slots": [], "num_cached_tokens": {rid: 0 for rid in admitted},
-            "kv": {"num_blocks": self.a.num_blocks, "block_size": self.a.block_size,
-                   "num_used_blocks": self.a.num_blocks - len(self.free), "freed": freed, "allocated": allocated},
-        }  # fmt: skip
+            "type": "step",
+            "step": k,
+            "t_start": t_start,
+            "t_end": self.t,
+            "arrived": [spec(r, t_start) for r in arrivals],
+            "scheduled": entries,
+            "num_batched_tokens": tokens,
+            "sampled": sampled,
+            "admitted": admitted,
+            "finished": finished,
+            "preempted": preempted,
+            "waiting": [r.rid for r in self.waiting],
+            "running": running,
+            "padding_slots": [],
+            "num_cached_tokens": {rid: 0 for rid in admitted},
+            "kv": {
+                "num_blocks": self.a.num_blocks,
+                "block_size": self.a.block_size,
+                "num_used_blocks": self.a.num_blocks - len(self.free),
+                "freed": freed,
+                "allocated": allocated,
+            },
+        }
 
 
 def spec(r: Req, t: float) -> dict:
-    return {"request_id": r.rid, "num_prompt_tokens": r.prompt, "max_tokens": 1000, "temperature": 0.7, "top_p": 0.95,
-            "top_k": 0, "seed": None, "ignore_eos": False, "arrival_time": t, "arrival_step": r.arrival_step,
-            "priority": 0}  # fmt: skip
+    return {
+        "request_id": r.rid,
+        "num_prompt_tokens": r.prompt,
+        "max_tokens": 1000,
+        "temperature": 0.7,
+        "top_p": 0.95,
+        "top_k": 0,
+        "seed": None,
+        "ignore_eos": False,
+        "arrival_time": t,
+        "arrival_step": r.arrival_step,
+        "priority": 0,
+    }
 
 
 def synthesize(args: argparse.Namespace) -> list[dict]:
@@ -176,14 +207,29 @@ def synthesize(args: argparse.Namespace) -> list[dict]:
     reqs = workload(rng, args.requests, args.steps)
     sim = Sim(args, rng)
     header = {
-        "type": "header", "schema_version": 2, "source": "vllm", "vllm_version": "0.33.0",
-        "model": "synthetic (scripts/synth_vllm_trace.py)", "device": "cuda (synthetic)", "dtype": "bfloat16",
-        "policy": "continuous", "created": "2026-01-01T00:00:00+00:00", "scenario": None, "record_text": False,
-        "config": {"max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens,
-                   "block_size": args.block_size, "num_kv_blocks": args.num_blocks, "enable_chunked_prefill": True,
-                   "enable_prefix_caching": False, "scheduling_policy": "fcfs", "async_scheduling": False},
+        "type": "header",
+        "schema_version": 2,
+        "source": "vllm",
+        "vllm_version": "0.33.0",
+        "model": "synthetic (scripts/synth_vllm_trace.py)",
+        "device": "cuda (synthetic)",
+        "dtype": "bfloat16",
+        "policy": "continuous",
+        "created": "2026-01-01T00:00:00+00:00",
+        "scenario": None,
+        "record_text": False,
+        "config": {
+            "max_num_seqs": args.max_num_seqs,
+            "max_num_batched_tokens": args.max_num_batched_tokens,
+            "block_size": args.block_size,
+            "num_kv_blocks": args.num_blocks,
+            "enable_chunked_prefill": True,
+            "enable_prefix_caching": False,
+            "scheduling_policy": "fcfs",
+            "async_scheduling": False,
+        },
         "requests": [],
-    }  # fmt: skip
+    }
     records, i = [header], 0
     for k in range(args.steps):
         arrivals = []
@@ -202,10 +248,17 @@ def synthesize(args: argparse.Namespace) -> list[dict]:
 
 def summary(r: Req, first: dict, finish: dict, records: list[dict]) -> dict:
     reason, t = finish.get(r.rid, (None, None))
-    return {"request_id": r.rid, "output_token_ids": r.generated, "finish_reason": reason,
-            "num_preemptions": r.preemptions, "num_recomputed_tokens": r.recomputed,
-            "arrival_time": records[1 + r.arrival_step]["t_start"], "first_scheduled_time": first.get(r.rid),
-            "first_token_time": r.first_token, "finish_time": t}  # fmt: skip
+    return {
+        "request_id": r.rid,
+        "output_token_ids": r.generated,
+        "finish_reason": reason,
+        "num_preemptions": r.preemptions,
+        "num_recomputed_tokens": r.recomputed,
+        "arrival_time": records[1 + r.arrival_step]["t_start"],
+        "first_scheduled_time": first.get(r.rid),
+        "first_token_time": r.first_token,
+        "finish_time": t,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

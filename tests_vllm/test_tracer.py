@@ -126,8 +126,15 @@ def test_prefix_cache_hits_and_shared_blocks(tmp_path, monkeypatch):
         {"request_id": r, "prompt_token_ids": prompt, "max_tokens": 3, "ignore_eos": True, "arrival_step": s}
         for r, s in (("A", 0), ("B", 1))
     ]
-    config = {"max_num_seqs": 2, "max_num_batched_tokens": 16, "block_size": 4, "num_kv_blocks": 8,
-              "enable_chunked_prefill": True, "enable_prefix_caching": True, "max_model_len": 64}  # fmt: skip
+    config = {
+        "max_num_seqs": 2,
+        "max_num_batched_tokens": 16,
+        "block_size": 4,
+        "num_kv_blocks": 8,
+        "enable_chunked_prefill": True,
+        "enable_prefix_caching": True,
+        "max_model_len": 64,
+    }
     workload = {"config": config, "eos_token_ids": [], "requests": reqs, "sampled": {"A": [7] * 3, "B": [7] * 3}}
     steps, trace = traced(workload, tmp_path / "t.jsonl", monkeypatch)
     assert schema_problems(trace) == []
@@ -207,8 +214,14 @@ def test_an_abort_is_a_finish_with_its_reason_and_frees_the_table(tmp_path, monk
         {"request_id": r, "prompt_token_ids": [5, 6], "max_tokens": 3, "ignore_eos": True, "arrival_step": 0}
         for r in "AB"
     ]
-    config = {"max_num_seqs": 2, "max_num_batched_tokens": 8, "block_size": 2, "num_kv_blocks": 8,
-              "enable_chunked_prefill": True, "max_model_len": 64}  # fmt: skip
+    config = {
+        "max_num_seqs": 2,
+        "max_num_batched_tokens": 8,
+        "block_size": 2,
+        "num_kv_blocks": 8,
+        "enable_chunked_prefill": True,
+        "max_model_len": 64,
+    }
     workload = {"config": config, "eos_token_ids": [], "requests": reqs, "sampled": {"A": [7] * 3, "B": [7]}}
     _, trace = traced(workload, tmp_path / "t.jsonl", monkeypatch)  # B wants a 2nd token: the driver aborts it
     assert schema_problems(trace) == []

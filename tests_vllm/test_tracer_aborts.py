@@ -38,9 +38,11 @@ class Watching(TracingScheduler):
         table = [b for b in self.kv_cache_manager.get_block_ids(request_ids)[0] if b > 0] if req else []
         view = None if req is None else (req.status.name, len(req.output_token_ids), len(table))
         others = {
-            b for rid, r in self.requests.items() if rid != request_ids and not r.is_finished()
+            b
+            for rid, r in self.requests.items()
+            if rid != request_ids and not r.is_finished()
             for b in self.kv_cache_manager.get_block_ids(rid)[0]
-        }  # fmt: skip
+        }
         out = super().finish_requests(request_ids, finished_status)
         if view is not None:
             returned = pool.get_num_free_blocks() - free
@@ -60,18 +62,30 @@ def aborts(trace: list[dict]) -> dict[str, tuple[int, dict]]:
     return {f["request_id"]: (st["step"], f["aborted"]) for st in trace[1:-1] for f in st["finished"] if "aborted" in f}
 
 
-CONFIG = {"max_num_seqs": 2, "max_num_batched_tokens": 16, "block_size": 4, "num_kv_blocks": 6,
-          "enable_chunked_prefill": True, "max_model_len": 64}  # fmt: skip
+CONFIG = {
+    "max_num_seqs": 2,
+    "max_num_batched_tokens": 16,
+    "block_size": 4,
+    "num_kv_blocks": 6,
+    "enable_chunked_prefill": True,
+    "max_model_len": 64,
+}
 
 
 def workload(abort_steps: dict[str, int], sampled: dict[str, int] | None = None) -> dict:
     """A and B (8-token prompts, 12 tokens each) run together until B is preempted at step 5 (the pool of 6 blocks
     is full); W (4 tokens) waits behind them for a row until step 12."""
     reqs = [
-        {"request_id": rid, "prompt_token_ids": list(range(base, base + n)), "max_tokens": m, "ignore_eos": True,
-         "arrival_step": 0, **({"abort_step": abort_steps[rid]} if rid in abort_steps else {})}
+        {
+            "request_id": rid,
+            "prompt_token_ids": list(range(base, base + n)),
+            "max_tokens": m,
+            "ignore_eos": True,
+            "arrival_step": 0,
+            **({"abort_step": abort_steps[rid]} if rid in abort_steps else {}),
+        }
         for rid, base, n, m in (("A", 10, 8, 12), ("B", 20, 8, 12), ("W", 30, 4, 2))
-    ]  # fmt: skip
+    ]
     lengths = {"A": 12, "B": 12, "W": 2, **(sampled or {})}
     return {
         "config": CONFIG,
@@ -127,7 +141,10 @@ def test_a_replay_of_a_traced_abort_aborts_before_the_same_step(tmp_path, monkey
     config = {**{k: v for k, v in CONFIG.items() if k != "max_model_len"}, "batching": "continuous"}
     records = run_batchscope(reqs, config, [])
     assert {r["request_id"]: r.get("abort_step") for r in workload_from_trace(records)["requests"]} == {
-        "A": 9, "B": 7, "W": 3}  # fmt: skip
+        "A": 9,
+        "B": 7,
+        "W": 3,
+    }
 
 
 @settings(
@@ -148,7 +165,10 @@ def test_random_aborts_are_recorded_as_vllm_held_them(case, tmp_path_factory, mo
     for rid, (step, facts) in got.items():
         status, tokens, blocks = Watching.seen[rid]["view"]
         assert (STATES.get(status, "waiting"), tokens, blocks) == (
-            facts["state"], facts["num_output_tokens"], facts["num_freed_blocks"])  # fmt: skip
+            facts["state"],
+            facts["num_output_tokens"],
+            facts["num_freed_blocks"],
+        )
         k = next(i for i, st in enumerate(v1) if st["step"] == step)
         before = v1[k - 1]["kv"]["block_tables"] if k else {}
         assert len(before.get(rid, ())) == facts["num_freed_blocks"]

@@ -195,32 +195,72 @@ def hand_case() -> tuple[list[dict], dict]:
     B (4) are admitted at step 0; C (4) waits for a row. Step 1: A's decode takes the last free block, B's needs a
     2nd block and preempts B itself (the newest). Steps 2-4: resumed B needs 2 blocks for its 5 known tokens, 1 is
     free. Step 5: A finished; B resumes (4 tokens recomputed, 1 new) and C joins."""
-    config = {"batching": "continuous", "max_num_seqs": 2, "max_num_batched_tokens": 16, "block_size": 4,
-              "num_kv_blocks": 4, "enable_chunked_prefill": True, "reserve_full_prompt": True,
-              "enable_prefix_caching": False, "scheduling_policy": "fcfs"}  # fmt: skip
+    config = {
+        "batching": "continuous",
+        "max_num_seqs": 2,
+        "max_num_batched_tokens": 16,
+        "block_size": 4,
+        "num_kv_blocks": 4,
+        "enable_chunked_prefill": True,
+        "reserve_full_prompt": True,
+        "enable_prefix_caching": False,
+        "scheduling_policy": "fcfs",
+    }
     requests = [
-        {"request_id": rid, "prompt_token_ids": list(range(10 + 10 * i, 10 + 10 * i + n)), "max_tokens": 5,
-         "ignore_eos": True, "arrival_step": 0, "output_token_ids": [OTHER] * 5}
+        {
+            "request_id": rid,
+            "prompt_token_ids": list(range(10 + 10 * i, 10 + 10 * i + n)),
+            "max_tokens": 5,
+            "ignore_eos": True,
+            "arrival_step": 0,
+            "output_token_ids": [OTHER] * 5,
+        }
         for i, (rid, n) in enumerate((("A", 8), ("B", 4), ("C", 4)))
-    ]  # fmt: skip
+    ]
     return requests, config
 
 
 def admission(rid: str, hit: int, recompute: int, new: int, resumed: bool = False) -> dict:
-    return {"request_id": rid, "resumed": resumed, "num_prefix_hit_tokens": hit, "num_recompute_tokens": recompute,
-            "num_new_tokens": new}  # fmt: skip
+    return {
+        "request_id": rid,
+        "resumed": resumed,
+        "num_prefix_hit_tokens": hit,
+        "num_recompute_tokens": recompute,
+        "num_new_tokens": new,
+    }
 
 
 HAND_DECISIONS = [
-    {"admissions": [admission("A", 0, 0, 8), admission("B", 0, 0, 4)], "preemptions": [],
-     "head": {"request_id": "C", "limit": "max_num_seqs", "need": 1, "left": 0, "order": "arrival"}},
-    {"admissions": [], "head": {"request_id": "B", "limit": "preempted_this_step", "order": "arrival"},
-     "preemptions": [{"request_id": "B", "rule": "newest", "num_dropped_tokens": 4, "num_dropped_blocks": 1,
-                      "requester": "B", "need": 1, "free": 0}]},
-    *[{"admissions": [], "preemptions": [],
-       "head": {"request_id": "B", "limit": "kv_blocks_full_prompt", "need": 2, "left": 1, "order": "arrival"}}] * 3,
+    {
+        "admissions": [admission("A", 0, 0, 8), admission("B", 0, 0, 4)],
+        "preemptions": [],
+        "head": {"request_id": "C", "limit": "max_num_seqs", "need": 1, "left": 0, "order": "arrival"},
+    },
+    {
+        "admissions": [],
+        "head": {"request_id": "B", "limit": "preempted_this_step", "order": "arrival"},
+        "preemptions": [
+            {
+                "request_id": "B",
+                "rule": "newest",
+                "num_dropped_tokens": 4,
+                "num_dropped_blocks": 1,
+                "requester": "B",
+                "need": 1,
+                "free": 0,
+            }
+        ],
+    },
+    *[
+        {
+            "admissions": [],
+            "preemptions": [],
+            "head": {"request_id": "B", "limit": "kv_blocks_full_prompt", "need": 2, "left": 1, "order": "arrival"},
+        }
+    ]
+    * 3,
     {"admissions": [admission("B", 0, 4, 1, resumed=True), admission("C", 0, 0, 4)], "preemptions": []},
-]  # fmt: skip
+]
 
 
 def test_hand_computed_decisions():
@@ -283,9 +323,17 @@ def drive(config: dict, requests: list[dict], path: Path, monkeypatch, between=N
     return read(path)
 
 
-SMALL = {"max_num_seqs": 2, "max_num_batched_tokens": 16, "block_size": 4, "num_kv_blocks": 8,
-         "enable_chunked_prefill": True, "enable_prefix_caching": False, "reserve_full_prompt": True,
-         "scheduling_policy": "fcfs", "max_model_len": 64}  # fmt: skip
+SMALL = {
+    "max_num_seqs": 2,
+    "max_num_batched_tokens": 16,
+    "block_size": 4,
+    "num_kv_blocks": 8,
+    "enable_chunked_prefill": True,
+    "enable_prefix_caching": False,
+    "reserve_full_prompt": True,
+    "scheduling_policy": "fcfs",
+    "max_model_len": 64,
+}
 TWO = [{"request_id": r, "prompt_token_ids": [5, 6, 7], "max_tokens": 8, "ignore_eos": True} for r in "AB"]
 
 
@@ -320,8 +368,13 @@ def test_a_paused_scheduler_leaves_the_head_out(tmp_path, monkeypatch):
     requests = [*TWO, {**TWO[0], "request_id": "C"}]
     trace = drive(SMALL, requests, tmp_path / "t.jsonl", monkeypatch, pause)
     assert schema_problems(trace) == []
-    assert trace[1]["decisions"]["head"] == {"request_id": "C", "limit": "max_num_seqs", "need": 1, "left": 0,
-                                             "order": "arrival"}  # fmt: skip
+    assert trace[1]["decisions"]["head"] == {
+        "request_id": "C",
+        "limit": "max_num_seqs",
+        "need": 1,
+        "left": 0,
+        "order": "arrival",
+    }
     for st_ in trace[2:4]:
         assert st_["scheduled"] == [] and st_["waiting"] == ["C"] and "head" not in st_["decisions"]
     assert trace[4]["decisions"]["head"]["limit"] == "max_num_seqs"
@@ -337,16 +390,33 @@ def test_chunked_prefill_off_a_comeback_runs_whole_as_in_vllm():
     below (case 1: Batchscope resumed R2 one step early with a 1-token chunk; case 2: same schedule, Batchscope said
     ``kv_blocks`` where vLLM stopped at ``chunked_prefill_off``). Now Batchscope splits a comeback only when it
     exceeds the whole budget (a budget vLLM's config refuses), and both cases agree in schedule and reasons."""
-    off = {"batching": "continuous", "enable_chunked_prefill": False, "reserve_full_prompt": False,
-           "enable_prefix_caching": False}  # fmt: skip
+    off = {
+        "batching": "continuous",
+        "enable_chunked_prefill": False,
+        "reserve_full_prompt": False,
+        "enable_prefix_caching": False,
+    }
 
     def req(rid, prompt, max_tokens, arrival=0, priority=0):
-        return {"request_id": rid, "prompt_token_ids": prompt, "max_tokens": max_tokens, "ignore_eos": False,
-                "arrival_step": arrival, "priority": priority, "output_token_ids": [OTHER] * max_tokens}  # fmt: skip
+        return {
+            "request_id": rid,
+            "prompt_token_ids": prompt,
+            "max_tokens": max_tokens,
+            "ignore_eos": False,
+            "arrival_step": arrival,
+            "priority": priority,
+            "output_token_ids": [OTHER] * max_tokens,
+        }
 
     # case 1: budget 8; at step 4 R1 resumes with 7 tokens, 1 left; R2 (preempted at step 2) has 2 to compute
-    config = {**off, "max_num_seqs": 3, "max_num_batched_tokens": 8, "block_size": 2, "num_kv_blocks": 5,
-              "scheduling_policy": "fcfs"}  # fmt: skip
+    config = {
+        **off,
+        "max_num_seqs": 3,
+        "max_num_batched_tokens": 8,
+        "block_size": 2,
+        "num_kv_blocks": 5,
+        "scheduling_policy": "fcfs",
+    }
     requests = [req("R0", [3], 4), req("R1", [3] * 4, 4), req("R2", [3], 2, arrival=1), req("R3", [3], 1)]
     records = run_batchscope(requests, config, [EOS])
     steps, trace = vllm_trace(records)
@@ -354,12 +424,23 @@ def test_chunked_prefill_off_a_comeback_runs_whole_as_in_vllm():
     assert decision_differences(records, trace) == []
     bs4 = records[5]
     assert [(s["request_id"], s["num_tokens"]) for s in bs4["scheduled"]] == [("R1", 7)]
-    assert bs4["decisions"]["head"] == {"request_id": "R2", "limit": "chunked_prefill_off", "need": 2, "left": 1,
-                                        "order": "arrival"}  # fmt: skip
+    assert bs4["decisions"]["head"] == {
+        "request_id": "R2",
+        "limit": "chunked_prefill_off",
+        "need": 2,
+        "left": 1,
+        "order": "arrival",
+    }
 
     # case 2 (priority): budget 7; at step 6 R0 resumes with 6 tokens, 1 left; R2 (preempted at step 3) has 4
-    config = {**off, "max_num_seqs": 2, "max_num_batched_tokens": 7, "block_size": 1, "num_kv_blocks": 6,
-              "scheduling_policy": "priority"}  # fmt: skip
+    config = {
+        **off,
+        "max_num_seqs": 2,
+        "max_num_batched_tokens": 7,
+        "block_size": 1,
+        "num_kv_blocks": 6,
+        "scheduling_policy": "priority",
+    }
     requests = [req("R0", [3], 6), req("R1", [3], 2, arrival=1, priority=-1), req("R2", [3], 4)]
     records = run_batchscope(requests, config, [EOS])
     steps, trace = vllm_trace(records)

@@ -162,13 +162,27 @@ def test_differential_aborts_while_preempted(case: Case, data: st.DataObject):
 def test_an_abort_in_every_state_agrees_step_by_step():
     """Hand-made: W aborted while waiting (step 3), B while preempted (step 7), A while running (step 9), with
     prefix caching on (A's freed blocks stay cached): both schedulers agree on all 12 steps."""
-    config = {"batching": "continuous", "max_num_seqs": 2, "max_num_batched_tokens": 16, "block_size": 4,
-              "num_kv_blocks": 6, "enable_chunked_prefill": True, "enable_prefix_caching": True}  # fmt: skip
+    config = {
+        "batching": "continuous",
+        "max_num_seqs": 2,
+        "max_num_batched_tokens": 16,
+        "block_size": 4,
+        "num_kv_blocks": 6,
+        "enable_chunked_prefill": True,
+        "enable_prefix_caching": True,
+    }
     requests = [
-        {"request_id": rid, "prompt_token_ids": list(range(base, base + n)), "max_tokens": m, "ignore_eos": True,
-         "arrival_step": 0, "abort_step": at, "output_token_ids": [OTHER] * m}
+        {
+            "request_id": rid,
+            "prompt_token_ids": list(range(base, base + n)),
+            "max_tokens": m,
+            "ignore_eos": True,
+            "arrival_step": 0,
+            "abort_step": at,
+            "output_token_ids": [OTHER] * m,
+        }
         for rid, base, n, m, at in (("A", 10, 8, 12, 9), ("B", 20, 8, 12, 7), ("W", 30, 4, 2, 3))
-    ]  # fmt: skip
+    ]
     records, steps = run_both(requests, config, [EOS])
     assert first_difference(records, steps) == "agrees on all 10 steps"
     aborted = {f["request_id"]: (st["step"], f["aborted"]["state"]) for st in records[1:-1] for f in st["finished"]}
@@ -222,14 +236,29 @@ def test_two_aborts_at_one_step_go_in_arrival_order_whatever_the_file_order():
     order their blocks go back. Both schedulers abort in arrival order (R2, then R0): the free queue holds R2's
     blocks tail first, then R0's, [2, 1, 0] (vLLM's own finish_requests iterates a set, so the driver calls it once
     per request)."""
-    config = {"batching": "continuous", "max_num_seqs": 2, "max_num_batched_tokens": 2, "block_size": 1,
-              "num_kv_blocks": 3, "enable_chunked_prefill": True, "reserve_full_prompt": False,
-              "enable_prefix_caching": True, "scheduling_policy": "fcfs"}  # fmt: skip
+    config = {
+        "batching": "continuous",
+        "max_num_seqs": 2,
+        "max_num_batched_tokens": 2,
+        "block_size": 1,
+        "num_kv_blocks": 3,
+        "enable_chunked_prefill": True,
+        "reserve_full_prompt": False,
+        "enable_prefix_caching": True,
+        "scheduling_policy": "fcfs",
+    }
     requests = [
-        {"request_id": rid, "prompt_token_ids": [3], "max_tokens": m, "ignore_eos": False, "arrival_step": arrive,
-         "output_token_ids": [OTHER] * m, **({"abort_step": 3} if rid != "R1" else {})}
+        {
+            "request_id": rid,
+            "prompt_token_ids": [3],
+            "max_tokens": m,
+            "ignore_eos": False,
+            "arrival_step": arrive,
+            "output_token_ids": [OTHER] * m,
+            **({"abort_step": 3} if rid != "R1" else {}),
+        }
         for rid, m, arrive in (("R0", 2, 2), ("R1", 1, 0), ("R2", 3, 1))
-    ]  # fmt: skip
+    ]
     records, steps = run_both(requests, config, [EOS])
     assert first_difference(records, steps).startswith("agrees")
     step3 = records[4]

@@ -74,9 +74,16 @@ def spec_cases(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]], i
         if eos_at is not None:
             outputs = [*outputs[: eos_at - 1], EOS]
         requests.append(
-            {"request_id": f"R{i}", "prompt_token_ids": prompt, "max_tokens": max_tokens, "ignore_eos": False,
-             "arrival_step": draw(st.integers(0, 6)), "priority": draw(st.integers(-1, 1)), "output_token_ids": outputs}
-        )  # fmt: skip
+            {
+                "request_id": f"R{i}",
+                "prompt_token_ids": prompt,
+                "max_tokens": max_tokens,
+                "ignore_eos": False,
+                "arrival_step": draw(st.integers(0, 6)),
+                "priority": draw(st.integers(-1, 1)),
+                "output_token_ids": outputs,
+            }
+        )
     k = draw(st.integers(1, 4))
     min_n = draw(st.integers(1, 3))
     needs = [-(-(len(r["prompt_token_ids"]) + r["max_tokens"] + k) // block_size) for r in requests]
@@ -120,14 +127,30 @@ def test_seed_5_stalls_vllms_own_scheduler():
     from batchscope.engine.config import ConfigError
 
     requests = [
-        {"request_id": rid, "prompt_token_ids": prompt, "max_tokens": m, "ignore_eos": False, "arrival_step": 0,
-         "output_token_ids": [3] * m}
+        {
+            "request_id": rid,
+            "prompt_token_ids": prompt,
+            "max_tokens": m,
+            "ignore_eos": False,
+            "arrival_step": 0,
+            "output_token_ids": [3] * m,
+        }
         for rid, prompt, m in (("R0", [3], 3), ("R1", [3], 1), ("R2", [3], 1), ("R3", [3, 3], 1))
-    ]  # fmt: skip
-    config = {"batching": "continuous", "max_num_seqs": 1, "max_num_batched_tokens": 1, "block_size": 1,
-              "num_kv_blocks": 5, "enable_chunked_prefill": True, "reserve_full_prompt": False,
-              "enable_prefix_caching": True, "scheduling_policy": "fcfs", "num_speculative_tokens": 1,
-              "prompt_lookup_min": 1, "prompt_lookup_max": 1}  # fmt: skip
+    ]
+    config = {
+        "batching": "continuous",
+        "max_num_seqs": 1,
+        "max_num_batched_tokens": 1,
+        "block_size": 1,
+        "num_kv_blocks": 5,
+        "enable_chunked_prefill": True,
+        "reserve_full_prompt": False,
+        "enable_prefix_caching": True,
+        "scheduling_policy": "fcfs",
+        "num_speculative_tokens": 1,
+        "prompt_lookup_min": 1,
+        "prompt_lookup_max": 1,
+    }
     with pytest.raises(ConfigError, match="max_num_batched_tokens=1 is out of range: at least 1 \\+ num_spec"):
         run_batchscope(requests, config, [EOS], 4)
     records = run_batchscope(requests, {**config, "max_num_batched_tokens": 2}, [EOS], 4)
@@ -145,11 +168,26 @@ def test_the_differential_sees_drafts():
     """Not vacuous: a repeating output makes drafts that are accepted, and a changed output rejects some; vLLM's
     scheduler, told the same, agrees; a run without speculation then differs from vLLM's with it."""
     pattern = [3, 4, 5] * 6
-    requests = [{"request_id": "A", "prompt_token_ids": [3, 4, 5, 3], "max_tokens": 18, "ignore_eos": True,
-                 "arrival_step": 0, "output_token_ids": [*pattern[1:], 9]}]  # fmt: skip
-    config = {"batching": "continuous", "max_num_seqs": 1, "max_num_batched_tokens": 16, "block_size": 4,
-              "num_kv_blocks": 8, "num_speculative_tokens": 3, "prompt_lookup_min": 1,
-              "prompt_lookup_max": 3}  # fmt: skip
+    requests = [
+        {
+            "request_id": "A",
+            "prompt_token_ids": [3, 4, 5, 3],
+            "max_tokens": 18,
+            "ignore_eos": True,
+            "arrival_step": 0,
+            "output_token_ids": [*pattern[1:], 9],
+        }
+    ]
+    config = {
+        "batching": "continuous",
+        "max_num_seqs": 1,
+        "max_num_batched_tokens": 16,
+        "block_size": 4,
+        "num_kv_blocks": 8,
+        "num_speculative_tokens": 3,
+        "prompt_lookup_min": 1,
+        "prompt_lookup_max": 3,
+    }
     records, steps = run_both(requests, config, [EOS], 22)
     assert first_difference(records, steps).startswith("agrees")
     decodes = [s for st in records[1:-1] for s in st["scheduled"] if s.get("draft_token_ids")]
@@ -175,22 +213,43 @@ def test_the_tracer_records_drafts_and_acceptances(tmp_path, monkeypatch):
     from batchscope_vllm.compare import workload_from_trace
 
     requests = [
-        {"request_id": "A", "prompt_token_ids": [3, 4, 5, 3, 4], "max_tokens": 14, "ignore_eos": True,
-         "arrival_step": 0, "output_token_ids": [5, 3, 4, 5, 3, 9, 5, 3, 4, 5, 3, 4, 5, 9]},
-        {"request_id": "B", "prompt_token_ids": [6, 6, 6], "max_tokens": 6, "ignore_eos": True, "arrival_step": 1,
-         "output_token_ids": [6, 6, 6, 8, 6, 6]},
-    ]  # fmt: skip
-    config = {"batching": "continuous", "max_num_seqs": 2, "max_num_batched_tokens": 8, "block_size": 4,
-              "num_kv_blocks": 12, "num_speculative_tokens": 3, "prompt_lookup_min": 1,
-              "prompt_lookup_max": 2}  # fmt: skip
+        {
+            "request_id": "A",
+            "prompt_token_ids": [3, 4, 5, 3, 4],
+            "max_tokens": 14,
+            "ignore_eos": True,
+            "arrival_step": 0,
+            "output_token_ids": [5, 3, 4, 5, 3, 9, 5, 3, 4, 5, 3, 4, 5, 9],
+        },
+        {
+            "request_id": "B",
+            "prompt_token_ids": [6, 6, 6],
+            "max_tokens": 6,
+            "ignore_eos": True,
+            "arrival_step": 1,
+            "output_token_ids": [6, 6, 6, 8, 6, 6],
+        },
+    ]
+    config = {
+        "batching": "continuous",
+        "max_num_seqs": 2,
+        "max_num_batched_tokens": 8,
+        "block_size": 4,
+        "num_kv_blocks": 12,
+        "num_speculative_tokens": 3,
+        "prompt_lookup_min": 1,
+        "prompt_lookup_max": 2,
+    }
     records = run_batchscope(requests, config, [EOS], 19)
     _, trace = traced(workload_from_trace(records), tmp_path / "spec.jsonl", monkeypatch)
     assert schema_problems(trace) == []
     assert scheduling_differences(records, trace) == []
 
     def drafts(recs):
-        return [[(s["request_id"], s.get("draft_token_ids"), s.get("num_accepted_tokens")) for s in st["scheduled"]]
-                for st in recs[1:-1]]  # fmt: skip
+        return [
+            [(s["request_id"], s.get("draft_token_ids"), s.get("num_accepted_tokens")) for s in st["scheduled"]]
+            for st in recs[1:-1]
+        ]
 
     assert drafts(trace) == drafts(records)
     assert any(s.get("num_accepted_tokens") for st in trace[1:-1] for s in st["scheduled"])

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
 from batchscope.app.common import POLICIES, gpu_records, md, recorded_records
@@ -106,6 +107,17 @@ METRIC_CSS = """<style>
 [data-testid='stMetricValue'], [data-testid='stMetricValue'] * {white-space: normal !important;
   overflow: visible !important; text-overflow: clip !important; font-size: 1.75rem; line-height: 1.2}
 </style>"""
+
+
+def with_n_a(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with what a trace cannot tell (``None``) shown as "n/a", as the CLI and the README print it; a
+    column holding one is shown as text (6 significant digits); ``frame`` itself when none is missing."""
+    if not frame.isna().any().any():
+        return frame
+    shown = frame.astype(object)
+    for col in frame.columns[frame.isna().any()]:
+        shown[col] = ["n/a" if pd.isna(v) else f"{v:.6g}" if isinstance(v, float) else str(v) for v in frame[col]]
+    return shown
 
 
 def headline(sums: dict[str, dict]) -> None:
@@ -244,8 +256,7 @@ def page() -> None:
     # built only when opened: folded, the table's grid still cost the browser 0.1-0.2 s of every visit
     table = st.expander("All figures (mean, p50, p90, p99)", key="metrics:all-figures", on_change="rerun")
     if table.open:
-        frame = summary_frame(runs)  # what a trace cannot tell reads "n/a", as in the CLI and the README
-        table.dataframe(frame.astype(object).where(frame.notna(), "n/a"), hide_index=True, width="stretch")
+        table.dataframe(with_n_a(summary_frame(runs)), hide_index=True, width="stretch")
 
     st.header("Variance sweep: when does continuous batching pay?")
     st.markdown(

@@ -34,10 +34,26 @@ GPU = "recorded on a GPU"  # the options of batchscope/assets/traces/gpu/ (?devi
 # The whole trace's table: shorter headings than the player's table (the full name on hover) and fixed widths in px
 # that add up to the 784 px the page has at 1280x720 (a static trace's ten columns needed 921 px as the player's table
 # names them, and the grid then scrolled sideways). A longer cell is cut; clicking it shows it whole.
-SHORT = {"t_end (s)": "end (s)", "batched tokens": "tokens", "padding rows": "padding", "KV blocks used": "blocks",
-         "token slots used": "slots"}  # fmt: skip
-WIDTH = {"step": 50, "t_end (s)": 64, "batched tokens": 58, "scheduled": 204, "admitted": 72, "finished": 64,
-         "preempted": 82, "waiting": 62, "padding rows": 68, "KV blocks used": 56, "token slots used": 52}  # fmt: skip
+SHORT = {
+    "t_end (s)": "end (s)",
+    "batched tokens": "tokens",
+    "padding rows": "padding",
+    "KV blocks used": "blocks",
+    "token slots used": "slots",
+}
+WIDTH = {
+    "step": 50,
+    "t_end (s)": 64,
+    "batched tokens": 58,
+    "scheduled": 204,
+    "admitted": 72,
+    "finished": 64,
+    "preempted": 82,
+    "waiting": 62,
+    "padding rows": 68,
+    "KV blocks used": 56,
+    "token slots used": 52,
+}
 
 
 def column_config(table: pd.DataFrame) -> dict:

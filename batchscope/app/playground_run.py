@@ -59,9 +59,14 @@ def start(settings_key: str, specs: list[dict], configs: dict[str, EngineConfig]
                 )
 
             out[label] = generate_trace(
-                loaded, specs, config, scenario="playground", on_step=on_step, should_stop=should_stop,
+                loaded,
+                specs,
+                config,
+                scenario="playground",
+                on_step=on_step,
+                should_stop=should_stop,
                 on_engine=lambda engine: job.attach(engine, ids),
-            )  # fmt: skip
+            )
         return out
 
     job = LiveRun(work, lock, settings_key)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from batchscope.explain.words import join
 from batchscope.steplog.decisions import decisions
 from batchscope.steplog.reasons import limit_numbers
 from batchscope.steplog.view import TraceView
@@ -18,8 +19,7 @@ RETRACT = "sglang_retract"
 
 
 def _names(view: TraceView, ids: list[str]) -> str:
-    labels = [view.label(r) for r in ids]
-    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+    return join([view.label(r) for r in ids])
 
 
 def _held(view: TraceView, k: int) -> dict[str, Any] | None:

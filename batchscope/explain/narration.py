@@ -13,7 +13,7 @@ from batchscope.explain.narration_cache import eviction
 from batchscope.explain.narration_finish import ending_sentences, handed_on_sentence
 from batchscope.explain.narration_sglang import batch_sentences, retraction
 from batchscope.explain.narration_spec import draft_phrase
-from batchscope.explain.words import article, plural
+from batchscope.explain.words import article, join, plural
 from batchscope.facts.blocks import freed_blocks, held_after
 from batchscope.facts.vocabulary import eviction as engine_words
 from batchscope.steplog.decisions import comeback, decisions, kv_high_before, resumption
@@ -26,11 +26,7 @@ MAX_NAMED = 8  # longer lists name the first few and count the rest (a server ru
 
 
 def _join(items: list[str]) -> str:
-    if len(items) > MAX_NAMED:
-        items = [*items[: MAX_NAMED - 2], f"{len(items) - MAX_NAMED + 2} more"]
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
+    return join(items, MAX_NAMED)
 
 
 def narrate(view: TraceView, step: int) -> str:

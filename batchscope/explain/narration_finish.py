@@ -10,7 +10,7 @@ it shared with B."
 
 from __future__ import annotations
 
-from batchscope.explain.words import plural
+from batchscope.explain.words import join, plural
 from batchscope.facts import facts
 from batchscope.facts.blocks import Release, releases
 from batchscope.steplog.finishes import aborted_before
@@ -27,10 +27,6 @@ REASONS = {
 }
 
 
-def _names(ids: tuple[str, ...]) -> str:
-    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]
-
-
 def ending_sentences(view: TraceView, step: int) -> list[str]:
     """One sentence per request that finished in ``step`` or was aborted before or during it."""
     shares = releases(view, step)
@@ -43,7 +39,7 @@ def ending_sentences(view: TraceView, step: int) -> list[str]:
             continue
         head = f"{f['request_id']} {REASONS.get(f['reason'], f['reason'])} and finished"
         if r.alone + r.shared == 0 and r.later:
-            gave = f"; it shares its {plural(r.later, unit)} with {_names(r.later_with)}, which releases them"
+            gave = f"; it shares its {plural(r.later, unit)} with {join(r.later_with)}, which releases them"
         else:
             gave = f", releasing {given_back(r, unit)}"
         out.append(f"{head}{gave}{_kept(r, ' more')}.")
@@ -58,7 +54,7 @@ def given_back(r: Release, unit: str) -> str:
         alone = f"the {alone} it alone held"
     if not r.shared:
         return alone
-    shared = f"the {plural(r.shared, unit) if not r.alone else r.shared} it shared with {_names(r.shared_with)}"
+    shared = f"the {plural(r.shared, unit) if not r.alone else r.shared} it shared with {join(r.shared_with)}"
     return f"{alone} and {shared}" if r.alone else shared
 
 
@@ -78,7 +74,7 @@ def _abort(view: TraceView, step: int, f: FinishedRecord, r: Release) -> str:
     if n == 0:
         gave = f"it held no {unit}s"
     elif r.alone + r.shared == 0 and r.later:
-        gave = f"it shares its {plural(r.later, unit)} with {_names(r.later_with)}, which gives them back"
+        gave = f"it shares its {plural(r.later, unit)} with {join(r.later_with)}, which gives them back"
     elif r.shared or r.later:
         gave = f"{given_back(r, unit)} went back to the pool"
     else:
@@ -96,6 +92,6 @@ def handed_on_sentence(view: TraceView, step: int, victim: str) -> str:
     unit = pool_unit(view.header)
     return "".join(
         f" {taker} took {len(blocks)} of them at once ({unit if len(blocks) == 1 else unit + 's'} "
-        f"{_names(tuple(str(b) for b in blocks))})."
+        f"{join(tuple(str(b) for b in blocks))})."
         for taker, blocks in facts(view).pool(step).handed_on.get(victim, {}).items()
     )

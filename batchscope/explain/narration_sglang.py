@@ -10,6 +10,7 @@ decodes that ran inside a prefill batch (``--enable-mixed-chunk``) and what each
 from __future__ import annotations
 
 from batchscope.explain.narration_finish import handed_on_sentence
+from batchscope.explain.words import join
 from batchscope.steplog.decisions import comeback, decisions
 from batchscope.steplog.reasons import (
     FIXED_LENGTH,
@@ -24,10 +25,6 @@ from batchscope.steplog.records import AdmissionRecord, PreemptionRecord
 from batchscope.steplog.view import TraceView
 
 
-def _names(ids: list[str]) -> str:
-    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]
-
-
 def batch_sentences(view: TraceView, step: int) -> list[str]:
     """SGLang's batch decision of ``step`` in sentences: the decodes that wait behind the prefill (EXTEND) batch or
     run inside it (``decodes_mixed``), then what each admission's estimate charged (``admission``). Empty for a
@@ -38,10 +35,10 @@ def batch_sentences(view: TraceView, step: int) -> list[str]:
     out = []
     if waits:
         whose = "decode of {} waits" if len(waits) == 1 else "decodes of {} wait"
-        out.append(f"The {whose.format(_names(waits))} this step: {PREFILL_FIRST}.")
+        out.append(f"The {whose.format(join(waits))} this step: {PREFILL_FIRST}.")
     if mixed:
         whose = "decode of {} runs" if len(mixed) == 1 else "decodes of {} run"
-        out.append(f"The {whose.format(_names(mixed))} inside the prefill batch: {MIXED_CHUNK}.")
+        out.append(f"The {whose.format(join(mixed))} inside the prefill batch: {MIXED_CHUNK}.")
     ratio = batch.get("new_token_ratio")
     return out + [s for a in d.get("admissions", []) if (s := admission(a, ratio))]
 

@@ -67,9 +67,15 @@ def _clip_slow_steps(fig: go.Figure, runs: list[tuple[list[StepCost], dict | Non
     fig.update_yaxes(range=[0, top], row=1, col=1)
     fig.add_annotation(
         text=f"{len(above)} outlier step{'s' * (len(above) > 1)} above (slowest {above[-1]:.0f} ms)",
-        xref="x domain", yref="y domain", x=1, y=1, xanchor="right", yanchor="top", showarrow=False,
+        xref="x domain",
+        yref="y domain",
+        x=1,
+        y=1,
+        xanchor="right",
+        yanchor="top",
+        showarrow=False,
         font={"size": 11, "color": "#555"},
-    )  # fmt: skip
+    )
 
 
 def _add_run(fig: go.Figure, label: str, view: TraceView, color: str) -> tuple[list[StepCost], dict | None]:

@@ -30,8 +30,13 @@ def _measurements() -> tuple[dict, ...]:
         try:
             bench = json.loads((ASSETS / name).read_text(encoding="utf-8"))
             step = bench["decode_step"]
-            found.append({"provenance": bench["provenance"], "weight_bytes": float(step["weight_bytes"]),
-                          "bandwidth_Bps": float(step["read_bandwidth_GBps"]) * 1e9})  # fmt: skip
+            found.append(
+                {
+                    "provenance": bench["provenance"],
+                    "weight_bytes": float(step["weight_bytes"]),
+                    "bandwidth_Bps": float(step["read_bandwidth_GBps"]) * 1e9,
+                }
+            )
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return tuple(found)

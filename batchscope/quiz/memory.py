@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import random
 
+from batchscope.explain.words import join, plural
 from batchscope.figures.kv_memory import bytes_per_token, element_bytes, fmt_bytes, model_shape, per_token_sum
 from batchscope.figures.pool import block_map_cells
 from batchscope.glossary.serving_finders import unused_slots
-from batchscope.quiz.scheduling import ask, join, plural
+from batchscope.quiz.scheduling import ask
 from batchscope.quiz.types import Choice, Question, int_choices, make_choices
 from batchscope.steplog.view import TraceView
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import random
 
+from batchscope.explain.words import join, plural
 from batchscope.quiz.facts import known_tokens, prefix_hits, prompt_lengths, queue_at_start, running_at_start
-from batchscope.quiz.scheduling import ask, join, plural
+from batchscope.quiz.scheduling import ask
 from batchscope.quiz.types import Choice, Question, fmt_number, int_choices, make_choices
 from batchscope.steplog.metrics import request_metrics
 from batchscope.steplog.reasons import queue_order as order_of

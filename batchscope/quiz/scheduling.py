@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 from batchscope.explain.narration import narrate
-from batchscope.explain.words import article
+from batchscope.explain.words import article, join, plural
 from batchscope.quiz.facts import (
     head_limit,
     known_tokens,
@@ -24,15 +24,6 @@ from batchscope.steplog.decisions import comeback, decisions
 from batchscope.steplog.reasons import LIMIT_SHORT, LIMIT_WHY, QUEUE_ORDERS, VICTIM_RULES, checks, queue_order
 from batchscope.steplog.records import PreemptionRecord
 from batchscope.steplog.view import TraceView
-
-
-def join(ids: list[str] | tuple[str, ...]) -> str:
-    ids = list(ids)
-    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def ask(view: TraceView, step: int, kind: str, text: str, value, why: str, **kw) -> Question:

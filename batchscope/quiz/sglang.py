@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import random
 
+from batchscope.explain.words import join
 from batchscope.quiz.facts import queue_at_start, running_at_start
-from batchscope.quiz.scheduling import ask, join
+from batchscope.quiz.scheduling import ask
 from batchscope.quiz.types import Choice, Question, int_choices, make_choices
 from batchscope.steplog.decisions import decisions
 from batchscope.steplog.reasons import LIMIT_SHORT, PREFILL_FIRST, RESERVED_OUTPUT

@@ -40,25 +40,27 @@ victim rule and the K/V dropped; each admission with its tokens found in the pre
 limit that held the head of the queue back, with its numbers. Narration, checklist and quiz read those records.
 
 ``schedule()`` returns a ``SchedulerOutput`` that the model runner consumes; ``update()`` applies the sampled
-tokens. A request keeps its batch *row* (``0 .. max_num_seqs-1``, a row of the pictures' grid; the trace calls it
-``slot``) while admitted. (A KV-cache *slot* is something else: one token position of the pool.)
+tokens (vLLM's ``update_from_output``), and ``abort()`` ends requests from outside the step loop
+(``finish_requests``). A request keeps its batch *row* (``0 .. max_num_seqs-1``, a row of the pictures' grid; the
+trace calls it ``slot``) while admitted. (A KV-cache *slot* is something else: one token position of the pool.)
 """
 
 from __future__ import annotations
 
+from typing import cast
+
 from batchscope.engine.config import EngineConfig
 from batchscope.engine.ngram_proposer import PLACEHOLDER, NgramProposer
-from batchscope.engine.request import Request, RequestStatus
+from batchscope.engine.request import FinishReason, Request, RequestStatus
 from batchscope.scheduling.block_manager import BlockManager
 from batchscope.scheduling.request_queue import QUEUES
 from batchscope.scheduling.scheduler_output import ScheduledRequest, SchedulerOutput, admission_record
-from batchscope.scheduling.scheduler_update import SchedulerUpdate
-from batchscope.steplog.records import HeadWaitRecord, KVExtras, PreemptionRecord
+from batchscope.steplog.records import AbortRecord, AbortState, HeadWaitRecord, KVExtras, PreemptionRecord
 
 __all__ = ["ScheduledRequest", "Scheduler", "SchedulerOutput"]
 
 
-class Scheduler(SchedulerUpdate):
+class Scheduler:
     """Continuous batching: holds the waiting queue, the running list, row assignment and the block manager.
 
     Subclasses change batch formation through three hooks: ``_admit_waiting`` (who joins this step),
@@ -281,3 +283,73 @@ class Scheduler(SchedulerUpdate):
         rows = [s.row for s in out.scheduled] + [p[0] for p in out.padding]
         assert len(set(rows)) == len(rows), "two requests share a batch row"
         self.block_manager.check_invariants()
+
+    # -- after the forward pass (vLLM's ``update_from_output``) and aborts from outside the loop ------------
+
+    def update(self, out: SchedulerOutput, sampled: dict[str, list[int]]) -> list[tuple[str, FinishReason]]:
+        """Advance every scheduled request, append its sampled tokens (one, or with drafts the accepted ones and
+        one more; rejected drafts are rolled back), finish and free, propose the next drafts. Returns who
+        finished."""
+        finished = []
+        for s in out.scheduled:
+            req = s.request
+            req.num_computed_tokens += s.num_tokens
+            req.num_recomputed_tokens += s.num_recomputed
+            tokens = sampled.get(req.request_id)
+            if not tokens:
+                continue
+            if s.draft_token_ids:  # vLLM's update_from_output: the rejected drafts' positions are computed again
+                s.num_accepted = len(tokens) - 1
+                req.num_computed_tokens -= len(s.draft_token_ids) - s.num_accepted
+            reason = self._append(req, tokens)
+            if reason is None and self.proposer is not None:  # drafts for its next step (vLLM: the runner's)
+                req.spec_token_ids = self.proposer.propose(req.all_token_ids, self.max_model_len)
+            if reason is not None:
+                req.status, req.finish_reason = RequestStatus.FINISHED, reason
+                self.running.remove(req)
+                self.block_manager.free(req.request_id)
+                self.block_manager.forget(req.request_id)
+                self._release_row(req)
+                finished.append((req.request_id, reason))
+        return finished
+
+    def abort(self, req: Request) -> AbortRecord | None:
+        """Finish ``req`` from outside the step loop, as vLLM's ``Scheduler.finish_requests(ids, FINISHED_ABORTED)``
+        does (vllm/v1/core/sched/scheduler.py): out of the running list or the waiting queue, its blocks freed (tail
+        first, as at a finish), status finished with reason ``abort``. Returns what it took away
+        (``batchscope.steplog.records.AbortRecord``: its state, tokens, table length), or None if it had
+        finished."""
+        if req.is_finished:
+            return None
+        state = cast(AbortState, req.status.value)  # waiting, running or preempted (unfinished)
+        if req.status == RequestStatus.RUNNING:
+            self.running.remove(req)
+            self._release_row(req)
+        else:
+            self.waiting.remove(req)
+        table = self.block_manager.free(req.request_id)
+        self.block_manager.forget(req.request_id)
+        req.status, req.finish_reason = RequestStatus.FINISHED, FinishReason.ABORT
+        return {"state": state, "num_output_tokens": len(req.output_token_ids), "num_freed_blocks": len(table)}
+
+    def _append(self, req: Request, tokens: list[int]) -> FinishReason | None:
+        """Append ``tokens`` to ``req``'s output, stopping at the first that finishes it (the rest are dropped from
+        ``tokens`` too, as vLLM's ``_update_request_with_output`` does); with speculation on, the blocks the accepted
+        tokens filled enter the prefix cache now, as vLLM caches them after the step. Returns the finish reason."""
+        reason = None
+        for i, token in enumerate(tokens):
+            req.output_token_ids.append(token)
+            reason = self._finish_reason(req, token)
+            if reason is not None:
+                del tokens[i + 1 :]
+                break
+        if self.proposer is not None:
+            self.block_manager.cache_computed(req)
+        return reason
+
+    def _finish_reason(self, req: Request, token: int) -> FinishReason | None:
+        if token in self.eos_token_ids and not req.sampling.ignore_eos:
+            return FinishReason.STOP
+        if len(req.output_token_ids) >= req.sampling.max_tokens:
+            return FinishReason.LENGTH
+        return None

@@ -112,21 +112,41 @@ class _Converter:
     def of_type(self, name: str, schema: dict, path: tuple[str, ...]) -> list[Any]:
         import msgspec
 
-        known = {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
-                 "pattern", "properties", "required", "additionalProperties", "propertyNames", "items", "minItems",
-                 "maxItems"}  # fmt: skip
+        known = {
+            "type",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "minLength",
+            "maxLength",
+            "pattern",
+            "properties",
+            "required",
+            "additionalProperties",
+            "propertyNames",
+            "items",
+            "minItems",
+            "maxItems",
+        }
         if unknown := set(schema) - ANNOTATIONS - known:
             raise Unsupported(f"keywords {sorted(unknown)}")
-        bounds = {m: schema[j] for j, m in (("minimum", "ge"), ("maximum", "le"), ("exclusiveMinimum", "gt"),
-                                            ("exclusiveMaximum", "lt")) if j in schema}  # fmt: skip
+        bounds = {
+            m: schema[j]
+            for j, m in (("minimum", "ge"), ("maximum", "le"), ("exclusiveMinimum", "gt"), ("exclusiveMaximum", "lt"))
+            if j in schema
+        }
         if name in ("integer", "number"):
             types: list[Any] = [Annotated[int, msgspec.Meta(**bounds)] if bounds else int]
             if name == "number":
                 types.append(Annotated[float, msgspec.Meta(**bounds)] if bounds else float)
             return types
         if name == "string":
-            meta = {m: schema[j] for j, m in (("minLength", "min_length"), ("maxLength", "max_length"),
-                                             ("pattern", "pattern")) if j in schema}  # fmt: skip
+            meta = {
+                m: schema[j]
+                for j, m in (("minLength", "min_length"), ("maxLength", "max_length"), ("pattern", "pattern"))
+                if j in schema
+            }
             if self.light and meta.get("pattern") == CONTROL_FREE:
                 del meta["pattern"]
             return [Annotated[str, msgspec.Meta(**meta)] if meta else str]

@@ -21,10 +21,30 @@ from typing import Any
 Predicate = Callable[[Any], bool]
 ANNOTATIONS = {"description", "title", "$schema", "$id", "$comment", "default", "examples", "$defs"}
 KEYWORDS = {
-    "type", "const", "enum", "properties", "required", "additionalProperties", "items", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems", "maxItems", "pattern", "$ref",
-    "allOf", "anyOf", "if", "then", "else", "propertyNames",
-}  # fmt: skip
+    "type",
+    "const",
+    "enum",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "pattern",
+    "$ref",
+    "allOf",
+    "anyOf",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+}
 _PY_TYPES = {"object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,), "number": (int, float)}
 _BOUNDS = {
     "minimum": (lambda v, b: v >= b, "is less than the minimum of"),
@@ -105,8 +125,12 @@ def _leaf(schema: dict) -> list[Predicate]:
     for key, (test, _) in _BOUNDS.items():
         if key in schema:
             out.append(_bounded(test, schema[key]))
-    for key, kind, at_least in (("minLength", str, True), ("maxLength", str, False), ("minItems", list, True),
-                                ("maxItems", list, False)):  # fmt: skip
+    for key, kind, at_least in (
+        ("minLength", str, True),
+        ("maxLength", str, False),
+        ("minItems", list, True),
+        ("maxItems", list, False),
+    ):
         if key in schema:
             out.append(_sized(kind, schema[key], at_least))
     if "pattern" in schema:

@@ -39,9 +39,24 @@ def streamlit_app(
     compare). Raises RuntimeError with the end of the server's output if it does not start."""
     port = free_port()
     script = APP if (root / APP).exists() else "app.py"  # a commit from before the one package had a root app.py
-    cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
-           *extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        script,
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+        *extra,
+    ]
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
             cmd, cwd=root, env={**os.environ, **OFFLINE, **(env or {})}, stdout=log, stderr=subprocess.STDOUT

@@ -69,8 +69,9 @@ def parse_steps(text: str, num_steps: int) -> list[int]:
 def parse_size(text: str) -> tuple[int, int]:
     m = re.fullmatch(r"(\d+)x(\d+)", text.strip())
     if not m or not (320 <= int(m.group(1)) <= MAX_SIZE[0] and 240 <= int(m.group(2)) <= MAX_SIZE[1]):
-        raise ValueError(f"--size={text!r}: WIDTHxHEIGHT with width in [320, {MAX_SIZE[0]}], height in [240, "
-                         f"{MAX_SIZE[1]}]")  # fmt: skip
+        raise ValueError(
+            f"--size={text!r}: WIDTHxHEIGHT with width in [320, {MAX_SIZE[0]}], height in [240, {MAX_SIZE[1]}]"
+        )
     return int(m.group(1)), int(m.group(2))
 
 
@@ -99,8 +100,9 @@ def _frames(args) -> int:
     if span != (0, num_steps - 1) and any(not span[0] <= k <= span[1] for k in steps):
         html, _, span = player_page(args.traces, steps[0], tour_file=args.tour)
         if any(not span[0] <= k <= span[1] for k in steps):
-            raise ValueError(f"--steps={args.steps!r}: a long trace is drawn a span at a time; give steps within "
-                             f"{span[0]}-{span[1]}")  # fmt: skip
+            raise ValueError(
+                f"--steps={args.steps!r}: a long trace is drawn a span at a time; give steps within {span[0]}-{span[1]}"
+            )
     out.mkdir(parents=True, exist_ok=True)
     pngs = render_stills(html, steps, out, size, present=args.present, svg=args.svg)
     if args.gif or args.mp4:

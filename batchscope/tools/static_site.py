@@ -129,6 +129,8 @@ def glossary_page(scenarios: list[str]) -> str:
                 f'<div><a class="see-it" href="{href}">See it: {escape(where.scenario)} ({escape(where.policy)}), '
                 f"step {where.step}</a>: {escape(where.what)}</div>"
             )
-        parts.append(f'<div class="card" id="{escape(term.key)}"><h2>{escape(term.name)}</h2><div>'
-                     f"{escape(term.text)}</div>{formula}{see}</div>")  # fmt: skip
+        parts.append(
+            f'<div class="card" id="{escape(term.key)}"><h2>{escape(term.name)}</h2><div>'
+            f"{escape(term.text)}</div>{formula}{see}</div>"
+        )
     return PAGE.format(title="Glossary of LLM serving", body="".join(parts))

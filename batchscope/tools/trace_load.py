@@ -43,8 +43,10 @@ from batchscope.tools.app_server import ROOT, launch_chromium, streamlit_app
 BASELINE = "1d3006d2"  # the last commit with the strict Python reader (18.5 s to open the default trace)
 # Seconds for batchscope.steplog.trace.loads of the bytes of a file, in a fresh interpreter whose first path is the
 # tree's.
-READER = "import sys,time;from steplog import trace;d=open(sys.argv[1],'rb').read();t=time.perf_counter();" \
-    "trace.loads(d);print(time.perf_counter()-t)"  # fmt: skip
+READER = (
+    "import sys,time;from steplog import trace;d=open(sys.argv[1],'rb').read();t=time.perf_counter();"
+    "trace.loads(d);print(time.perf_counter()-t)"
+)
 
 # Click a player button and resolve once the step it leads to is drawn and painted: [ms, step drawn].
 CLICK = """async (id) => {

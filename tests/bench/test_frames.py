@@ -26,9 +26,20 @@ PAIR = [str(RECORDED / f"seed-abcd-{p}.jsonl") for p in ("static", "continuous")
 def stills(tmp_path_factory):
     out = tmp_path_factory.mktemp("frames")
     code, _, err = cli(
-        "frames", *PAIR, "--steps", "2-3,9", "--out", str(out), "--present", "--svg", "--gif", "--mp4", "--fps", "4",
+        "frames",
+        *PAIR,
+        "--steps",
+        "2-3,9",
+        "--out",
+        str(out),
+        "--present",
+        "--svg",
+        "--gif",
+        "--mp4",
+        "--fps",
+        "4",
         timeout=600,
-    )  # fmt: skip
+    )
     assert code == 0, err
     assert "wrote 3 stills" in err
     return out

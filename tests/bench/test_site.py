@@ -30,8 +30,10 @@ def offline_page(browser):
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     page.set_default_timeout(60_000)
     refused: list[str] = []
-    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else (
-        refused.append(r.request.url), r.abort()))  # fmt: skip
+    page.route(
+        "**/*",
+        lambda r: r.continue_() if r.request.url.startswith("file://") else (refused.append(r.request.url), r.abort()),
+    )
     yield page, refused
     page.close()
 

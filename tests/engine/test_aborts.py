@@ -19,8 +19,14 @@ from batchscope.steplog.report import metrics_table
 from batchscope.steplog.trace import validate_records
 from batchscope.steplog.view import TraceView
 
-CONFIG = EngineConfig(batching="continuous", max_num_seqs=2, max_num_batched_tokens=16, block_size=4,
-                      num_kv_blocks=8, enable_chunked_prefill=True)  # fmt: skip
+CONFIG = EngineConfig(
+    batching="continuous",
+    max_num_seqs=2,
+    max_num_batched_tokens=16,
+    block_size=4,
+    num_kv_blocks=8,
+    enable_chunked_prefill=True,
+)
 
 
 class Sevens:
@@ -60,16 +66,35 @@ def test_abort_steps_end_requests_in_each_state_before_the_step(run):
     validate_records(records)
     steps = step_records(records)
     assert [[(s["request_id"], s["num_tokens"]) for s in st["scheduled"]] for st in steps] == [
-        [("A", 10), ("B", 6)], [("A", 1), ("D", 4)], [("A", 1), ("D", 1)], []]  # fmt: skip
+        [("A", 10), ("B", 6)],
+        [("A", 1), ("D", 4)],
+        [("A", 1), ("D", 1)],
+        [],
+    ]
     assert [st["finished"] for st in steps] == [
-        [{"request_id": "C", "reason": "abort", "aborted": {"state": "waiting", "num_output_tokens": 0,
-                                                            "num_freed_blocks": 0}}],
-        [{"request_id": "B", "reason": "abort", "aborted": {"state": "running", "num_output_tokens": 0,
-                                                            "num_freed_blocks": 2}}],
+        [
+            {
+                "request_id": "C",
+                "reason": "abort",
+                "aborted": {"state": "waiting", "num_output_tokens": 0, "num_freed_blocks": 0},
+            }
+        ],
+        [
+            {
+                "request_id": "B",
+                "reason": "abort",
+                "aborted": {"state": "running", "num_output_tokens": 0, "num_freed_blocks": 2},
+            }
+        ],
         [{"request_id": "D", "reason": "length"}],
-        [{"request_id": "A", "reason": "abort", "aborted": {"state": "running", "num_output_tokens": 3,
-                                                            "num_freed_blocks": 3}}],
-    ]  # fmt: skip
+        [
+            {
+                "request_id": "A",
+                "reason": "abort",
+                "aborted": {"state": "running", "num_output_tokens": 3, "num_freed_blocks": 3},
+            }
+        ],
+    ]
     assert steps[0]["kv"]["block_tables"]["B"] == [3, 4] and "B" not in steps[1]["kv"]["block_tables"]
     assert steps[3]["kv"]["block_tables"] == {} and steps[3]["kv"]["num_used_blocks"] == 0
     summary = {r["request_id"]: r for r in records[-1]["requests"]}
@@ -85,8 +110,12 @@ def test_metrics_of_aborted_requests_follow_vllm(run):
     records, _ = run
     for st in step_records(records):
         st["t_start"], st["t_end"] = float(st["step"]), st["step"] + 0.5
-    times = {"A": (0.0, 0.0, 0.5, 2.75), "B": (0.0, 0.0, None, 0.75), "C": (0.0, None, None, 0.0),
-             "D": (1.0, 1.0, 1.5, 2.5)}  # fmt: skip
+    times = {
+        "A": (0.0, 0.0, 0.5, 2.75),
+        "B": (0.0, 0.0, None, 0.75),
+        "C": (0.0, None, None, 0.0),
+        "D": (1.0, 1.0, 1.5, 2.5),
+    }
     for r in records[-1]["requests"]:
         keys = ("arrival_time", "first_scheduled_time", "first_token_time", "finish_time")
         r.update(zip(keys, times[r["request_id"]]))
@@ -118,8 +147,10 @@ def test_narration_says_who_aborted_when_and_what_went(run):
         "B was aborted at step 1 by the workload (its abort_step), before this step was scheduled, while running, "
         "before its first token; its 2 KV blocks went back to the pool." in narrate(view, 1)
     )
-    assert "C was aborted at step 0 by the workload (its abort_step), before this step was scheduled, while " \
-        "waiting, never admitted; it held no KV blocks." in narrate(view, 0)  # fmt: skip
+    assert (
+        "C was aborted at step 0 by the workload (its abort_step), before this step was scheduled, while "
+        "waiting, never admitted; it held no KV blocks." in narrate(view, 0)
+    )
     assert "after 3 output tokens; its 3 KV blocks went back" in narrate(view, 3)
     assert "0/8 KV blocks in use during the step." in narrate(view, 3)  # nothing left to release after the step
 

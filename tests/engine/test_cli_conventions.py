@@ -143,9 +143,20 @@ def test_dtype_flag_loads_the_model_in_that_type_and_the_header_says_so(tmp_path
     Its tokens may differ from float32's, so only their count is checked."""
     out = tmp_path / "t.jsonl"
     code, _, err = cli(
-        "run", "--scenario", "seed-abcd", "--num-requests", "1", "--max-tokens", "2", "--device", "cpu",
-        "--dtype", "bfloat16", "--out", str(out),
-    )  # fmt: skip
+        "run",
+        "--scenario",
+        "seed-abcd",
+        "--num-requests",
+        "1",
+        "--max-tokens",
+        "2",
+        "--device",
+        "cpu",
+        "--dtype",
+        "bfloat16",
+        "--out",
+        str(out),
+    )
     assert code == 0, err
     records = trace.read(out)
     assert (records[0]["device"], records[0]["dtype"]) == ("cpu", "bfloat16") and "device_name" not in records[0]

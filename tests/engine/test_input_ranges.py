@@ -198,8 +198,13 @@ def number_fields(node) -> set[str]:
 
 
 NUMBER_FIELDS = number_fields(SCHEMA)
-SHIPPED = ("seed-abcd-continuous", "seed-abcd-static", "priority-continuous", "shared-prefix-continuous",
-           "preemption-continuous")  # fmt: skip
+SHIPPED = (
+    "seed-abcd-continuous",
+    "seed-abcd-static",
+    "priority-continuous",
+    "shared-prefix-continuous",
+    "preemption-continuous",
+)
 FILES = [*(RECORDED / f"{s}.jsonl" for s in SHIPPED), ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"]
 
 
@@ -235,8 +240,15 @@ FIELDS_FOUND = integer_fields()
 
 
 def test_the_traces_hold_every_kind_of_integer_field():
-    kinds = ("step/idle_steps_before", "step/decisions/preemptions/*/need", "step/kv/ref_counts/*",
-             "header/requests/*/priority", "header/seed", "step/arrived/*/max_tokens", "step/kv/evicted/*")  # fmt: skip
+    kinds = (
+        "step/idle_steps_before",
+        "step/decisions/preemptions/*/need",
+        "step/kv/ref_counts/*",
+        "header/requests/*/priority",
+        "header/seed",
+        "step/arrived/*/max_tokens",
+        "step/kv/evicted/*",
+    )
     assert set(kinds) <= set(FIELDS_FOUND)
 
 

@@ -28,15 +28,21 @@ def test_a_schedule_computed_by_hand():
     cfg = EngineConfig(num_speculative_tokens=3, prompt_lookup_min=2, prompt_lookup_max=3, block_size=4)
     records = LLMEngine(ScriptedModel(script), cfg).run([Request("A", script[:6], SamplingParams(max_tokens=12))])
     steps = step_records(records)
-    sched = [(s["num_tokens"], s["num_computed_tokens"], s.get("draft_token_ids"), s.get("num_accepted_tokens"))
-             for st in steps for s in st["scheduled"]]  # fmt: skip
+    sched = [
+        (s["num_tokens"], s["num_computed_tokens"], s.get("draft_token_ids"), s.get("num_accepted_tokens"))
+        for st in steps
+        for s in st["scheduled"]
+    ]
     assert sched[:4] == [(6, 0, None, None), (4, 6, [4, 1, 2], 3), (4, 10, [4, 1, 2], 1), (1, 12, None, None)]
     assert [[x["token_id"] for x in st["sampled"]] for st in steps[:4]] == [[3], [4, 1, 2, 3], [4, 5], [6]]
     assert [s["kind"] for st in steps[1:4] for s in st["scheduled"]] == ["decode"] * 3
     assert records[-1]["requests"][0]["output_token_ids"] == script[6:18]
     assert records[0]["config"]["speculative_config"] == {
-        "method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 3
-    }  # fmt: skip
+        "method": "ngram",
+        "num_speculative_tokens": 3,
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 3,
+    }
 
 
 def test_drafts_stop_at_the_budget_and_a_finish_drops_the_rest():
@@ -106,8 +112,15 @@ def test_greedy_outputs_equal_generate_with_drafts(tiny_model, budget):
     """Repetitive prompts make drafts; the tiny model keeps some and rejects others; every output equals
     ``generate``, with a roomy budget and one that cuts drafts (and chunks prompts)."""
     workload = _repetitive(3)
-    cfg = EngineConfig(max_num_seqs=3, max_num_batched_tokens=budget, block_size=4, num_kv_blocks=64,
-                       num_speculative_tokens=3, prompt_lookup_min=1, prompt_lookup_max=3)  # fmt: skip
+    cfg = EngineConfig(
+        max_num_seqs=3,
+        max_num_batched_tokens=budget,
+        block_size=4,
+        num_kv_blocks=64,
+        num_speculative_tokens=3,
+        prompt_lookup_min=1,
+        prompt_lookup_max=3,
+    )
     reqs = [Request(f"r{i}", p, SamplingParams(max_tokens=m, ignore_eos=True)) for i, (p, m) in enumerate(workload)]
     records = LLMEngine(ModelRunner(tiny_model, cfg), cfg, max_model_len=256).run(reqs)
     outputs = {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}
@@ -124,8 +137,14 @@ def test_smollm2_outputs_equal_generate_with_drafts(smollm):
     tok, model = smollm.tokenizer, smollm.model
     texts = ["1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,", "The capital of France is Paris. The capital of France is"]
     workload = [(tok(t)["input_ids"], 16) for t in texts]
-    cfg = EngineConfig(max_num_seqs=2, max_num_batched_tokens=32, num_kv_blocks=16, num_speculative_tokens=3,
-                       prompt_lookup_min=1, prompt_lookup_max=3)  # fmt: skip
+    cfg = EngineConfig(
+        max_num_seqs=2,
+        max_num_batched_tokens=32,
+        num_kv_blocks=16,
+        num_speculative_tokens=3,
+        prompt_lookup_min=1,
+        prompt_lookup_max=3,
+    )
     reqs = [Request(f"r{i}", p, SamplingParams(max_tokens=m, ignore_eos=True)) for i, (p, m) in enumerate(workload)]
     records = LLMEngine(ModelRunner(model, cfg), cfg, max_model_len=8192).run(reqs)
     outputs = {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}

@@ -126,9 +126,17 @@ def test_every_mode_ends_or_refuses_up_front(case):
 
 def seed_5() -> tuple[dict, list[Request], dict[str, list[int]]]:
     """Issue 33's shrunk example: budget 1, one draft token, prefix caching, four one- and two-token prompts."""
-    config = {"max_num_seqs": 1, "max_num_batched_tokens": 1, "block_size": 1, "num_kv_blocks": 5,
-              "enable_prefix_caching": True, "reserve_full_prompt": False, "num_speculative_tokens": 1,
-              "prompt_lookup_min": 1, "prompt_lookup_max": 1}  # fmt: skip
+    config = {
+        "max_num_seqs": 1,
+        "max_num_batched_tokens": 1,
+        "block_size": 1,
+        "num_kv_blocks": 5,
+        "enable_prefix_caching": True,
+        "reserve_full_prompt": False,
+        "num_speculative_tokens": 1,
+        "prompt_lookup_min": 1,
+        "prompt_lookup_max": 1,
+    }
     sizes = {"R0": ([3], 3), "R1": ([3], 1), "R2": ([3], 1), "R3": ([3, 3], 1)}
     requests = [Request(rid, p, SamplingParams(max_tokens=m), arrival_step=0) for rid, (p, m) in sizes.items()]
     return config, requests, {"R0": [3, 3, 3], "R1": [3], "R2": [3], "R3": [3]}
@@ -167,8 +175,14 @@ def test_a_run_that_stops_progressing_is_named_not_looped(monkeypatch):
 def test_a_pending_arrival_or_abort_is_not_a_stall():
     """An empty step is a stall only if nothing can change the next one: the message is built from the record, and
     the engine does not raise while a later abort can still free the head (``_stalled``)."""
-    record = {"step": 7, "scheduled": [], "finished": [], "preempted": [], "waiting": ["B"],
-              "decisions": {"head": {"request_id": "B", "limit": "kv_blocks", "need": 3, "left": 1}}}  # fmt: skip
+    record = {
+        "step": 7,
+        "scheduled": [],
+        "finished": [],
+        "preempted": [],
+        "waiting": ["B"],
+        "decisions": {"head": {"request_id": "B", "limit": "kv_blocks", "need": 3, "left": 1}},
+    }
     assert "B waits at the head of the queue, held by the limit KV blocks (needs 3 blocks, 1 free)" in stall_message(
         record
     )

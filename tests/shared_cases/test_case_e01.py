@@ -69,18 +69,42 @@ def step_facts(st: dict) -> dict:
 # By hand, with vLLM's rules (the case text): free queue [0..5] at the start.
 EXPECTED_STEPS = [
     # B takes [0, 1] and finishes: both blocks full and hashed, back tail first -> [2, 3, 4, 5, 1, 0]
-    {"scheduled": [("B", "prefill", 8, 0)], "hit": {"B": 0}, "allocated": {"B": [0, 1]}, "tables": {"B": [0, 1]},
-     "cached_free": [], "evicted": []},
+    {
+        "scheduled": [("B", "prefill", 8, 0)],
+        "hit": {"B": 0},
+        "allocated": {"B": [0, 1]},
+        "tables": {"B": [0, 1]},
+        "cached_free": [],
+        "evicted": [],
+    },
     # A takes [2, 3, 4] (B's cached 1, 0 stay free) and finishes -> [5, 1, 0, 4, 3, 2]
-    {"scheduled": [("A", "prefill", 12, 0)], "hit": {"A": 0}, "allocated": {"A": [2, 3, 4]},
-     "tables": {"A": [2, 3, 4]}, "cached_free": [1, 0], "evicted": []},
+    {
+        "scheduled": [("A", "prefill", 12, 0)],
+        "hit": {"A": 0},
+        "allocated": {"A": [2, 3, 4]},
+        "tables": {"A": [2, 3, 4]},
+        "cached_free": [1, 0],
+        "evicted": [],
+    },
     # X needs 4 blocks: the unhashed 5, B's 1 and 0 (older) tail first, then A's *tail* 4; A's head 3, 2 stay cached
-    {"scheduled": [("X", "prefill", 13, 0)], "hit": {"X": 0}, "allocated": {"X": [5, 1, 0, 4]},
-     "tables": {"X": [5, 1, 0, 4]}, "cached_free": [3, 2], "evicted": [1, 0, 4]},
+    {
+        "scheduled": [("X", "prefill", 13, 0)],
+        "hit": {"X": 0},
+        "allocated": {"X": [5, 1, 0, 4]},
+        "tables": {"X": [5, 1, 0, 4]},
+        "cached_free": [3, 2],
+        "evicted": [1, 0, 4],
+    },
     # A2: FOX[0:4] -> 2, FOX[4:8] -> 3, FOX[8:12] evicted: hit 8, computes 8 at 8, takes 4 (no hash) and 0 (X's)
-    {"scheduled": [("A2", "prefill", 8, 8)], "hit": {"A2": 8}, "allocated": {"A2": [4, 0]},
-     "tables": {"A2": [2, 3, 4, 0]}, "cached_free": [1, 5], "evicted": [0]},
-]  # fmt: skip
+    {
+        "scheduled": [("A2", "prefill", 8, 8)],
+        "hit": {"A2": 8},
+        "allocated": {"A2": [4, 0]},
+        "tables": {"A2": [2, 3, 4, 0]},
+        "cached_free": [1, 5],
+        "evicted": [0],
+    },
+]
 
 
 def test_each_step_allocates_evicts_and_hits_as_computed_by_hand():

@@ -129,8 +129,12 @@ def test_e02b_what_the_hit_changes_in_the_full_prompt_rule(num_kv_blocks, cachin
     assert admitted_at == (1 if need <= free else 6)
     if admitted_at == 6:
         assert steps[1]["decisions"]["head"] == {
-            "request_id": "F", "limit": "kv_blocks_full_prompt", "need": need, "left": free, "order": "arrival"
-        }  # fmt: skip
+            "request_id": "F",
+            "limit": "kv_blocks_full_prompt",
+            "need": need,
+            "left": free,
+            "order": "arrival",
+        }
         assert steps[6]["num_prefix_hit_tokens"] == {"F": 0}  # only without caching: with it, F fits at step 1
 
 

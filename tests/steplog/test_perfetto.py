@@ -94,8 +94,17 @@ def test_a_slice_per_scheduled_entry_and_padding_row(converted, path):
             want[(st["step"], p["slot"], p["request_id"], "padding", None, None, None)] += 1
     for e in of(doc, "X"):
         a = e["args"]
-        got[(a["step"], a["slot"], e["name"], e["cat"], a.get("num_tokens"), a.get("start_position"),
-             a.get("end_position"))] += 1  # fmt: skip
+        got[
+            (
+                a["step"],
+                a["slot"],
+                e["name"],
+                e["cat"],
+                a.get("num_tokens"),
+                a.get("start_position"),
+                a.get("end_position"),
+            )
+        ] += 1
     assert got == want
     assert sum(want.values()) == sum(len(st["scheduled"]) + len(st["padding_slots"]) for st in steps) > 0
     assert {e["cat"] for e in of(doc, "X")} <= set(perfetto.CATEGORIES)
@@ -201,7 +210,11 @@ def test_a_preemption_carries_its_decision_record(converted):
     for e in instants:
         p, a = recorded[(e["args"]["step"], e["args"]["request_id"])], e["args"]
         assert (a["rule"], a["num_dropped_tokens"], a["requester"], a["decision"]) == (
-            p["rule"], p["num_dropped_tokens"], p["requester"], "recorded")  # fmt: skip
+            p["rule"],
+            p["num_dropped_tokens"],
+            p["requester"],
+            "recorded",
+        )
         assert "most recently admitted" in a["reason"]
 
 
@@ -217,8 +230,13 @@ REQUIRED = {
     "i": {"name": str, "ts": (int, float), "pid": int, "tid": int, "s": str, "args": dict},
     "M": {"name": str, "pid": int, "args": dict},
 }
-METADATA = {"process_name": "name", "process_labels": "labels", "process_sort_index": "sort_index",
-            "thread_name": "name", "thread_sort_index": "sort_index"}  # fmt: skip
+METADATA = {
+    "process_name": "name",
+    "process_labels": "labels",
+    "process_sort_index": "sort_index",
+    "thread_name": "name",
+    "thread_sort_index": "sort_index",
+}
 
 
 @pytest.mark.parametrize("path", TRACES, ids=IDS)
@@ -305,9 +323,12 @@ def test_the_abort_record_goes_with_the_abort():
     records = copy.deepcopy(trace.read(ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl"))
     st = records[3]
     st["finished"].append(
-        {"request_id": "D", "reason": "abort", "aborted": {"state": "waiting", "num_output_tokens": 0,
-                                                           "num_freed_blocks": 0}}
-    )  # fmt: skip
+        {
+            "request_id": "D",
+            "reason": "abort",
+            "aborted": {"state": "waiting", "num_output_tokens": 0, "num_freed_blocks": 0},
+        }
+    )
     doc = perfetto.trace_events(TraceView(records))
     (e,) = [e for e in of(doc, "i") if e["name"] == "abort D"]
     assert e["args"]["state"] == "waiting" and e["args"]["finish_reason"] == "abort"
@@ -405,7 +426,10 @@ def test_the_command_itself_exits_2_with_one_line(tmp_path):
     bad.write_text('{"type": "header"\n')
     proc = subprocess.run(
         [sys.executable, "-m", "batchscope", "perfetto", str(bad), "--out", str(tmp_path / "o.json")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"error: {bad}: line 1")

@@ -43,18 +43,29 @@ def test_the_costs_are_the_raw_step_times_and_the_medians_per_batch(name):
 
 def test_the_fit_recovers_a_known_fixed_cost_and_price_per_token():
     steps = [
-        {"t_start": float(k), "t_end": k + 0.05 + 0.002 * n, "num_batched_tokens": n,
-         "scheduled": [{"kind": "decode"}] * n}
+        {
+            "t_start": float(k),
+            "t_end": k + 0.05 + 0.002 * n,
+            "num_batched_tokens": n,
+            "scheduled": [{"kind": "decode"}] * n,
+        }
         for k, n in enumerate([1, 2, 3, 4, 10, 30, 64])
-    ]  # fmt: skip
+    ]
     line = fit(step_costs(SimpleNamespace(steps=steps)))
     assert line is not None and line.pop("outliers") == []
     assert line == pytest.approx({"fixed_s": 0.05, "per_token_s": 0.002})
     assert fit(step_costs(SimpleNamespace(steps=steps[:1]))) is None
     noisy = [*steps, {**steps[0], "t_end": steps[0]["t_start"] + 0.5}]  # a warm-up step 10x slower than its line
     for k, n in enumerate([5, 6, 7, 8, 9, 20]):  # more steps near the line, off it by +-1 ms
-        noisy.append({**steps[0], "t_end": 100.0 + k + 0.05 + 0.002 * n + (-1) ** k * 1e-3, "t_start": 100.0 + k,
-                      "num_batched_tokens": n, "scheduled": [{"kind": "decode"}] * n})  # fmt: skip
+        noisy.append(
+            {
+                **steps[0],
+                "t_end": 100.0 + k + 0.05 + 0.002 * n + (-1) ** k * 1e-3,
+                "t_start": 100.0 + k,
+                "num_batched_tokens": n,
+                "scheduled": [{"kind": "decode"}] * n,
+            }
+        )
     line = fit(step_costs(SimpleNamespace(steps=noisy)))
     assert line is not None and line["outliers"] == [len(steps)]  # the warm-up step, nearly 10x its line
     assert line["fixed_s"] == pytest.approx(0.05, abs=1e-3) and line["per_token_s"] == pytest.approx(0.002, rel=0.05)

@@ -357,8 +357,10 @@ def test_download_stills_gives_the_charts_of_the_step_in_one_png(browser, files,
     import imageio.v3 as iio
 
     page = open_file(browser, files["preemption"], "?step=27")
-    sizes = page.evaluate("bsPlayer.sides.map((s) => ['slots', 'budget', 'blocks'].map((k) => [s.dom[k].clientWidth, "
-                          "s.dom[k].clientHeight]))")  # fmt: skip
+    sizes = page.evaluate(
+        "bsPlayer.sides.map((s) => ['slots', 'budget', 'blocks'].map((k) => [s.dom[k].clientWidth, "
+        "s.dom[k].clientHeight]))"
+    )
     with page.expect_download() as got:
         page.click("#bs-stills")
     assert got.value.suggested_filename == "preemption-step-27.png"

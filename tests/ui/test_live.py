@@ -131,9 +131,12 @@ def test_cancel_one_request_aborts_it_before_the_next_step_and_the_run_goes_on()
     step2 = records[3]
     assert [s["request_id"] for s in step2["scheduled"]] == ["A"]
     assert step2["finished"] == [
-        {"request_id": "B", "reason": "abort", "aborted": {"state": "running", "num_output_tokens": 2,
-                                                           "num_freed_blocks": 2}}
-    ]  # fmt: skip
+        {
+            "request_id": "B",
+            "reason": "abort",
+            "aborted": {"state": "running", "num_output_tokens": 2, "num_freed_blocks": 2},
+        }
+    ]
     summary = {r["request_id"]: r for r in records[-1]["requests"]}
     assert len(summary["A"]["output_token_ids"]) == 6 and summary["A"]["finish_reason"] == "length"
     assert summary["B"]["finish_reason"] == "abort"

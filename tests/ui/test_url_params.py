@@ -22,15 +22,51 @@ LAST = 21  # seed-abcd: static and continuous on one clock, 22 steps
 
 # ?step= of the seed-abcd pair (default 0, steps 0..21): the case's values, and more of each kind
 STEPS = {
-    None: 0, "": 0, "0": 0, "7": 7, " 7": 7, "+5": 5, "2.6": 3, "2.5": 3, ".5": 1, "5.": 5, "1e1": 10, "-0": 0,
-    "-1": 0, "999999": LAST, "3000000000": LAST, "4294967297": LAST, "1e400": LAST, "9" * 400: LAST,
-    "abc": 0, "0x10": 0, "7abc": 0, "nan": 0, "NaN": 0, "inf": 0, "-inf": 0, "Infinity": 0, "1_0": 0, "\u0663": 0,
-}  # fmt: skip
+    None: 0,
+    "": 0,
+    "0": 0,
+    "7": 7,
+    " 7": 7,
+    "+5": 5,
+    "2.6": 3,
+    "2.5": 3,
+    ".5": 1,
+    "5.": 5,
+    "1e1": 10,
+    "-0": 0,
+    "-1": 0,
+    "999999": LAST,
+    "3000000000": LAST,
+    "4294967297": LAST,
+    "1e400": LAST,
+    "9" * 400: LAST,
+    "abc": 0,
+    "0x10": 0,
+    "7abc": 0,
+    "nan": 0,
+    "NaN": 0,
+    "inf": 0,
+    "-inf": 0,
+    "Infinity": 0,
+    "1_0": 0,
+    "\u0663": 0,
+}
 # ?speed= (default 8, range 1..120 steps/s)
 SPEEDS = {
-    None: 8, "4": 4, "2.5": 2.5, "0": 1, "-5": 1, "0.5": 1, "1e9": 120, "1e400": 120,
-    "nan": 8, "inf": 8, "-inf": 8, "abc": 8, "": 8,
-}  # fmt: skip
+    None: 8,
+    "4": 4,
+    "2.5": 2.5,
+    "0": 1,
+    "-5": 1,
+    "0.5": 1,
+    "1e9": 120,
+    "1e400": 120,
+    "nan": 8,
+    "inf": 8,
+    "-inf": 8,
+    "abc": 8,
+    "": 8,
+}
 
 
 def test_the_step_parameter_clamps_or_falls_back_to_the_default():

@@ -59,8 +59,12 @@ def test_the_fields_recorded_only_when_on_are_the_engines():
     from batchscope.steplog.reasons import RECORDED_WHEN_ON
 
     header = EngineConfig().header_dict()
-    fields = set(asdict(EngineConfig())) - {"batching", "num_speculative_tokens", "prompt_lookup_min",
-                                             "prompt_lookup_max"} | {"speculative_config"}  # fmt: skip
+    fields = set(asdict(EngineConfig())) - {
+        "batching",
+        "num_speculative_tokens",
+        "prompt_lookup_min",
+        "prompt_lookup_max",
+    } | {"speculative_config"}
     assert fields - set(header) == set(RECORDED_WHEN_ON)
     on = EngineConfig(batching="sglang", enable_mixed_chunk=True, num_speculative_tokens=2).header_dict()
     assert set(RECORDED_WHEN_ON) <= set(on)

@@ -124,9 +124,26 @@ def test_no_eviction_no_sentence_and_a_recorded_policy_is_named():
 
 @pytest.mark.parametrize(
     ("n", "word"),
-    [(1, "a"), (7, "a"), (8, "an"), (11, "an"), (18, "an"), (17, "a"), (80, "an"), (89, "an"), (90, "a"),
-     (100, "a"), (118, "a"), (180, "a"), (800, "an"), (8000, "an"), (11000, "an"), (18000, "an"), (1100, "a")],
-)  # fmt: skip
+    [
+        (1, "a"),
+        (7, "a"),
+        (8, "an"),
+        (11, "an"),
+        (18, "an"),
+        (17, "a"),
+        (80, "an"),
+        (89, "an"),
+        (90, "a"),
+        (100, "a"),
+        (118, "a"),
+        (180, "a"),
+        (800, "an"),
+        (8000, "an"),
+        (11000, "an"),
+        (18000, "an"),
+        (1100, "a"),
+    ],
+)
 def test_the_article_follows_the_number_read_aloud(n, word):
     """eight, eleven, eighteen, eighty..., eight hundred, eleven thousand: "an"; one hundred eighteen: "a"."""
     assert article(n) == word

@@ -120,5 +120,7 @@ def test_a_lone_abort_beside_a_sharer_says_how_many_of_its_blocks_went_back():
     view = TraceView(records)
     before = view.block_tables(1)
     assert len(set(before["A"]) - set(before["B"])) == 1 and len(before["A"]) == 4
-    assert "after 2 output tokens; 1 of its 4 KV blocks went back to the pool (3 stay in use: other requests share " \
-        "them)." in narrate(view, 2)  # fmt: skip
+    assert (
+        "after 2 output tokens; 1 of its 4 KV blocks went back to the pool (3 stay in use: other requests share "
+        "them)." in narrate(view, 2)
+    )
