@@ -71,10 +71,10 @@ def family_counters(vllm: TraceView, sglang: TraceView) -> list[dict]:
             "help": "decode rows that skip a step while SGLang runs a prefill batch alone, so far / total",
         },
         {
-            "label": "steps the head of the queue waits (SGLang)",
-            "values": [f"{h} ({e} for its output estimate)" for h, e in zip(held, estimate)],
-            "help": "steps that ended with a request waiting at the head of SGLang's queue, so far; in brackets, "
-            "those where its prompt and output estimate did not fit the free token slots",
+            "label": "steps the head waits (SGLang) · for its output estimate",
+            "values": [f"{h} · {e}" for h, e in zip(held, estimate)],
+            "help": "steps that ended with a request waiting at the head of SGLang's queue, so far · of them, those "
+            "where its prompt and output estimate did not fit the free token slots",
         },
         {
             "label": "preemptions (vLLM) · retractions (SGLang)",

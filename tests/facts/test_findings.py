@@ -81,7 +81,7 @@ def test_the_head_wait_counter_counts_every_step_the_head_waits():
     cards = {c["label"]: c["values"] for c in family_counters(*recorded_pair("vllm-vs-sglang"))}
     waits = sum(1 for st in sgl if st["waiting"])
     assert sum(1 for st in sgl if "D" in st["waiting"]) == 60
-    assert cards["steps the head of the queue waits (SGLang)"][-1].startswith(f"{waits} (")
+    assert cards["steps the head waits (SGLang) · for its output estimate"][-1].startswith(f"{waits} · ")
 
 
 def test_the_prefix_hit_counter_counts_as_metrics_does():

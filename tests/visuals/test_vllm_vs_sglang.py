@@ -86,7 +86,7 @@ def test_counters_count_what_the_lines_show():
     cards = {c["label"]: c["values"] for c in family_counters(view("continuous"), view("sglang"))}
     assert cards["decodes waiting behind a prefill (SGLang)"][3] == "2 / " + str(waited)  # A and B at step 3
     assert cards["decodes waiting behind a prefill (SGLang)"][-1] == f"{waited} / {waited}"
-    assert cards["steps the head of the queue waits (SGLang)"][-1] == f"{held} ({estimate} for its output estimate)"
+    assert cards["steps the head waits (SGLang) · for its output estimate"][-1] == f"{held} · {estimate}"
     assert cards["preemptions (vLLM) · retractions (SGLang)"][-1] == f"{pre} · 1"
     assert cards["prefix-cache hit tokens (vLLM · SGLang)"][1] == "24 · 31"
     assert (
