@@ -161,13 +161,13 @@ class KVExtras(TypedDict, total=False):
     cached_free_blocks: list[int]  # free blocks that keep a cached prefix, in eviction order
     evicted: list[int]  # cached blocks handed out for new tokens in this step
     cache_hits: dict[str, list[int]]  # version 2: blocks of ``allocated`` adopted from the prefix cache
+    block_size: int  # absent in some traces: the header's ``config.block_size``
 
 
 class KVRecord(KVExtras):
     """The KV pool after the step's scheduling."""
 
     num_blocks: int
-    block_size: int
     num_used_blocks: int
 
 
