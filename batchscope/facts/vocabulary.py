@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from batchscope.steplog.metric_names import family
+
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
@@ -36,13 +38,7 @@ EVICTION: dict[str, Eviction] = {
 NOT_ARRIVED, WAITING, RUNNING, FINISHED, ABORTED, IDLE = "not arrived", "waiting", "running", "finished", "aborted", ""
 
 
-def family(header: Any) -> str:
-    """The engine family whose words a trace takes: ``sglang`` for SGLang's scheduler (the ``sglang`` batching mode,
-    or a trace an SGLang server wrote), else ``vllm`` (static, continuous and speculative batching follow vLLM's
-    scheduler, and vLLM servers write the rest)."""
-    return "sglang" if header.get("policy") == "sglang" or header.get("source") == "sglang" else "vllm"
-
-
 def eviction(header: Any) -> Eviction:
-    """The eviction words of the engine family of a trace with ``header`` (``family``)."""
+    """The eviction words of the engine family of a trace with ``header``
+    (``batchscope.steplog.metric_names.family``: the one place that says which family a trace belongs to)."""
     return EVICTION[family(header)]

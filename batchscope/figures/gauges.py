@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from batchscope.figures.safe import esc
+from batchscope.figures.timeline import plot_left
 from batchscope.steplog import gauges as g
 from batchscope.steplog.metric_names import CADENCE, FAMILIES, TITLES, family
 from batchscope.steplog.view import TraceView
@@ -73,7 +74,7 @@ def gauge_figure(view: TraceView, step: int | None = None, num_steps: int | None
     title = f"{esc(view.policy)}: {TITLES[kin]}"
     fig.update_layout(
         height=520 if note else 500,
-        margin=dict(l=10, r=10, t=125 if note else 105, b=30),
+        margin=dict(l=plot_left(view), r=10, t=125 if note else 105, b=30),
         title=dict(
             text=title + (f"<br><sub>{note}</sub>" if note else ""),
             font=dict(size=14),
@@ -95,6 +96,7 @@ def gauge_figure(view: TraceView, step: int | None = None, num_steps: int | None
     for row, axis_title in enumerate(("requests", "%", "tokens", counted), start=1):
         font = dict(size=FONT)
         fig.update_yaxes(title_text=axis_title, title_font=font, tickfont=font, rangemode="tozero", row=row, col=1)
+        fig.update_yaxes(automargin=False, row=row, col=1)  # the timeline's left margin: aligned step axes
         fig.update_yaxes(**ticks.get(row, {}), row=row, col=1)
     fig.update_xaxes(range=[-0.5, n - 0.5], tickfont=dict(size=FONT), **view.step_ticks(0, n - 1))
     fig.update_xaxes(title_text="step", title_font=dict(size=FONT), row=len(PANELS), col=1)

@@ -36,6 +36,14 @@ def request_phases(view: TraceView) -> dict[str, list[str | None]]:
     return phases
 
 
+def plot_left(view: TraceView) -> int:
+    """The left margin (px) of every figure drawn on the step axis over the request timeline (the timeline, the
+    gauges): wide enough for the longest request label (12 px type) and for the gauges' tick labels and titles, and
+    the same for both, with the y axes' automargin off, so their step axes line up to the pixel."""
+    longest = max((len(view.label(r)) for r in view.request_ids), default=1)
+    return max(84, 8 * longest + 24)
+
+
 def _end_marks(fig: go.Figure, view: TraceView) -> None:
     """A marker at each ended request's last step, by how it ended (its facts): a bar for a finish, a cross for an
     abort."""
@@ -90,7 +98,7 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
         barmode="overlay",
         bargap=0.25,
         height=190 + 22 * len(view.request_ids),
-        margin=dict(l=10, r=10, t=40, b=70),
+        margin=dict(l=plot_left(view), r=10, t=40, b=70),
         title=f"{esc(view.policy)}: request timeline",
         xaxis=dict(
             title="step",
@@ -98,7 +106,10 @@ def timeline(view: TraceView, step: int | None = None, num_steps: int | None = N
             **view.step_ticks(0, (num_steps or view.num_steps) - 1),
         ),
         yaxis=dict(
-            type="category", categoryorder="array", categoryarray=[esc(view.label(r)) for r in view.request_ids[::-1]]
+            automargin=False,  # ``plot_left``: the gauges' step axis lines up with this one
+            type="category",
+            categoryorder="array",
+            categoryarray=[esc(view.label(r)) for r in view.request_ids[::-1]],
         ),
         # under the step axis, where wrapping to a second row in a narrow column (two sides) covers nothing
         legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left", font=dict(size=10)),

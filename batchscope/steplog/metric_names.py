@@ -99,8 +99,9 @@ CADENCE = {
 
 
 def family(header: Mapping[str, Any]) -> str:
-    """``sglang`` for a trace of SGLang's scheduler (header ``policy``), else ``vllm``."""
-    return "sglang" if header.get("policy") == "sglang" else "vllm"
+    """``sglang`` for a trace of SGLang's scheduler (the ``sglang`` batching mode, or a trace an SGLang server wrote:
+    header ``source``), else ``vllm`` (static, continuous and speculative batching follow vLLM's scheduler)."""
+    return "sglang" if header.get("policy") == "sglang" or header.get("source") == "sglang" else "vllm"
 
 
 def name_of(header: Mapping[str, Any], key: str) -> str:

@@ -5,7 +5,7 @@ figures
     .venv/bin/python -m batchscope.tools.trace_load --trace my.jsonl.gz --steps 20 --out-json /tmp/load.json
     .venv/bin/python -m batchscope.tools.trace_load --baseline none       # this tree only, no comparison
 
-Starts ``streamlit run app.py`` on a free loopback port (``batchscope/tools/app_server.py``), opens the Trace page in
+Starts ``streamlit run batchscope/app/main.py`` as ``make app`` does, on a free loopback port (``batchscope/tools/app_server.py``), opens the Trace page in
 Debian's Chromium (Playwright, headless), uploads the trace and measures, in the browser player the page embeds:
 
 - **load**: from handing the file to the uploader until the player has drawn step 0 with the vLLM provenance badge
@@ -43,9 +43,9 @@ from batchscope.tools.app_server import ROOT, launch_chromium, streamlit_app
 BASELINE = "1d3006d2"  # the last commit with the strict Python reader (18.5 s to open the default trace)
 # Seconds for batchscope.steplog.trace.loads of the bytes of a file, in a fresh interpreter whose first path is the
 # tree's.
-READER = (
-    "import sys,time;from steplog import trace;d=open(sys.argv[1],'rb').read();t=time.perf_counter();"
-    "trace.loads(d);print(time.perf_counter()-t)"
+READER = (  # a tree from before the one package (2026-12-05) has a top-level ``steplog``
+    "import sys,time\ntry:\n from batchscope.steplog import trace\nexcept ImportError:\n from steplog import trace\n"
+    "d=open(sys.argv[1],'rb').read();t=time.perf_counter();trace.loads(d);print(time.perf_counter()-t)"
 )
 
 # Click a player button and resolve once the step it leads to is drawn and painted: [ms, step drawn].

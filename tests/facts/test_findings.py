@@ -269,3 +269,19 @@ def test_the_static_batch_prefix_sentence_only_where_members_share_a_prefix():
             shared = len(set(firsts)) < len(firsts)
             said = "static batch is formed before any member computes" in narrate(view, st["step"])
             assert said == (shared and bool(header["config"].get("enable_prefix_caching"))), (path.stem, st["step"])
+
+
+@pytest.mark.parametrize("name", ["preemption-continuous", "vllm-vs-sglang-sglang"])
+def test_the_gauges_stand_on_the_timelines_step_axis(name):
+    """Finding: on the Trace page the gauges were drawn ~20 px off the request timeline's x axis (each figure's left
+    margin grew with its own y labels). Both figures: one left and right margin, no automargin, one x range, so at
+    one width a step is at one pixel in both."""
+    from batchscope.figures.gauges import gauge_figure
+
+    view = view_of(name)
+    a, b = timeline(view, 0, view.num_steps).layout, gauge_figure(view, 0, view.num_steps).layout
+    assert (a.margin.l, a.margin.r) == (b.margin.l, b.margin.r)
+    assert a.yaxis.automargin is False and all(b[ax].automargin is False for ax in b if ax.startswith("yaxis"))
+    ranges = {tuple(b[ax].range) for ax in b if ax.startswith("xaxis")}
+    assert ranges == {tuple(a.xaxis.range)}
+    assert tuple(b.xaxis.domain or (0, 1)) == tuple(a.xaxis.domain or (0, 1))
