@@ -5,7 +5,8 @@ figures
     .venv/bin/python -m batchscope.tools.trace_load --trace my.jsonl.gz --steps 20 --out-json /tmp/load.json
     .venv/bin/python -m batchscope.tools.trace_load --baseline none       # this tree only, no comparison
 
-Starts ``streamlit run batchscope/app/main.py`` as ``make app`` does, on a free loopback port (``batchscope/tools/app_server.py``), opens the Trace page in
+Starts ``streamlit run batchscope/app/main.py`` as ``make app`` does, on a free loopback port
+(``batchscope/tools/app_server.py``), opens the Trace page in
 Debian's Chromium (Playwright, headless), uploads the trace and measures, in the browser player the page embeds:
 
 - **load**: from handing the file to the uploader until the player has drawn step 0 with the vLLM provenance badge
