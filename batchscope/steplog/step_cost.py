@@ -44,10 +44,15 @@ def step_costs(view: Any) -> list[StepCost]:
 
 def decode_by_batch(costs: list[StepCost]) -> dict[int, dict[str, float]]:
     """Decode-only steps grouped by the requests decoding (one token each; a static batch's padding rows ride along
-    and produce nothing): ``{n: {"steps", "median_s", "per_token_s"}}``, the median step time and that time / n."""
+    and produce nothing): ``{n: {"steps", "median_s", "per_token_s"}}``, the median step time and that time / n.
+    The steps ``fit`` marks as outliers (over 3 x its line: a warm-up step, a step that waited for a busy CPU) are
+    left out, so one such step never stands for a whole batch size (``seed-abcd``'s static run: its one decode step
+    of two requests took 876 ms, 8 x the others); a batch size with only such steps is absent."""
+    line = fit(costs)
+    outliers = set(line["outliers"]) if line else set()
     groups: dict[int, list[float]] = {}
     for c in costs:
-        if c["decode_only"]:
+        if c["decode_only"] and c["step"] not in outliers:
             groups.setdefault(c["tokens"], []).append(c["seconds"])
     out = {}
     for n, times in sorted(groups.items()):

@@ -285,3 +285,43 @@ def test_the_gauges_stand_on_the_timelines_step_axis(name):
     ranges = {tuple(b[ax].range) for ax in b if ax.startswith("xaxis")}
     assert ranges == {tuple(a.xaxis.range)}
     assert tuple(b.xaxis.domain or (0, 1)) == tuple(a.xaxis.domain or (0, 1))
+
+
+def test_one_slow_step_does_not_stand_for_a_batch_size():
+    """Finding: the Metrics step-cost chart read 438 ms a token at batch 2 on `seed-abcd`'s static run, from its one
+    decode step of two requests, which waited 876 ms (about 8 x the others): the README says such a step tilts
+    nothing. From the raw lines: the decode-only steps' times by batch size."""
+    from batchscope.figures.step_cost import step_cost_figure
+
+    steps = raw(RECORDED / "seed-abcd-static.jsonl")[1]
+    decodes = [(len(s["scheduled"]), s["t_end"] - s["t_start"]) for s in steps if s["scheduled"]]
+    decodes = [
+        (n, t)
+        for (n, t), s in zip(decodes, [s for s in steps if s["scheduled"]])
+        if all(x["kind"] == "decode" for x in s["scheduled"])
+    ]
+    ones = sorted(t for n, t in decodes if n == 1)
+    (two,) = [t for n, t in decodes if n == 2]
+    assert two > 3 * ones[len(ones) // 2]  # the one step of two decodes is far off the rest
+    fig = step_cost_figure({"static": view_of("seed-abcd-static")})
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [list(b.x) for b in bars] == [["1"]]
+
+
+def test_the_readme_dates_the_shipped_traces_as_their_badges_do():
+    """Finding: the provenance badges read 2026-12-04 where the README said the SGLang traces were recorded on
+    2026-12-02. The README's dates against each shipped trace's header (``created``, what the badge prints)."""
+    from conftest import ROOT
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    said = re.search(
+        r"the SGLang traces were recorded on (\S+) and the other two of `vllm-vs-sglang` on (\S+), .*?the others on "
+        r"(\S+) on a quieter machine",
+        text,
+    )
+    assert said, "the README's sentence on when the shipped traces were recorded"
+    sglang, pair, others = (d.rstrip(",") for d in said.groups())
+    for path in RECORDED_TRACES:
+        created = raw(path)[0]["created"][:10]
+        want = sglang if path.stem.endswith("-sglang") else pair if path.stem.startswith("vllm-vs-sglang") else others
+        assert created == want, path.stem

@@ -30,8 +30,9 @@ def test_the_costs_are_the_raw_step_times_and_the_medians_per_batch(name):
     costs = step_costs(view)
     assert [c["seconds"] for c in costs] == [s["t_end"] - s["t_start"] for s in raw if s["scheduled"]]
     decodes: dict[int, list[float]] = {}
-    for s in raw:
-        if s["scheduled"] and all(x["kind"] == "decode" for x in s["scheduled"]):
+    slow = set(fit(costs)["outliers"])  # steps far off the line (its own test below) stand for no batch size
+    for k, s in enumerate(raw):
+        if s["scheduled"] and all(x["kind"] == "decode" for x in s["scheduled"]) and k not in slow:
             decodes.setdefault(len(s["scheduled"]), []).append(s["t_end"] - s["t_start"])
     got = decode_by_batch(costs)
     assert sorted(got) == sorted(decodes)
