@@ -10,9 +10,6 @@ from batchscope.explain.beats import BEAT_TEXT, story_beats
 from batchscope.explain.narration import narrate
 from batchscope.explain.stepinfo import queues, request_status, text_so_far, visible_whitespace
 from batchscope.facts import eviction
-from batchscope.figures.budget import budget_bar
-from batchscope.figures.kv import block_map
-from batchscope.figures.slots import slot_grid
 from batchscope.steplog.view import TraceView
 
 
@@ -74,21 +71,3 @@ def text_panel(view: TraceView, step: int) -> None:
         }
     )
     st.dataframe(df, hide_index=True, width="stretch", height=min(38 + 35 * len(df), 400))
-
-
-def step_panel(view: TraceView, step: int, key: str, window: int | None = 12, compact: bool = False) -> None:
-    """Every per-step view of ``view`` at ``step`` (the trace's last step if ``step`` is past its end)."""
-    shown = min(step, view.num_steps - 1)
-    if step > shown:
-        st.success(f"{md(view.policy)} finished at step {shown}; holding its final state.", icon=":material/flag:")
-    st.plotly_chart(slot_grid(view, shown, window), key=f"{key}:slots", width="stretch")
-    st.plotly_chart(budget_bar(view, shown), key=f"{key}:budget", width="stretch")
-    st.plotly_chart(block_map(view, shown), key=f"{key}:blocks", width="stretch")
-    st.caption(
-        "KV blocks: outlined = allocated this step; ✕ = released at the end of this step (owner "
-        "finished); ⟲ = freed by a preemption in this step; ★ (blue outline) = found in the prefix cache in this "
-        "step; grey = free."
-    )
-    queue_panel(view, shown)
-    if not compact:
-        text_panel(view, shown)

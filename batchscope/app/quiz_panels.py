@@ -8,7 +8,7 @@ import streamlit as st
 
 from batchscope.app.common import chips, md
 from batchscope.app.links import TITLES, step_link
-from batchscope.app.panels import narration, step_panel
+from batchscope.app.web_player import web_player
 from batchscope.figures.kv import block_map
 from batchscope.figures.slots import slot_grid
 from batchscope.quiz.deck import Question, history
@@ -85,5 +85,5 @@ def verdict(view: TraceView, q: Question, given, right: bool) -> None:
         step_link(q.target, f"Show me step {q.step} on the {TITLES[q.target.page]} page")
     else:
         with st.expander(f"Show me step {q.step}", icon=":material/visibility:"):
-            narration(view, q.step)
-            step_panel(view, q.step, key="quiz:showme", compact=True)
+            # the player every page embeds, at the question's step: one renderer of a step, one legend
+            web_player([view], view.header.get("scenario") or "quiz", key="quiz-showme", initial=q.step)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from batchscope.facts import eviction
 from batchscope.figures import blockgroups
 from batchscope.figures.pool import block_map_cells
 from batchscope.figures.safe import esc
@@ -151,10 +152,12 @@ def legend_text(view: TraceView) -> str:
     """The key under the block map, in the pool's unit (an SGLang trace's token slots; its preemptions are
     retractions)."""
     sglang = pool_unit(view.header) == "token slot"
-    unit, freed = ("Token slots", "a retraction") if sglang else ("KV blocks", "a preemption")
+    unit = "Token slots" if sglang else "KV blocks"
+    freed = f"a {eviction(view.header).noun}"  # the engine's own word (batchscope.facts.vocabulary)
     return (
         f"{unit}: outlined = allocated this step; ✕ = released at the end of this step (owner finished); ⟲ = freed "
-        f"by {freed} in this step; ×N = shared by N requests (prefix cache); ★ (blue outline) = found in the prefix "
+        f"by {freed} in this step (beside an owner's name: taken at once); ×N = shared by N requests (prefix "
+        "cache); ★ (blue outline) = found in the prefix "
         'cache in this step; light blue = free but cached (evictable); sand "res" = reserved by a static batch; '
         "grey = free."
     )
