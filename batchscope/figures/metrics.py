@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from batchscope.figures.safe import esc
+from batchscope.steplog.finishes import in_aggregate
 from batchscope.steplog.metrics import LATENCY_METRICS, request_metrics, steps_frame
 from batchscope.steplog.view import OKABE_ITO
 
@@ -46,7 +47,8 @@ def request_latency(runs: dict[str, list[dict]], metric: str = "ttft_s") -> go.F
     Args:
         runs: label -> trace records.
         metric: one of ``REQUEST_METRICS`` (``ttft_s``, ``e2e_steps``, ...). A request without the figure (TPOT of a
-            one-token answer) has no bar.
+            one-token answer; E2E, TPOT and queue time of an aborted request, which vLLM reports to no
+            finished-request figure: ``batchscope.steplog.finishes``) has no bar; an aborted one is labelled so.
     Raises:
         ValueError: unknown ``metric``.
     """
@@ -54,9 +56,9 @@ def request_latency(runs: dict[str, list[dict]], metric: str = "ttft_s") -> go.F
     fig = go.Figure()
     for i, (label, records) in enumerate(runs.items()):
         reqs = request_metrics(records)
-        fig.add_bar(
-            x=[esc(r["request_id"]) for r in reqs],
-            y=[r[metric] for r in reqs],
+        fig.add_bar(  # an aborted request has no finished-request figure (E2E, TPOT, queue time), as in the summary
+            x=[esc(r["request_id"]) + (" (aborted)" if r.get("finish_reason") == "abort" else "") for r in reqs],
+            y=[r[metric] if in_aggregate(metric, r) else None for r in reqs],
             name=label,
             marker_color=run_color(label, i),
             hovertemplate=f"%{{x}} ({esc(label)}): %{{y:.3g}} {_unit(metric)}<extra></extra>",
@@ -76,7 +78,8 @@ def latency_cdf(runs: dict[str, list[dict]], metric: str = "e2e_s") -> go.Figure
     """Empirical CDF of ``metric`` per run (fraction of requests, or of token gaps for ``itl_*``, at or below x).
 
     Args:
-        metric: any of ``batchscope.steplog.metrics.LATENCY_METRICS``; ``itl_*`` pools every gap of every request.
+        metric: any of ``batchscope.steplog.metrics.LATENCY_METRICS``; ``itl_*`` pools every gap of every request;
+            aborted requests are left out of the finished-request figures, as in the summary.
     Raises:
         ValueError: unknown ``metric``.
     """
@@ -87,7 +90,7 @@ def latency_cdf(runs: dict[str, list[dict]], metric: str = "e2e_s") -> go.Figure
         if metric.startswith("itl_"):
             values = sorted(g for r in reqs for g in r[metric])
         else:
-            values = sorted(r[metric] for r in reqs if r[metric] is not None)
+            values = sorted(r[metric] for r in reqs if r[metric] is not None and in_aggregate(metric, r))
         share = (np.arange(1, len(values) + 1) / len(values)).tolist() if values else []
         fig.add_scatter(
             x=values,

@@ -172,6 +172,11 @@ def test_an_aborted_request_reads_aborted_in_every_view():
     assert marks == {"finished": ["B"], "aborted": ["A"]}
     payload = player_payload([view], "aborts")["views"][0]
     assert payload["requests"]["end_word"] == ["aborted", "finished"]
+    from batchscope.figures.metrics import latency_cdf, request_latency
+
+    bars = request_latency({"run": view.records}, "e2e_steps").data[0]
+    assert list(bars.x) == ["A (aborted)", "B"] and bars.y[0] is None and bars.y[1] is not None
+    assert len(latency_cdf({"run": view.records}, "e2e_steps").data[0].x) == 1  # B alone, as the summary counts
 
 
 def test_the_checklist_counts_the_members_the_narration_shows():
