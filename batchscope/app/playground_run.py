@@ -18,6 +18,7 @@ import streamlit as st
 from batchscope.app import state
 from batchscope.app.common import model_and_lock
 from batchscope.app.live import LiveRun
+from batchscope.cli.progress import Ends
 from batchscope.engine.config import EngineConfig
 
 POLL_S = 0.5
@@ -46,16 +47,14 @@ def start(settings_key: str, specs: list[dict], configs: dict[str, EngineConfig]
         for i, (label, config) in enumerate(configs.items(), start=1):
             if should_stop():
                 break
-            run, done = f"run {i} of {len(configs)} ({label})", 0
+            run, ends = f"run {i} of {len(configs)} ({label})", Ends()
 
-            def on_step(rec, run=run):
-                nonlocal done
-                done += len(rec["finished"])
+            def on_step(rec, run=run, ends=ends):
+                ends.add(rec)
                 job.mark_finished([f["request_id"] for f in rec["finished"]])
                 report(
-                    done / len(specs),
-                    f"{run}: step {rec['step']}, {rec['num_batched_tokens']} tokens this step, "
-                    f"{done}/{len(specs)} requests finished",
+                    ends.done / len(specs),
+                    f"{run}: step {rec['step']}, {rec['num_batched_tokens']} tokens this step, {ends.note(len(specs))}",
                 )
 
             out[label] = generate_trace(

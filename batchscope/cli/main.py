@@ -143,7 +143,7 @@ def _run(args) -> int:
     config = config_from_args(args, overrides)
     out = check_out_path(args.out, "--out", inputs=(args.workload,), force=args.force)
     check_device(args.device)
-    from batchscope.cli.progress import Progress
+    from batchscope.cli.progress import Ends, Progress
     from batchscope.engine.llm import generate_trace, validate_requests
     from batchscope.engine.threads import use_threads
     from batchscope.engine.validation import PriorityIgnoredWarning, priority_ignored_message
@@ -160,13 +160,11 @@ def _run(args) -> int:
     if ignored:
         print(f"warning: {ignored}", file=sys.stderr)
     bar = Progress(f"{args.batching}", total=len(specs))
-    finished = 0
+    ends = Ends()
 
     def on_step(record: StepRecord) -> None:
-        nonlocal finished
-        finished += len(record["finished"])
-        note = f"step {record['step']}, {finished}/{len(specs)} requests finished"
-        bar.update(1, done=finished, note=note)
+        ends.add(record)
+        bar.update(1, done=ends.done, note=f"step {record['step']}, {ends.note(len(specs))}")
 
     with stop_on_ctrl_c() as stop, warnings.catch_warnings():
         warnings.simplefilter("ignore", PriorityIgnoredWarning)  # said once above

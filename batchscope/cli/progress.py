@@ -8,7 +8,7 @@ work (when the total is known) or every ``every`` updates, and for each status m
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 
 class Progress:
@@ -53,3 +53,24 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+class Ends:
+    """Requests that ended so far in a run, from its step records: finished (any reason but ``abort``) and aborted
+    (``batchscope.steplog.finishes``). ``add(record)`` counts one step's; ``note(total)`` says it, "3/8 requests
+    finished" or "3/8 requests finished, 1 aborted"; ``done`` is both (the progress bar's units)."""
+
+    def __init__(self) -> None:
+        self.finished = self.aborted = 0
+
+    def add(self, record: Any) -> None:
+        aborted = sum(f["reason"] == "abort" for f in record["finished"])
+        self.aborted += aborted
+        self.finished += len(record["finished"]) - aborted
+
+    @property
+    def done(self) -> int:
+        return self.finished + self.aborted
+
+    def note(self, total: int) -> str:
+        return f"{self.finished}/{total} requests finished" + (f", {self.aborted} aborted" if self.aborted else "")

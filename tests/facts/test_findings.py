@@ -330,3 +330,14 @@ def test_the_readme_dates_the_shipped_traces_as_their_badges_do():
         created = raw(path)[0]["created"][:10]
         want = sglang if path.stem.endswith("-sglang") else pair if path.stem.startswith("vllm-vs-sglang") else others
         assert created == want, path.stem
+
+
+def test_the_progress_line_counts_aborts_apart():
+    """Finding: the progress line counted a cancelled request among the finished ones."""
+    from batchscope.cli.progress import Ends
+
+    ends = Ends()
+    for st in aborted_run().recorded_steps:
+        ends.add(st)
+    assert (ends.finished, ends.aborted, ends.done) == (1, 1, 2)
+    assert ends.note(2) == "1/2 requests finished, 1 aborted"
