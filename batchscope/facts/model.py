@@ -20,6 +20,7 @@ from typing import Any
 from batchscope.facts.blocks import freed_blocks, handed_on, releases
 from batchscope.facts.vocabulary import (
     ABORTED,
+    CUT_SHORT,
     FINISHED,
     IDLE,
     NOT_ARRIVED,
@@ -72,8 +73,12 @@ class RequestFacts:
     step. ``work``: what it computed in the step (prefill, recompute, decode, speculative, padding; ``None``:
     nothing); ``num_tokens``: tokens it computed (a speculative decode: 1 + its drafts); ``chunk``: which chunk
     of its prompt a prefill is (1, 2, ...; counted since its last admission); ``num_drafts``: draft tokens it
-    verified; ``num_sampled``: tokens it sampled; ``num_blocks``: KV blocks (token slots) it held in the step's
-    forward pass; ``finish_reason``: how it ended, in or before this step (``None``: it has not)."""
+    verified, ``num_accepted``: of them, those verification kept (``None`` where the trace does not say),
+    ``drafts_inferred``: the draft figures are the reader's inference (a server trace without draft ids,
+    ``batchscope.steplog.spec_decode``); ``num_sampled``: tokens it sampled; ``num_blocks``: KV blocks (token
+    slots) it held in the step's forward pass; ``finish_reason``: how it ended, in or before this step (``None``:
+    it has not); ``abort_state``: for an abort, what it was doing (waiting, running, preempted; ``None`` where the
+    trace does not record it)."""
 
     request_id: str
     state: str
@@ -81,9 +86,12 @@ class RequestFacts:
     num_tokens: int = 0
     chunk: int | None = None
     num_drafts: int = 0
+    num_accepted: int | None = None
+    drafts_inferred: bool = False
     num_sampled: int = 0
     num_blocks: int = 0
     finish_reason: str | None = None
+    abort_state: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +155,10 @@ class Facts:
         self.counters = _counters(view)
         self._chunks = _chunks(view)
         self._reasons = {f["request_id"]: f["reason"] for st in view.steps for f in st["finished"]}
+        self._abort_states = {
+            f["request_id"]: f["aborted"]["state"] for st in view.steps for f in st["finished"] if f.get("aborted")
+        }
+        self.cut_short = view.cut_short  # what to say of a trace whose steps stop early, None if complete
         self.step = lru_cache(maxsize=4096)(self._step)
         self.requests = lru_cache(maxsize=64)(self._requests)
         self.pool = lru_cache(maxsize=256)(self._pool)
@@ -160,9 +172,13 @@ class Facts:
         return self.counters[-1] if self.counters else Counters()
 
     def end_word(self, request_id: str) -> str | None:
-        """``finished`` or ``aborted`` for a request that ended in the trace, ``None`` for one that did not."""
+        """``finished`` or ``aborted`` for a request that ended in the trace; ``cut short`` for one still in flight
+        when a cut-short trace stops (``TraceView.cut_short``); ``None`` for one a complete trace leaves unended
+        (a cancelled run's)."""
         reason = self._reasons.get(request_id)
-        return None if reason is None else ABORTED if reason == "abort" else FINISHED
+        if reason is None:
+            return CUT_SHORT if self.cut_short else None
+        return ABORTED if reason == "abort" else FINISHED
 
     def _step(self, k: int) -> StepFacts:
         view, st = self.view, self.view.steps[k]
@@ -195,6 +211,7 @@ class Facts:
         view, st = self.view, self.view.steps[k]
         state = self.state(k)
         drafts = {s["request_id"]: num_drafts(s) for s in st["scheduled"]}
+        entry = {s["request_id"]: s for s in st["scheduled"]}
         sampled: dict[str, int] = {}
         for s in st["sampled"]:
             sampled[s["request_id"]] = sampled.get(s["request_id"], 0) + 1
@@ -208,9 +225,12 @@ class Facts:
                 work[rid].num_tokens if rid in work else 0,
                 self._chunks.get((k, rid)),
                 drafts.get(rid, 0),
+                entry[rid].get("num_accepted_tokens") if rid in entry else None,
+                bool(entry[rid].get("drafts_inferred")) if rid in entry else False,
                 sampled.get(rid, 0),
                 blocks.get(rid, 0),
                 self._reasons.get(rid) if state[rid] in (FINISHED, ABORTED) else None,
+                self._abort_states.get(rid) if state[rid] == ABORTED else None,
             )
             for rid in view.request_ids
         }

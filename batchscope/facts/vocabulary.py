@@ -36,6 +36,7 @@ EVICTION: dict[str, Eviction] = {
 
 # A request's state in one step, as every view prints it. The eviction state is the family's ``Eviction.past``.
 NOT_ARRIVED, WAITING, RUNNING, FINISHED, ABORTED, IDLE = "not arrived", "waiting", "running", "finished", "aborted", ""
+CUT_SHORT = "cut short"  # still in flight when a cut-short trace stops
 
 
 def eviction(header: Any) -> Eviction:

@@ -341,3 +341,37 @@ def test_the_progress_line_counts_aborts_apart():
         ends.add(st)
     assert (ends.finished, ends.aborted, ends.done) == (1, 1, 2)
     assert ends.note(2) == "1/2 requests finished, 1 aborted"
+
+
+def test_a_cut_short_trace_leaves_its_requests_in_flight_cut_short():
+    """A request still in flight when a cut-short trace stops ends "cut short", not finished (the raw lines: no
+    summary, and the request in no step's finished list)."""
+    from conftest import ROOT
+
+    from batchscope.facts import facts
+
+    path = ROOT / "tests" / "cases" / "e11-crash.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    ended = {f["request_id"]: f["reason"] for x in lines if x["type"] == "step" for f in x["finished"]}
+    ids = [r["request_id"] for x in lines for r in x.get("requests" if x["type"] == "header" else "arrived", [])]
+    assert lines[-1]["type"] == "step" and set(ids) - set(ended)  # no summary; someone still in flight
+    f = facts(TraceView(trace.read(path)))
+    want = {r: "cut short" if r not in ended else "aborted" if ended[r] == "abort" else "finished" for r in ids}
+    assert {r: f.end_word(r) for r in ids} == want
+
+
+def test_a_requests_facts_carry_its_drafts_as_recorded():
+    """The facts of a speculative decode: drafts verified and accepted as the step's record gives them."""
+    from batchscope.facts import facts
+
+    records = trace.read(RECORDED / "seed-abcd-continuous.jsonl")
+    k, entry = next((k, s) for k, st in enumerate(records[1:-1]) for s in st["scheduled"] if s["kind"] == "decode")
+    entry.update(num_tokens=4, draft_token_ids=[5, 6, 7], num_accepted_tokens=2)
+    got = facts(TraceView(records)).requests(k)[entry["request_id"]]
+    assert (got.work, got.num_tokens, got.num_drafts, got.num_accepted, got.drafts_inferred) == (
+        "speculative",
+        4,
+        3,
+        2,
+        False,
+    )
