@@ -9,9 +9,18 @@ and the scheduler may hand such a block at once to a request of the same step (`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from batchscope.steplog.finishes import aborted_before
 from batchscope.steplog.view import TraceView
+
+
+def released_before(st: Any, entry: Any) -> bool:
+    """Whether the request of ``finished`` entry ``entry`` of step record ``st`` gave its blocks back before the
+    step was scheduled: an abort made then (``batchscope.steplog.finishes.aborted_before``), or a version 2 record
+    that frees its table itself (``kv.freed``: a server's tracer may list a finish in the record that frees it, and
+    its blocks may already be handed on in that record)."""
+    return aborted_before(entry) or entry["request_id"] in st["kv"].get("freed", ())
 
 
 def freed_blocks(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:
@@ -19,12 +28,13 @@ def freed_blocks(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:
     {rid: blocks}}``.
 
     A finished request frees its blocks at the end of the step it finishes in (they are still in this step's
-    tables); a preempted request lost its blocks while this step was scheduled, and a request aborted before the
-    step was scheduled (``batchscope.steplog.finishes.aborted_before``) before that: both were in the previous step's.
+    tables); a preempted request lost its blocks while this step was scheduled, and a request released before the
+    step was scheduled (``released_before``) before that: both were in the previous step's. The last group is
+    named ``aborted``: an abort before the step, or a finish whose table this very record frees (a server's trace).
     """
     st = view.steps[step]
     tables = view.block_tables(step)
-    before = {f["request_id"] for f in st["finished"] if aborted_before(f)}
+    before = {f["request_id"] for f in st["finished"] if released_before(st, f)}
     prev = view.block_tables(step - 1) if step > 0 and (st["preempted"] or before) else {}
     return {
         "finished": {
@@ -49,7 +59,7 @@ def held_at_abort(view: TraceView, step: int) -> set[int]:
     if step == 0:
         return set()
     gone = {f["request_id"] for f in view.steps[step - 1]["finished"]}
-    gone |= {f["request_id"] for f in view.steps[step]["finished"] if aborted_before(f)}
+    gone |= {f["request_id"] for f in view.steps[step]["finished"] if released_before(view.steps[step], f)}
     return {b for rid, blocks in view.block_tables(step - 1).items() if rid not in gone for b in blocks}
 
 

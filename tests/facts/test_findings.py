@@ -375,3 +375,23 @@ def test_a_requests_facts_carry_its_drafts_as_recorded():
         2,
         False,
     )
+
+
+def test_a_finish_whose_record_frees_its_table_releases_its_blocks():
+    """Finding (an uploaded server trace): "releasing 0 KV blocks" where the record frees the finished request's
+    table and hands its block on. A vLLM tracer trace edited so: C finishes at step 2 in the record that frees its
+    table and gives one of its blocks to A; C held the blocks the raw lines allocated it before."""
+    from conftest import ROOT
+
+    lines = [json.loads(x) for x in (ROOT / "tests" / "data" / "vllm-seed-abcd.jsonl").read_text().splitlines()]
+    steps = [x for x in lines if x["type"] == "step"]
+    assert [f["request_id"] for f in steps[2]["finished"]] == ["C"] and steps[3]["kv"]["freed"] == ["C"]
+    held: list[int] = []
+    for st in steps[:2]:
+        held += st["kv"]["allocated"].get("C", [])
+    steps[2]["kv"]["freed"], steps[3]["kv"]["freed"] = ["C"], []
+    steps[2]["kv"]["allocated"]["A"] = [*steps[2]["kv"]["allocated"]["A"], held[0]]
+    steps[2]["kv"]["num_used_blocks"] += 1 - len(held)
+    view = TraceView(lines)
+    n = len(held)
+    assert f"C hit max_tokens and finished, releasing {n} KV block{'s' if n != 1 else ''}" in narrate(view, 2)
