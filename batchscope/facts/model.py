@@ -69,8 +69,8 @@ class Counters:
 @dataclass(frozen=True, slots=True)
 class RequestFacts:
     """One request in one step. ``state``: not arrived, waiting, running, the family's eviction word (preempted,
-    retracted: sent back in this step), finished or aborted (by the end of this step, or before), or "" in an idle
-    step. ``work``: what it computed in the step (prefill, recompute, decode, speculative, padding; ``None``:
+    retracted: sent back in this step), finished or aborted (by the end of this step, or before), or "" where the
+    step lists it nowhere. ``work``: what it computed in the step (prefill, recompute, decode, speculative, padding; ``None``:
     nothing); ``num_tokens``: tokens it computed (a speculative decode: 1 + its drafts); ``chunk``: which chunk
     of its prompt a prefill is (1, 2, ...; counted since its last admission); ``num_drafts``: draft tokens it
     verified, ``num_accepted``: of them, those verification kept (``None`` where the trace does not say),
