@@ -70,15 +70,15 @@ class Counters:
 class RequestFacts:
     """One request in one step. ``state``: not arrived, waiting, running, the family's eviction word (preempted,
     retracted: sent back in this step), finished or aborted (by the end of this step, or before), or "" where the
-    step lists it nowhere. ``work``: what it computed in the step (prefill, recompute, decode, speculative,
-    padding; ``None``: nothing); ``num_tokens``: tokens it computed (a speculative decode: 1 + its drafts);
-    ``chunk``: which chunk of its prompt a prefill is (1, 2, ...; counted since its last admission);
-    ``num_drafts``: draft tokens it verified, ``num_accepted``: of them, those verification kept (``None`` where the trace does not say),
+    step lists it nowhere. ``work``: what it computed in the step (prefill, recompute, decode, speculative, padding;
+    ``None``: nothing); ``num_tokens``: tokens it computed (a speculative decode: 1 + its drafts); ``chunk``: which
+    chunk of its prompt a prefill is (1, 2, ...; counted since its last admission); ``num_drafts``: draft tokens it
+    verified, ``num_accepted``: of them, those verification kept (``None`` where the trace does not say),
     ``drafts_inferred``: the draft figures are the reader's inference (a server trace without draft ids,
-    ``batchscope.steplog.spec_decode``); ``num_sampled``: tokens it sampled; ``num_blocks``: KV blocks (token
-    slots) it held in the step's forward pass; ``finish_reason``: how it ended, in or before this step (``None``:
-    it has not); ``abort_state``: for an abort, what it was doing (waiting, running, preempted; ``None`` where the
-    trace does not record it)."""
+    ``batchscope.steplog.spec_decode``); ``num_sampled``: tokens it sampled; ``num_blocks``: KV blocks (token slots)
+    it held in the step's forward pass; ``finish_reason``: how it ended, in or before this step (``None``: it has
+    not); ``abort_state``: for an abort, what it was doing (waiting, running, preempted; ``None`` where the trace
+    does not record it)."""
 
     request_id: str
     state: str
