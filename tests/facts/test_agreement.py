@@ -108,9 +108,10 @@ def test_every_view_agrees_with_the_raw_lines_on_every_shipped_trace(path):
 
 @st.composite
 def runs(draw):
-    """Small random runs of each batching mode: shared prefixes, priorities, late arrivals (idle steps), aborts,
-    tiny pools (evictions)."""
-    batching = draw(st.sampled_from(("static", "continuous", "sglang")))
+    """Small random runs of each batching mode (static, continuous, SGLang's, speculative decoding): shared prefixes,
+    late arrivals (idle steps), aborts, tiny pools (evictions)."""
+    mode = draw(st.sampled_from(("static", "continuous", "sglang", "speculative")))
+    batching = "continuous" if mode == "speculative" else mode
     block_size = 1 if batching == "sglang" else draw(st.integers(1, 4))
     common = draw(st.lists(st.integers(10, 11), max_size=6))
     requests, need = [], 1
@@ -129,6 +130,8 @@ def runs(draw):
         num_kv_blocks=need + draw(st.integers(0, 8)),
         enable_prefix_caching=draw(st.booleans()),
     )
+    if mode == "speculative":  # n-gram drafts from the prompts' repeats; the fake model rejects them
+        config |= dict(num_speculative_tokens=draw(st.integers(1, 3)), prompt_lookup_min=1, prompt_lookup_max=2)
     return requests, config
 
 
