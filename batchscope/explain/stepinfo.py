@@ -31,7 +31,8 @@ def queues(view: TraceView, step: int) -> dict[str, list[str]]:
 
 def request_status(view: TraceView, step: int) -> dict[str, str]:
     """Each request's state at ``step`` for the text table (``batchscope.facts.Facts.state``): not arrived,
-    waiting, running, preempted (retracted, under SGLang) in this step, finished or aborted ("" in an idle step)."""
+    waiting, running, preempted (retracted, under SGLang) in this step, finished or aborted ("" where the step lists
+    it nowhere)."""
     return facts(view).state(step)
 
 

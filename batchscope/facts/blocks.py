@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchscope.steplog.finishes import aborted_before
+from batchscope.steplog.metric_names import family
 from batchscope.steplog.view import TraceView
 
 
@@ -125,3 +126,17 @@ def handed_on(view: TraceView, step: int) -> dict[str, dict[str, list[int]]]:
             if taken:
                 out.setdefault(victim, {})[rid] = taken
     return out
+
+
+def given_back(view: TraceView, step: int) -> dict[int, str]:
+    """Block -> the request an eviction (preemption, retraction) took it from in ``step``, for the blocks it gave
+    back: free now, or taken at once by another request (``handed_on``); not those another request held already
+    (a shared prefix), nor those SGLang's radix tree keeps after a retraction (its cached free slots)."""
+    evicted = freed_blocks(view, step)["preempted"]
+    if not evicted:
+        return {}
+    held = {b for blocks in view.block_tables(step).values() for b in blocks}
+    taken = {b for takers in handed_on(view, step).values() for blocks in takers.values() for b in blocks}
+    kept = set(view.steps[step]["kv"].get("cached_free_blocks", ())) if family(view.header) == "sglang" else set()
+    back = {b: rid for rid, blocks in evicted.items() for b in blocks if b not in held or b in taken}
+    return {b: rid for b, rid in back.items() if b not in kept}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from batchscope.facts.blocks import freed_blocks, handed_on, releases
+from batchscope.facts.blocks import given_back, handed_on, releases
 from batchscope.facts.vocabulary import (
     ABORTED,
     CUT_SHORT,
@@ -110,12 +110,14 @@ class PoolFacts:
     ``num_used`` (held during the forward pass), ``freed`` (given back in or around the step: what finishes,
     aborts and evictions release, each block once; of a retraction, what SGLang's radix tree does not keep),
     ``handed_on`` (``{freed from: {taken by: blocks}}``: blocks an eviction or abort freed that another request
-    took in the same step)."""
+    took in the same step), ``given_back`` (block -> the request an eviction took it from: what the block map marks
+    ⟲, ``batchscope.facts.blocks.given_back``)."""
 
     num_blocks: int
     num_used: int
     freed: int
     handed_on: dict[str, dict[str, list[int]]]
+    given_back: dict[int, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,13 +249,9 @@ class Facts:
 
     def _pool(self, k: int) -> PoolFacts:
         view, kv = self.view, self.view.steps[k]["kv"]
-        gone = freed_blocks(view, k)
-        records: dict[str, Any] = {p["request_id"]: p for p in decisions(view, k).get("preemptions", [])}
-        evicted = sum(  # SGLang's retraction frees what its radix tree does not keep (``num_freed_tokens``)
-            records.get(rid, {}).get("num_freed_tokens", len(blocks)) for rid, blocks in gone["preempted"].items()
-        )
+        back = given_back(view, k)
         ended = sum(r.alone + r.shared for r in releases(view, k).values())
-        return PoolFacts(int(kv["num_blocks"]), int(kv["num_used_blocks"]), ended + evicted, handed_on(view, k))
+        return PoolFacts(int(kv["num_blocks"]), int(kv["num_used_blocks"]), ended + len(back), handed_on(view, k), back)
 
 
 def facts(view: TraceView) -> Facts:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from batchscope.facts import family
-from batchscope.facts.blocks import freed_blocks, handed_on
+from batchscope.facts import facts
+from batchscope.facts.blocks import freed_blocks
 from batchscope.steplog.view import TraceView
 
 
@@ -29,21 +29,7 @@ def one_step_flags(view: TraceView, step: int) -> dict[str, Any]:
         "new": {b for rid, blocks in kv.get("allocated", {}).items() for b in blocks if b not in hits.get(rid, ())},
         "hits": cache_hit_blocks(view, step),
         "releasing": {b for blocks in freed["finished"].values() for b in blocks},
-        "preempted": given_back(view, step, freed["preempted"]),
-    }
-
-
-def given_back(view: TraceView, step: int, evicted: dict[str, list[int]]) -> dict[int, str]:
-    """Block -> the request an eviction took it from in ``step``, for the blocks it gave back: free now, or taken
-    at once by another request (``batchscope.facts.PoolFacts.handed_on``); not those another request held already
-    (a shared prefix), nor those SGLang's radix tree keeps after a retraction (cached)."""
-    if not evicted:
-        return {}
-    held = {b for blocks in view.block_tables(step).values() for b in blocks}
-    taken = {b for takers in handed_on(view, step).values() for blocks in takers.values() for b in blocks}
-    kept = set(view.steps[step]["kv"].get("cached_free_blocks", ())) if family(view.header) == "sglang" else set()
-    return {
-        b: rid for rid, blocks in evicted.items() for b in blocks if (b not in held or b in taken) and b not in kept
+        "preempted": facts(view).pool(step).given_back,
     }
 
 
