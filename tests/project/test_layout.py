@@ -19,7 +19,7 @@ MAX_FUNCTION_LINES = 60
 LAYERS = {
     "steplog": ("steplog",),
     "facts": ("facts",),
-    "engine": ("engine", "scheduling", "sglang_family", "model", "inputs", "cli"),
+    "engine": ("engine", "scheduling", "sglang_family", "tgi_family", "trtllm_family", "model", "inputs", "cli"),
     "visuals": ("figures", "explain", "quiz", "glossary", "player", "compare"),
     "app": ("app",),
     "tools": ("bench", "tools"),

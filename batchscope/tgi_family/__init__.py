@@ -1,0 +1,1 @@
+"""TGI v3's router scheduling family (``--batching tgi``)."""

@@ -1,0 +1,1 @@
+"""TensorRT-LLM's in-flight batching family (``--batching trtllm``)."""
