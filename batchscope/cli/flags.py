@@ -7,7 +7,16 @@ from dataclasses import fields
 
 from batchscope.cli.common import add_device_flags
 from batchscope.engine.batching import SCHEDULERS, mode_config, validate_config
-from batchscope.engine.config import LIMITS, SPEC_LIMITS, EngineConfig
+from batchscope.engine.config import (
+    CAPACITY_POLICIES,
+    CONTEXT_CHUNKING,
+    LIMITS,
+    SPEC_LIMITS,
+    TGI_LIMITS,
+    TRTLLM_LIMITS,
+    WAITING_SERVED_RATIO,
+    EngineConfig,
+)
 from batchscope.scheduling.request_queue import QUEUES
 from batchscope.sglang_family.policy import POLICIES
 
@@ -57,7 +66,50 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     for name, (lo, hi) in SPEC_LIMITS.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=int, default=None, help=f"integer in [{lo}, {hi}]: {spec_help[name]}")
+    _add_family_flags(parser)
     add_device_flags(parser)  # --model, --device, --dtype
+
+
+FAMILY_FLAGS = ("waiting_served_ratio", "max_waiting_tokens", "capacity_policy", "context_chunking", "chunk_unit_size")
+
+
+def _add_family_flags(parser: argparse.ArgumentParser) -> None:
+    """TGI's and TensorRT-LLM's own knobs, under their engines' names (``EngineConfig``'s docstring)."""
+    lo, hi = WAITING_SERVED_RATIO
+    parser.add_argument(
+        "--waiting-served-ratio",
+        type=float,
+        default=None,
+        help=f"--batching tgi, number in [{lo:g}, {hi:g}] (default 0.3): without prefill chunking a new batch joins "
+        "a running one only if this ratio x running requests wait",
+    )
+    lo_w, hi_w = TGI_LIMITS["max_waiting_tokens"]
+    parser.add_argument(
+        "--max-waiting-tokens",
+        type=int,
+        default=None,
+        help=f"--batching tgi, integer in [{lo_w}, {hi_w}] (default 20): decode steps after which that minimum goes",
+    )
+    parser.add_argument(
+        "--capacity-policy",
+        choices=CAPACITY_POLICIES,
+        default=None,
+        help="--batching trtllm: reserve blocks to completion (guaranteed_no_evict, default), only for the next step "
+        "and pause when they run out (max_utilization), or run one batch to its end (static_batch)",
+    )
+    parser.add_argument(
+        "--context-chunking",
+        choices=CONTEXT_CHUNKING,
+        default=None,
+        help="--batching trtllm: how prompt chunks share the token budget (default fcfs)",
+    )
+    lo_u, hi_u = TRTLLM_LIMITS["chunk_unit_size"]
+    parser.add_argument(
+        "--chunk-unit-size",
+        type=int,
+        default=None,
+        help=f"--batching trtllm, integer in [{lo_u}, {hi_u}]: prompt chunks are multiples of it (default: block size)",
+    )
 
 
 def config_from_args(args, overrides: dict) -> EngineConfig:
@@ -75,6 +127,9 @@ def config_from_args(args, overrides: dict) -> EngineConfig:
     cfg.update({name: False for name, off in flags.items() if off})
     if getattr(args, "enable_mixed_chunk", False):
         cfg["enable_mixed_chunk"] = True
+    for name in FAMILY_FLAGS:
+        if getattr(args, name, None) is not None:
+            cfg[name] = getattr(args, name)
     if args.scheduling_policy is not None:
         cfg["scheduling_policy"] = args.scheduling_policy
     cfg["batching"] = args.batching

@@ -19,6 +19,20 @@ LIMITS = V1_LIMITS
 # Speculative decoding's integer settings (``EngineConfig.validate_speculation``): vLLM allows more drafts; past 16
 # a picture of one decode row stops being readable, and prompt lookup past 64 tokens matches almost nothing.
 SPEC_LIMITS = {"num_speculative_tokens": (0, 16), "prompt_lookup_min": (1, 64), "prompt_lookup_max": (1, 64)}
+# The TGI and TensorRT-LLM families' own knobs, under their engines' names, each recorded in a trace header only
+# under its family (``FAMILY_FIELDS``). Ranges: TGI's launcher takes any ``max_waiting_tokens`` (a usize; past 4,096
+# decode steps the limit never acts in a run of this size) and a ``waiting_served_ratio`` float (past 8 no running
+# batch of 256 rows leaves a minimum of 2,048 waiting requests to meet); TensorRT-LLM's chunk unit is a token count
+# (past ``max_num_batched_tokens``' range it could never be met).
+TGI_LIMITS = {"max_waiting_tokens": (0, 4096)}
+TRTLLM_LIMITS = {"chunk_unit_size": (1, 65536)}
+WAITING_SERVED_RATIO = (0.0, 8.0)
+CAPACITY_POLICIES = ("guaranteed_no_evict", "max_utilization", "static_batch")  # TensorRT-LLM's CapacitySchedulerPolicy
+CONTEXT_CHUNKING = ("fcfs", "equal_progress")  # ContextChunkingPolicy FIRST_COME_FIRST_SERVED, EQUAL_PROGRESS
+FAMILY_FIELDS = {
+    "tgi": ("waiting_served_ratio", "max_waiting_tokens"),
+    "trtllm": ("capacity_policy", "context_chunking", "chunk_unit_size"),
+}
 
 
 class ConfigError(ValueError):
@@ -70,6 +84,16 @@ class EngineConfig:
     n-gram of ``prompt_lookup_min`` to ``prompt_lookup_max`` tokens (vLLM's defaults: 5 and 5). Continuous batching
     only.
 
+    TGI's router (``--batching tgi``, ``batchscope.tgi_family``): ``waiting_served_ratio`` (default 0.3) and
+    ``max_waiting_tokens`` (default 20), the launcher's defaults: without prefill chunking a new batch is formed beside
+    a running one only if at least ``waiting_served_ratio`` x running requests wait, unless ``max_waiting_tokens``
+    decode steps have passed since the last new batch.
+
+    TensorRT-LLM's in-flight batching (``--batching trtllm``, ``batchscope.trtllm_family``): ``capacity_policy``
+    (``guaranteed_no_evict``, the default: reserve blocks to completion; ``max_utilization``: only the next step's,
+    pausing the last started request when they run out; ``static_batch``), ``context_chunking`` (``fcfs``, the default,
+    or ``equal_progress``) and ``chunk_unit_size`` in tokens (``None``: the KV block size).
+
     Defaults keep the block map readable for a handful of requests: 64 blocks of 16 tokens.
     """
 
@@ -86,6 +110,11 @@ class EngineConfig:
     num_speculative_tokens: int = 0
     prompt_lookup_min: int = 5
     prompt_lookup_max: int = 5
+    waiting_served_ratio: float = 0.3
+    max_waiting_tokens: int = 20
+    capacity_policy: str = "guaranteed_no_evict"
+    context_chunking: str = "fcfs"
+    chunk_unit_size: int | None = None
 
     def validate(self, queues: Iterable[str] = QUEUES) -> None:
         """Raise ``ConfigError`` naming the first bad field and its allowed range: every field but ``batching``,
@@ -104,6 +133,26 @@ class EngineConfig:
             allowed = f"false under --batching {self.batching} (SGLang's --enable-mixed-chunk: --batching sglang)"
             raise ConfigError("enable_mixed_chunk", True, allowed)
         self.validate_speculation()
+        self.validate_family_knobs()
+
+    def validate_family_knobs(self) -> None:
+        """The TGI and TensorRT-LLM knobs in their ranges (``TGI_LIMITS``, ``WAITING_SERVED_RATIO``, ``TRTLLM_LIMITS``,
+        the policy names); each family checks whether its engine can take the rest (``batchscope.tgi_family``,
+        ``batchscope.trtllm_family``)."""
+        lo, hi = WAITING_SERVED_RATIO
+        ratio = self.waiting_served_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not lo <= ratio <= hi:
+            raise ConfigError("waiting_served_ratio", ratio, f"a number in [{lo:g}, {hi:g}]")
+        for name, (lo_i, hi_i) in TGI_LIMITS.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not lo_i <= value <= hi_i:
+                raise ConfigError(name, value, f"an integer in [{lo_i}, {hi_i}]")
+        check_name(self, "capacity_policy", CAPACITY_POLICIES)
+        check_name(self, "context_chunking", CONTEXT_CHUNKING)
+        lo_u, hi_u = TRTLLM_LIMITS["chunk_unit_size"]
+        unit = self.chunk_unit_size
+        if unit is not None and (not isinstance(unit, int) or isinstance(unit, bool) or not lo_u <= unit <= hi_u):
+            raise ConfigError("chunk_unit_size", unit, f"an integer in [{lo_u}, {hi_u}], or null (the block size)")
 
     def validate_speculation(self) -> None:
         """``num_speculative_tokens`` in [0, 16] (0: off); ``prompt_lookup_min`` <= ``prompt_lookup_max``, both in
@@ -139,6 +188,11 @@ class EngineConfig:
         spec = {name: d.pop(name) for name in SPEC_LIMITS}
         if not d["enable_mixed_chunk"]:  # SGLang's --enable-mixed-chunk, recorded only when it is on
             d.pop("enable_mixed_chunk")
+        for family, names in FAMILY_FIELDS.items():  # a family's own knobs, recorded only under it
+            for name in names:
+                value = d.pop(name)
+                if self.batching == family:
+                    d[name] = value if value is not None or name != "chunk_unit_size" else self.block_size
         if spec["num_speculative_tokens"]:  # vLLM's --speculative-config, recorded only when it is on
             d["speculative_config"] = {"method": "ngram", **spec}
         return d

@@ -148,6 +148,8 @@ def decisions_record(out: SchedulerOutput) -> DecisionsRecord:
         record["head"] = out.head
     if out.batch is not None:
         record["batch"] = out.batch
+    if out.scheduling_call is not None:
+        record["scheduling_call"] = out.scheduling_call
     return record
 
 

@@ -8,10 +8,10 @@ The teaching moments called out beside it are ``batchscope.explain.beats``.
 
 from __future__ import annotations
 
+from batchscope.explain import narration_reserve, narration_sglang
 from batchscope.explain.checklist import binding_reason
 from batchscope.explain.narration_cache import eviction
 from batchscope.explain.narration_finish import ending_sentences, handed_on_sentence
-from batchscope.explain.narration_sglang import batch_sentences, retraction
 from batchscope.explain.narration_spec import draft_phrase
 from batchscope.explain.words import article, join, plural
 from batchscope.facts.blocks import freed_blocks, held_after
@@ -187,8 +187,12 @@ def _events(view: TraceView, step: int) -> list[str]:
     st = view.steps[step]
     recorded = decisions(view, step).get("preemptions", [])
     unit = pool_unit(view.header)
-    sentences = batch_sentences(view, step) + [
-        retraction(view, step, p) or _preemption(view, step, p) for p in recorded
+    sentences = narration_sglang.batch_sentences(view, step) + narration_reserve.batch_sentences(view, step)
+    sentences += [
+        narration_sglang.retraction(view, step, p)
+        or narration_reserve.pause(view, step, p)
+        or _preemption(view, step, p)
+        for p in recorded
     ]
     explained = {p["request_id"] for p in recorded}
     sentences += [  # a server's engine may preempt outside the scheduler's step (e.g. resetting the prefix cache)

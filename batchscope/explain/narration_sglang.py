@@ -12,6 +12,7 @@ from __future__ import annotations
 from batchscope.explain.narration_finish import handed_on_sentence
 from batchscope.explain.words import join
 from batchscope.steplog.decisions import comeback, decisions
+from batchscope.steplog.metric_names import family
 from batchscope.steplog.reasons import (
     FIXED_LENGTH,
     MIXED_CHUNK,
@@ -29,6 +30,8 @@ def batch_sentences(view: TraceView, step: int) -> list[str]:
     """SGLang's batch decision of ``step`` in sentences: the decodes that wait behind the prefill (EXTEND) batch or
     run inside it (``decodes_mixed``), then what each admission's estimate charged (``admission``). Empty for a
     step of any other scheduler."""
+    if family(view.header) != "sglang":
+        return []
     d = decisions(view, step)
     batch = d.get("batch", {})
     waits, mixed = batch.get("decodes_waiting", []), batch.get("decodes_mixed", [])

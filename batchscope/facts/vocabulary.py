@@ -2,10 +2,12 @@
 
 vLLM *preempts* a running request when KV blocks run out (``Scheduler._preempt_request``, vllm/v1/core/sched/
 scheduler.py); SGLang *retracts* requests from its decode batch when its token slots run out
-(``ScheduleBatch.retract_decode``, python/sglang/srt/managers/schedule_batch.py); both send the request back to the
-waiting queue without its K/V. A server *aborts* a request (client gone, timeout); Batchscope's own engine aborts on
-the workload's ``abort_step`` or a Cancel. Every view takes these words from here (``words(view)``), never from a
-branch of its own.
+(``ScheduleBatch.retract_decode``, python/sglang/srt/managers/schedule_batch.py); TensorRT-LLM *pauses* the last
+started request when its ``MAX_UTILIZATION`` capacity scheduler runs out of blocks (``MaxUtilizationScheduler``,
+cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp). All three send the request back to the waiting queue without
+its K/V (a paused one's outputs are folded into its prompt and computed again). TGI's router never evicts. A server
+*aborts* a request (client gone, timeout); Batchscope's own engine aborts on the workload's ``abort_step`` or a
+Cancel. Every view takes these words from here (``words(view)``), never from a branch of its own.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Eviction:
 EVICTION: dict[str, Eviction] = {
     "vllm": Eviction("is preempted", "preempted", "preemption", "preemptions", "Preempted now"),
     "sglang": Eviction("is retracted", "retracted", "retraction", "retractions", "Retracted now"),
+    "trtllm": Eviction("is paused", "paused", "pause", "pauses", "Paused now"),
 }
 
 # A request's state in one step, as every view prints it. The eviction state is the family's ``Eviction.past``.
@@ -42,4 +45,6 @@ CUT_SHORT = "cut short"  # still in flight when a cut-short trace stops
 def eviction(header: Any) -> Eviction:
     """The eviction words of the engine family of a trace with ``header``
     (``batchscope.steplog.metric_names.family``: the one place that says which family a trace belongs to)."""
+    if header.get("policy") == "trtllm":  # the scheduler's own word (its metrics are not modelled: ``family``)
+        return EVICTION["trtllm"]
     return EVICTION[family(header)]

@@ -59,6 +59,7 @@ class SchedulerOutput:
     batch: BatchRecord | None = (
         None  # SGLang family: the batch kind and the ratio (``batchscope.sglang_family.batching``)
     )
+    scheduling_call: dict | None = None  # TGI and TensorRT-LLM families: their call's own record (``forward_plan``)
     running_prefill: bool = False  # a running request continued its prefill this step (vLLM's prefill_scheduled)
 
     @property

@@ -7,35 +7,18 @@ below, plus the numbers it compared. Everything that explains a step (narration,
 names into sentences through the two tables here, so a new scheduler or queue order brings its own words by adding an
 entry, not by a branch on a policy name somewhere in the visuals.
 
-Limits (``head.limit``: why the head of the waiting queue was not admitted in a step), in the order a vLLM-style
-scheduler checks them; ``need`` and ``left`` are in the unit given:
-
-==========================  ======  =========================================================================
-limit                       unit    meaning ==========================  ======
-========================================================================= ``preempted_this_step``     --      a running
-request was preempted in this step: memory is tight, nobody joins ``static_batch_running``    --      static batching:
-the current batch has unfinished members ``max_num_seqs``            rows    every batch row is taken (``need`` 1,
-``left`` 0) ``token_budget``            tokens  the running requests used the whole ``max_num_batched_tokens``
-``chunked_prefill_off``     tokens  the prompt must run whole and is longer than the budget left ``kv_blocks``
-    blocks  not enough free KV blocks for the tokens it would compute now ``kv_blocks_full_prompt``   blocks  not enough
-free blocks for its whole known sequence (vLLM's
-                                    ``scheduler_reserve_full_isl``) ``kv_blocks_reserved``      blocks  static batching:
-its worst-case blocks do not fit beside the reservations of
-                                    the batch being formed ``sglang_batch_full``       --      SGLang: the running batch
-is marked full (rows taken, or out of memory);
-                                    no prefill is tried until a running request leaves ``sglang_reserved_output``
-tokens  SGLang: its prompt + output estimate + 1 is not below the pool left after
-                                    the running requests' estimated remaining output (``new_token_ratio``)
-``sglang_fixed_length_run`` tokens  SGLang, prefix cache off, an ``ignore_eos`` head: its prompt + 1 does not
-                                    fit the pool left, or a simulated run of the batch (shortest remaining
-                                    output finishing first) would leave at most 1 token per request free
-==========================  ======  =========================================================================
+Limits (``head.limit``: why the head of the waiting queue was not admitted in a step); ``need`` and ``left`` are in
+the limit's unit (``LIMIT_UNITS``), and each limit's meaning is ``LIMIT_WHY``. vLLM-style ones in the order its
+scheduler checks them (``preempted_this_step``, ``static_batch_running``, ``max_num_seqs``, ``token_budget``,
+``chunked_prefill_off``, ``kv_blocks``, ``kv_blocks_full_prompt``, ``kv_blocks_reserved``), then SGLang's
+(``sglang_*``), TGI's router (``tgi_*``) and TensorRT-LLM's capacity scheduler (``trtllm_*``).
 
 Victim rules (``preemptions[].rule``), named by the waiting queue that applies them
 (``batchscope.scheduling.request_queue``):
 ``newest`` (FCFS: the most recently admitted running request; vLLM ``self.running.pop()``) and ``lowest_priority`` (the
 priority queue: the running request with the largest ``(priority, arrival)``); ``sglang_retract`` (SGLang's retraction
-when the pool cannot hold a decode batch: fewest output tokens, then longest prompt). SGLang's ``lpm`` queue order is
+when the pool cannot hold a decode batch: fewest output tokens, then longest prompt); ``trtllm_pause`` (TensorRT-LLM's
+``MAX_UTILIZATION``: the last started request of the list is paused). SGLang's ``lpm`` queue order is
 ``longest_prefix``.
 """
 
@@ -56,6 +39,16 @@ LIMIT_UNITS: dict[str, str] = {
     "sglang_batch_full": "",
     "sglang_reserved_output": "token",
     "sglang_fixed_length_run": "token",
+    "tgi_kv_blocks_lifetime": "block",
+    "tgi_prefill_budget": "token",
+    "tgi_batch_closed": "",
+    "tgi_token_budget": "token",
+    "tgi_min_size": "request",
+    "tgi_max_batch_size": "request",
+    "tgi_decode_step": "",
+    "trtllm_kv_blocks_to_completion": "block",
+    "trtllm_kv_blocks_next_step": "block",
+    "trtllm_reuse_wait": "",
 }
 
 # Short names for a checklist or a quiz option, and one clause saying why the limit holds the head back.
@@ -71,6 +64,16 @@ LIMIT_NAMES: dict[str, str] = {
     "sglang_batch_full": "running batch full (SGLang)",
     "sglang_reserved_output": "memory for its output estimate (SGLang)",
     "sglang_fixed_length_run": "memory for a fixed-length run (SGLang, ignore_eos)",
+    "tgi_kv_blocks_lifetime": "KV blocks for its whole lifetime (TGI)",
+    "tgi_prefill_budget": "whole prompt in max_batch_prefill_tokens (TGI)",
+    "tgi_batch_closed": "batch closed after a chunk (TGI)",
+    "tgi_token_budget": "max_batch_total_tokens (TGI)",
+    "tgi_min_size": "waiting_served_ratio minimum (TGI)",
+    "tgi_max_batch_size": "max_batch_size (TGI)",
+    "tgi_decode_step": "decode forward after a prefill (TGI)",
+    "trtllm_kv_blocks_to_completion": "KV blocks to completion (TensorRT-LLM)",
+    "trtllm_kv_blocks_next_step": "KV blocks for the next step (TensorRT-LLM)",
+    "trtllm_reuse_wait": "waits to reuse a block (TensorRT-LLM)",
 }
 
 # As a quiz option: "nobody: <short>".
@@ -86,6 +89,16 @@ LIMIT_SHORT: dict[str, str] = {
     "sglang_batch_full": "the running batch is full until a request leaves it",
     "sglang_reserved_output": "the pool cannot hold the head's prompt and estimated output",
     "sglang_fixed_length_run": "the pool cannot hold the batch's simulated fixed-length run",
+    "tgi_kv_blocks_lifetime": "the head's blocks for prompt + max_tokens - 1 do not fit the free blocks",
+    "tgi_prefill_budget": "the head's whole prompt does not fit the prefill budget left (chunking off)",
+    "tgi_batch_closed": "the new batch closed after a chunk took the rest of the prefill budget",
+    "tgi_token_budget": "the running requests' blocks use all of max_batch_total_tokens",
+    "tgi_min_size": "fewer requests wait than waiting_served_ratio x running",
+    "tgi_max_batch_size": "the batch has max_batch_size requests",
+    "tgi_decode_step": "TGI runs a decode forward after every prefill forward without scheduling",
+    "trtllm_kv_blocks_to_completion": "the head's blocks to completion do not fit beside the others' reservations",
+    "trtllm_kv_blocks_next_step": "the pool lacks the head's next-step blocks, and nobody started can be paused",
+    "trtllm_reuse_wait": "the head waits one step to reuse a block another request is computing now",
 }
 
 LIMIT_WHY: dict[str, str] = {
@@ -107,12 +120,33 @@ LIMIT_WHY: dict[str, str] = {
     "sglang_fixed_length_run": "with the prefix cache off SGLang admits an ignore_eos request only if a simulated "
     "run of the batch, each request finishing its remaining output shortest first, keeps more than 1 token per "
     "request free, and it would not",
+    "tgi_kv_blocks_lifetime": "TGI allocates a request's blocks for its whole lifetime (prompt + max_tokens - 1 "
+    "tokens, less its cached prefix) when it admits it, and the free blocks cannot hold them; it never preempts, and "
+    "nobody behind the head is admitted first",
+    "tgi_prefill_budget": "TGI's prefill budget (max_batch_prefill_tokens, less the running batch's tokens when "
+    "prefill chunking is on) has no room for the head's prompt: without chunking a prompt runs whole or waits",
+    "tgi_batch_closed": "a prompt cut to the last of the prefill budget closes TGI's new batch: nobody joins after it",
+    "tgi_token_budget": "TGI's max_batch_total_tokens counts every running request's blocks (a shared prefix block "
+    "once per request), and they use it all, so the queue is not consulted",
+    "tgi_min_size": "without prefill chunking TGI forms a new batch beside a running one only if at least "
+    "waiting_served_ratio x running requests can join, until max_waiting_tokens decode steps have passed",
+    "tgi_max_batch_size": "the batch already holds max_batch_size requests",
+    "tgi_decode_step": "after every prefill forward TGI runs one decode forward of the whole batch without looking at "
+    "the queue, so a request can join at most every other step",
+    "trtllm_kv_blocks_to_completion": "TensorRT-LLM's capacity scheduler sets every running request's blocks to "
+    "completion aside and admits the head only if its own blocks to completion fit the rest; the first that does not "
+    "fit ends the walk (GUARANTEED_NO_EVICT)",
+    "trtllm_kv_blocks_next_step": "under MAX_UTILIZATION TensorRT-LLM admits the head if the pool holds its next "
+    "step's blocks, pausing the last started request to make room, and nobody is left to pause",
+    "trtllm_reuse_wait": "TensorRT-LLM holds a prompt back one step when its first uncached block is being computed by "
+    "another request in this pass, so that it can reuse that block next step",
 }
 
 VICTIM_RULES: dict[str, str] = {
     "newest": "the most recently admitted running request",
     "lowest_priority": "the running request with the lowest priority (largest priority value, then latest arrival)",
     "sglang_retract": "SGLang's retraction order: the fewest output tokens, then the longest prompt",
+    "trtllm_pause": "the last started request of TensorRT-LLM's list (MAX_UTILIZATION pauses it)",
 }
 
 # SGLang's batch rules in words (``decisions.batch``, retractions), for the narration.
@@ -178,8 +212,18 @@ PLACEHOLDER_DRAFTS = (
 )
 
 # Each batching mode (the trace header's ``policy``) by name, as a sentence starts.
-BATCHING_NAMES = {"static": "Static batching", "continuous": "Continuous batching", "sglang": "SGLang's scheduler"}
-POLICY_HEADINGS = {"sglang": "SGLang"}  # a policy as a heading names it ("sglang" capitalised read "Sglang")
+BATCHING_NAMES = {
+    "static": "Static batching",
+    "continuous": "Continuous batching",
+    "sglang": "SGLang's scheduler",
+    "tgi": "TGI's router",
+    "trtllm": "TensorRT-LLM's in-flight batching",
+}
+POLICY_HEADINGS = {
+    "sglang": "SGLang",
+    "tgi": "TGI",
+    "trtllm": "TensorRT-LLM",
+}  # a policy as a heading names it ("sglang" capitalised read "Sglang")
 
 
 def policy_heading(policy: str) -> str:

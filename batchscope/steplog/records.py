@@ -204,6 +204,8 @@ class PreemptionRecord(_PreemptionOptional):
 class _AdmissionOptional(TypedDict, total=False):
     num_reserved_output_tokens: int  # SGLang: output tokens its admission estimate charged (0: a chunked prompt)
     output_ratio: float  # SGLang: the ratio its remaining output is charged at while it runs (1.0: ignore_eos)
+    num_blocks: int  # TGI, TensorRT-LLM: blocks it was given at admission (TGI: its whole lifetime)
+    num_reserved_blocks: int  # TensorRT-LLM no-evict: blocks set aside to its completion beyond those it holds
 
 
 class AdmissionRecord(_AdmissionOptional):
@@ -218,15 +220,16 @@ class AdmissionRecord(_AdmissionOptional):
 
 
 class _BatchOptional(TypedDict, total=False):
+    new_token_ratio: float  # SGLang: after this step's decision: what admission used (extend) or decode left
     decodes_mixed: list[str]  # enable_mixed_chunk: running requests that decode inside this EXTEND batch
 
 
 class BatchRecord(_BatchOptional):
-    """SGLang family (``batchscope.sglang_family.batching``): the step's batch kind and the admission estimate's
-    ratio."""
+    """The step's batch kind: SGLang family (``batchscope.sglang_family.batching``, with the admission estimate's
+    ratio), TGI and TensorRT-LLM families (``batchscope.scheduling.plan_batching``)."""
 
-    kind: str  # "extend" (a prefill batch, run alone unless mixed), "decode" (every running request) or "idle"
-    new_token_ratio: float  # after this step's decision: what admission used (extend) or decode left (decayed)
+    kind: str  # SGLang: "extend" (a prefill batch, run alone unless mixed), "decode" or "idle"; TGI, TensorRT-LLM:
+    # "prefill" (prompt tokens only), "decode" (decode tokens only) or "mixed"
     decodes_waiting: list[str]  # running requests that do not decode this step: the EXTEND batch runs without them
 
 
@@ -237,7 +240,8 @@ class DecisionsRecord(TypedDict, total=False):
     admissions: list[AdmissionRecord]  # in admission order
     preemptions: list[PreemptionRecord]
     head: HeadWaitRecord  # absent when nobody waits after the step's admissions
-    batch: BatchRecord  # SGLang family only
+    batch: BatchRecord  # SGLang, TGI and TensorRT-LLM families
+    scheduling_call: dict[str, Any]  # TGI and TensorRT-LLM families: the scheduling call under the engine's names
     inferred: bool  # set by ``batchscope.steplog.decisions`` when it rebuilt the decisions from the log (never written)
 
 

@@ -55,17 +55,21 @@ def test_the_fields_recorded_only_when_on_are_the_engines():
     with every option off."""
     from dataclasses import asdict
 
-    from batchscope.engine.config import EngineConfig
+    from batchscope.engine.config import FAMILY_FIELDS, EngineConfig
     from batchscope.steplog.reasons import RECORDED_WHEN_ON
 
     header = EngineConfig().header_dict()
+    family_knobs = {name for names in FAMILY_FIELDS.values() for name in names}  # recorded under their family only
     fields = set(asdict(EngineConfig())) - {
         "batching",
         "num_speculative_tokens",
         "prompt_lookup_min",
         "prompt_lookup_max",
+        *family_knobs,
     } | {"speculative_config"}
     assert fields - set(header) == set(RECORDED_WHEN_ON)
+    for family, names in FAMILY_FIELDS.items():
+        assert set(names) <= set(EngineConfig(batching=family).header_dict())
     on = EngineConfig(batching="sglang", enable_mixed_chunk=True, num_speculative_tokens=2).header_dict()
     assert set(RECORDED_WHEN_ON) <= set(on)
 
