@@ -47,8 +47,8 @@ def admission(view: TraceView, a: AdmissionRecord, block_size: int) -> str | Non
     hit = a["num_prefix_hit_tokens"]
     cached = f", less the {plural(hit, 'token')} found in the prefix cache" if hit else ""
     if view.policy == "tgi":
-        spec: dict = view.request_info.get(rid, {})
-        prompt, max_tokens = spec.get("num_prompt_tokens"), spec.get("max_tokens")
+        spec = view.request_info.get(rid)
+        prompt, max_tokens = (spec["num_prompt_tokens"], spec["max_tokens"]) if spec else (None, None)
         tokens = f" for prompt {prompt} + max_tokens {max_tokens} − 1 tokens" if prompt is not None else ""
         return (
             f"TGI allocates {rid}'s whole lifetime at admission: {plural(a['num_blocks'], 'block')} of {block_size} "
