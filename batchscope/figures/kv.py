@@ -75,6 +75,20 @@ def kv_usage(view: TraceView, step: int | None = None, num_steps: int | None = N
     return fig
 
 
+def reservation(view: TraceView) -> str:
+    """What a free block marked "res" is counted in: a static batch's worst case, or TensorRT-LLM's blocks to
+    completion (both reserve a number of blocks, not particular ones)."""
+    if view.policy == "trtllm":
+        return (
+            "counted in the blocks TensorRT-LLM sets aside for the running requests to complete (a number of blocks, "
+            "not these ones: a request is admitted only if its own blocks to completion fit the rest)"
+        )
+    return (
+        "counted in the static batch's worst-case reservation (it reserves a number of blocks, not these ones: a new "
+        "batch is admitted only within the pool)"
+    )
+
+
 def _owned_cell(view: TraceView, c: dict, bs: int, words: tuple[str, str, str]) -> tuple[str, str]:
     """The text and hover of a block with an owner: owner, ×refs (shared), the prefix-cache hit, ✕ (released at
     the end of the step), ⟲ and the request an eviction took it from in this step (handed on at once), fill."""
@@ -117,7 +131,14 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
         owner = c["owner"]
         out["color"].append(view.colors[owner] if owner else FREE_COLOR)
         hit = f" {HIT_MARK}" if owner and c["hit"] else ""
-        if owner:
+        if owner and c["unwritten"]:
+            out["color"][-1] = RESERVED_COLOR
+            out["text"].append(cell_text(c["block"], f"{esc(view.label(owner))} res"))
+            out["hover"].append(
+                f"{word} {c['block']}: reserved by {esc(owner)}, not yet written (it was allocated at admission for "
+                "tokens still to come: TGI gives a request its whole lifetime of blocks at once)"
+            )
+        elif owner:
             text, hover = _owned_cell(view, c, bs, (word, by, fill))
             out["text"].append(text)
             out["hover"].append(hover)
@@ -127,10 +148,7 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
         elif c["reserved"]:
             out["color"][-1] = RESERVED_COLOR
             out["text"].append(cell_text(c["block"], "res"))
-            out["hover"].append(
-                f"{word} {c['block']}: free, but counted in the static batch's worst-case reservation (it reserves a "
-                "number of blocks, not these ones: a new batch is admitted only within the pool)"
-            )
+            out["hover"].append(f"{word} {c['block']}: free, but {reservation(view)}")
         elif c["cached"]:
             out["color"][-1] = CACHED_COLOR
             out["text"].append(cell_text(c["block"], "cached"))
@@ -157,8 +175,9 @@ def legend_text(view: TraceView) -> str:
     return (
         f"{unit}: outlined = allocated this step; ✕ = released at the end of this step (owner finished); ⟲ = freed "
         f"by {freed} in this step (beside an owner's name: taken at once); ×N = shared by N requests (prefix "
-        "cache); ★ (blue outline) = found in the prefix "
-        'cache in this step; light blue = free but cached (evictable); sand "res" = reserved by a static batch; '
+        "cache); ★ (blue outline) = found in the prefix cache in this step; light blue = free but cached "
+        '(evictable); sand "res" = reserved: free but set aside (a static batch, TensorRT-LLM), or "A res": '
+        "allocated to A for tokens it has not written yet (TGI reserves a whole lifetime); "
         "grey = free."
     )
 
@@ -166,7 +185,8 @@ def legend_text(view: TraceView) -> str:
 def block_map_title(view: TraceView, step: int) -> str:
     """The block map's title at ``step``: blocks used (and reserved by a static batch) out of the pool."""
     kv = view.steps[step]["kv"]
-    reserved = f", {kv['num_reserved_blocks']} reserved by the static batch" if "num_reserved_blocks" in kv else ""
+    who = "TensorRT-LLM" if view.policy == "trtllm" else "the static batch"
+    reserved = f", {kv['num_reserved_blocks']} reserved by {who}" if "num_reserved_blocks" in kv else ""
     unit = pool_unit(view.header)  # KV blocks, or an SGLang trace's token slots
     return (
         f"{esc(view.policy)}: {unit}s at step {view.step_number(step)}: {kv['num_used_blocks']}/{kv['num_blocks']} "

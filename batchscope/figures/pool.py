@@ -84,6 +84,7 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
         cells[b]["refs"] = refs.get(b, 1 if cells[b]["owner"] else 0)  # prefix caching: a block in N tables
         cells[b]["cached"] = b in cached_free  # free, but keeps a cached prefix until it is reused (evictable)
         cells[b]["reserved"] = b in reserved
+        cells[b]["unwritten"] = cells[b]["owner"] is not None and cells[b]["fill"] == 0  # allocated ahead (TGI)
         cells[b]["releasing"] = b in flags["releasing"]
         cells[b]["hit"] = flags["hits"].get(b)  # the request that found it in the prefix cache in this step
         cells[b]["preempted_from"] = flags["preempted"].get(b)  # given back by an eviction (``given_back``)

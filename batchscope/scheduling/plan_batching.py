@@ -100,6 +100,7 @@ class PlanBatching:
         self.requests: dict[str, Request] = {}
         self.rows: dict[str, int] = {}
         self.last: ForwardPlan | None = None
+        self.kv_tokens: dict[str, int] = {}  # request -> K/V tokens written by the end of this step's forward
 
     def make_core(self, config: EngineConfig) -> Core:
         raise NotImplementedError
@@ -122,9 +123,15 @@ class PlanBatching:
         return self.core.has_work()
 
     def step_stats(self) -> KVExtras:
-        """Blocks set aside for the running requests beyond those they hold (TensorRT-LLM's no-evict reservation)."""
+        """The K/V each request holding blocks has written by the end of this step's forward (not only the scheduled
+        ones': a TGI request's reservation outruns its tokens, and a stalled one writes nothing), and the blocks set
+        aside beyond those held (TensorRT-LLM's no-evict reservation), counted with the used ones as a static
+        batch's are."""
+        stats: KVExtras = {"num_cached_tokens": dict(self.kv_tokens)}
         reserved = int(self.core.pool().get("reserved_blocks", 0))
-        return {"num_reserved_blocks": self.block_manager.num_used_blocks + reserved} if reserved else {}
+        if reserved:
+            stats["num_reserved_blocks"] = self.block_manager.num_used_blocks + reserved
+        return stats
 
     def on_idle(self) -> None:
         """Nothing runs or waits: the core needs no telling (its next call is an idle server's)."""
@@ -153,6 +160,8 @@ class PlanBatching:
         )
         out.head = self._head(plan.head)
         self.block_manager.block_tables = tables
+        self.kv_tokens = {rid: self.requests[rid].num_computed_tokens for rid in tables}
+        self.kv_tokens.update({s.request.request_id: s.num_computed_tokens + s.num_tokens for s in out.scheduled})
         return out
 
     def _admit(self, req: Request, out: SchedulerOutput, admission: Admission) -> None:
