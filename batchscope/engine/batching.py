@@ -2,7 +2,9 @@
 
 Continuous batching is ``batchscope.scheduling.scheduler.Scheduler``; static batching overrides its batch-formation
 hooks in ``batchscope.scheduling.static_scheduler``; ``sglang`` is SGLang's scheduling family (prefill-first, admission
-by estimated output, retraction, a radix cache) adapted to the step loop in ``batchscope.sglang_family.batching``. The
+by estimated output, retraction, a radix cache) adapted to the step loop in ``batchscope.sglang_family.batching``;
+``tgi`` (TGI v3's router: whole-lifetime reservation, no preemption) and ``trtllm`` (TensorRT-LLM's capacity and
+micro-batch schedulers) are model-free cores run by ``batchscope.scheduling.plan_batching``. The
 order of the waiting queue is a second, independent seam (``batchscope.scheduling.request_queue.QUEUES``, chosen by
 ``EngineConfig.scheduling_policy``, vLLM's ``policy``; the SGLang family's orders are
 ``batchscope.sglang_family.policy.POLICIES``).
@@ -13,17 +15,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from batchscope.engine.config import EngineConfig, check_name
+from batchscope.scheduling.plan_batching import PlanBatching
 from batchscope.scheduling.scheduler import Scheduler
 from batchscope.scheduling.static_scheduler import StaticScheduler
 from batchscope.sglang_family.batching import SGLangBatching, page_size_one, validate_sglang
+from batchscope.tgi_family.batching import TgiBatching, validate_tgi
 
-EngineScheduler = Scheduler | SGLangBatching  # what ``batchscope.engine.engine.LLMEngine`` drives
+EngineScheduler = Scheduler | SGLangBatching | PlanBatching  # what ``batchscope.engine.engine.LLMEngine`` drives
 
 SCHEDULERS: dict[str, Callable[[EngineConfig, frozenset[int]], EngineScheduler]] = {
     "continuous": Scheduler,
     "static": StaticScheduler,
     "sglang": SGLangBatching,
+    "tgi": TgiBatching,
 }
+VALIDATORS: dict[str, Callable[[EngineConfig], None]] = {"sglang": validate_sglang, "tgi": validate_tgi}
 
 
 def validate_config(config: EngineConfig) -> None:
@@ -32,10 +38,7 @@ def validate_config(config: EngineConfig) -> None:
     the rest (``EngineConfig.validate``; the SGLang family's own checks,
     ``batchscope.sglang_family.batching.validate_sglang``)."""
     check_name(config, "batching", SCHEDULERS)
-    if config.batching == "sglang":
-        validate_sglang(config)
-    else:
-        config.validate()
+    VALIDATORS.get(config.batching, EngineConfig.validate)(config)
 
 
 def make_scheduler(config: EngineConfig, eos_token_ids: Iterable[int] = ()) -> EngineScheduler:

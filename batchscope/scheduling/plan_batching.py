@@ -36,9 +36,14 @@ PAUSE_RULE = "trtllm_pause"  # the last started request (``batchscope.steplog.re
 class Core(Protocol):
     """What the adapter needs of a scheduling core (the contract of ``batchscope.scheduling.forward_plan``)."""
 
-    running: list[str]
-    waiting: list[str]
-    block_tables: dict[str, list[int]]
+    @property
+    def running(self) -> list[str]: ...
+
+    @property
+    def waiting(self) -> list[str]: ...
+
+    @property
+    def block_tables(self) -> dict[str, list[int]]: ...
 
     def add_request(self, request_id: str, prompt_token_ids: list[int], max_new_tokens: int) -> None: ...
 
@@ -91,6 +96,7 @@ class PlanBatching:
     (``HEAD_LIMITS``: the core's reason -> ``batchscope.steplog.reasons`` limit)."""
 
     HEAD_LIMITS: dict[str, str] = {}
+    NUMBERS: dict[str, str] = {}  # the core's head numbers -> the step log's ``need`` / ``left``
 
     def __init__(self, config: EngineConfig, eos_token_ids: frozenset[int] = frozenset()):
         self.config, self.eos_token_ids = config, frozenset(eos_token_ids)
@@ -201,9 +207,9 @@ class PlanBatching:
         if head is None:
             return None
         record: dict[str, Any] = {"request_id": head["request_id"], "limit": self.HEAD_LIMITS[head["reason"]]}
-        for key in ("need", "left"):
+        for key, name in self.NUMBERS.items():
             if key in head:
-                record[key] = head[key]
+                record[name] = head[key]
         record["order"] = "arrival"
         return cast(HeadWaitRecord, record)
 
