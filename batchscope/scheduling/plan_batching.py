@@ -58,6 +58,28 @@ class Core(Protocol):
     def pool(self) -> dict: ...
 
 
+def flat_call(decision: dict | None) -> dict | None:
+    """A core's record of its scheduling call as the step log keeps it: numbers, names and lists of ids, a nested
+    record's fields one level up (``batch.size`` -> ``batch_size``). Lists of records (admissions, allocator calls)
+    and the head are left out: the step's ``admissions`` and ``head`` say them in the log's own words."""
+    if decision is None:
+        return None
+    out: dict[str, Any] = {}
+    for key, value in decision.items():
+        if isinstance(value, dict) and key != "head":
+            out.update({f"{key}_{k}": v for k, v in value.items() if _plain(v)})
+        elif _plain(value):
+            out[key] = value
+    return out
+
+
+def _plain(value: object) -> bool:
+    """A number, a name, a flag, null, or a list of numbers and names."""
+    if isinstance(value, list):
+        return all(isinstance(v, (int, str)) for v in value)
+    return value is None or isinstance(value, (int, float, str, bool))
+
+
 class CoreTables:
     """What the step log reads of a block manager (``batchscope.engine.step_log.kv_record``), over a core."""
 
@@ -68,8 +90,9 @@ class CoreTables:
 
     @property
     def num_used_blocks(self) -> int:
-        """Blocks held by requests (a TGI request's whole reservation included); cached free ones count as free."""
-        return int(self.core.pool()["used_blocks"])
+        """Blocks in the requests' tables (a TGI request's whole reservation included, a shared block once); cached
+        blocks nobody's table holds count as free, as in vLLM."""
+        return len({b for table in self.block_tables.values() for b in table})
 
     def ref_counts(self) -> dict[int, int]:
         """Blocks in more than one table (a shared cached prefix) -> how many."""
@@ -160,7 +183,7 @@ class PlanBatching:
             if new:
                 out.allocated_blocks[work.request_id] = new
         out.batch = {"kind": plan.kind, "decodes_waiting": list(plan.stalled)}
-        out.scheduling_call = plan.decision
+        out.scheduling_call = flat_call(plan.decision)
         out.running_prefill = any(
             s.kind == "prefill" and s.request.request_id not in out.admitted_req_ids for s in out.scheduled
         )

@@ -137,6 +137,17 @@ class TgiCore:
             out["trie_blocks"] = self._allocator.trie.num_blocks()
         return out
 
+    def cached_free_blocks(self) -> list[int]:
+        """Blocks the prefix cache holds that no running request's table uses, least recently used node first (the
+        step log's ``cached_free_blocks``; a node a running request pins is not reclaimable yet, but it is not in
+        anybody's table either)."""
+        if not isinstance(self._allocator, RadixAllocator):
+            return []
+        held = {b for seq in self._running for b in seq.allocation.blocks}
+        trie = self._allocator.trie
+        nodes = sorted((n.last_accessed, i) for i, n in enumerate(trie._slots) if n is not None and i != trie.root)
+        return [b for _, i in nodes for b in trie.node(i).blocks if b not in held]
+
     def free_block_ids(self) -> list[int]:
         """The allocator's free list, in order (its tail is handed out first)."""
         return list(self._allocator.free_blocks)

@@ -62,7 +62,7 @@ def run_case(name: str) -> tuple[list[dict], list[dict]]:
 
 def step_facts(st: dict) -> dict:
     """What both logs say of one step: who ran with how many tokens from where, who was admitted (with their prefix
-    hits), who stalled, finished and waits, and the blocks in use."""
+    hits), who stalled, finished and waits, and the free blocks."""
     return {
         "step": st["step"],
         "idle_steps_before": st.get("idle_steps_before", 0),
@@ -73,7 +73,8 @@ def step_facts(st: dict) -> dict:
         "kind": st["decisions"]["batch"]["kind"],
         "finished": [f["request_id"] for f in st["finished"]],
         "waiting": st["waiting"],
-        "num_used_blocks": st["kv"]["num_used_blocks"],
+        # TGI's free list: the usable blocks (block 0 is TGI's own) less those in tables and those the cache holds
+        "free_blocks": st["kv"]["num_blocks"] - 1 - st["kv"]["num_used_blocks"] - len(st["kv"]["cached_free_blocks"]),
     }
 
 
@@ -90,7 +91,7 @@ def reference_facts(st: dict) -> dict:
         "kind": st["kind"],
         "finished": st["finished"],
         "waiting": st["waiting"],
-        "num_used_blocks": st["kv"]["used_blocks"],
+        "free_blocks": st["kv"]["free_blocks"],
     }
 
 
