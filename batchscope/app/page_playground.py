@@ -29,6 +29,7 @@ from batchscope.app.playground_spec import validate as validate_settings
 from batchscope.app.state import live_runs, live_settings
 from batchscope.app.web_player import web_player
 from batchscope.engine.batching import SCHEDULERS
+from batchscope.engine.config import CAPACITY_POLICIES, CONTEXT_CHUNKING
 from batchscope.steplog.view import TraceView
 
 Slots = dict[str, "st.delta_generator.DeltaGenerator"]
@@ -91,6 +92,53 @@ def speculation_knobs(prefix: str, d: dict, k: dict, slots: Slots) -> None:
     slots["num_speculative_tokens"] = st.empty()
 
 
+def family_knobs(prefix: str, d: dict, k: dict) -> None:
+    """TGI's and TensorRT-LLM's own knobs into ``k``, under their engines' names (used only by their batching
+    modes: ``batchscope.engine.config.EngineConfig``)."""
+    with st.expander("TGI and TensorRT-LLM knobs"):
+        k["waiting_served_ratio"] = st.number_input(
+            "waiting_served_ratio (TGI)",
+            0.0,
+            8.0,
+            float(d.get("waiting_served_ratio", 0.3)),
+            0.1,
+            key=f"{prefix}:wsr",
+            help="TGI without prefill chunking forms a new batch beside a running one only if this ratio × running "
+            "requests wait (default 0.3)",
+        )
+        k["max_waiting_tokens"] = st.number_input(
+            "max_waiting_tokens (TGI)",
+            0,
+            4096,
+            d.get("max_waiting_tokens", 20),
+            key=f"{prefix}:mwt",
+            help="TGI: decode steps after which that minimum no longer holds (default 20)",
+        )
+        k["capacity_policy"] = st.selectbox(
+            "capacity policy (TensorRT-LLM)",
+            CAPACITY_POLICIES,
+            CAPACITY_POLICIES.index(d.get("capacity_policy", CAPACITY_POLICIES[0])),
+            key=f"{prefix}:cap",
+            help="guaranteed_no_evict (default): reserve blocks to completion; max_utilization: only the next step's, "
+            "pausing the last started request when they run out; static_batch: one batch to its end",
+        )
+        k["context_chunking"] = st.selectbox(
+            "context chunking (TensorRT-LLM)",
+            CONTEXT_CHUNKING,
+            CONTEXT_CHUNKING.index(d.get("context_chunking", CONTEXT_CHUNKING[0])),
+            key=f"{prefix}:chunking",
+            help="fcfs: the first prompt takes what it can; equal_progress: prompts grow one chunk unit each in turn",
+        )
+        unit = st.number_input(
+            "chunk_unit_size (TensorRT-LLM; 0 = block size)",
+            0,
+            4096,
+            d.get("chunk_unit_size") or 0,
+            key=f"{prefix}:unit",
+        )
+        k["chunk_unit_size"] = unit or None
+
+
 def scheduler_knobs(prefix: str, like: dict | None = None, places: list | None = None) -> tuple[dict, Slots]:
     """The scheduler and KV-cache knobs of one run (widget keys ``prefix:...``), drawn in ``places`` (columns, in
     turn; default: here); ``like``: the first values (run B starts as a copy of run A). Returns the knobs and,
@@ -146,6 +194,7 @@ def scheduler_knobs(prefix: str, like: dict | None = None, places: list | None =
         )
         slots["enable_mixed_chunk"] = st.empty()
         speculation_knobs(prefix, d, k, slots)
+        family_knobs(prefix, d, k)
     return k, slots
 
 

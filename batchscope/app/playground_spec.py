@@ -62,6 +62,11 @@ SCHEDULER_KNOBS = (
     "num_speculative_tokens",
     "prompt_lookup_min",
     "prompt_lookup_max",
+    "waiting_served_ratio",
+    "max_waiting_tokens",
+    "capacity_policy",
+    "context_chunking",
+    "chunk_unit_size",
 )
 RUN_A, RUN_B = "run A", "run B"
 
