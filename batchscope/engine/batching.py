@@ -20,6 +20,7 @@ from batchscope.scheduling.scheduler import Scheduler
 from batchscope.scheduling.static_scheduler import StaticScheduler
 from batchscope.sglang_family.batching import SGLangBatching, page_size_one, validate_sglang
 from batchscope.tgi_family.batching import TgiBatching, validate_tgi
+from batchscope.trtllm_family.batching import TrtllmBatching, validate_trtllm
 
 EngineScheduler = Scheduler | SGLangBatching | PlanBatching  # what ``batchscope.engine.engine.LLMEngine`` drives
 
@@ -28,8 +29,13 @@ SCHEDULERS: dict[str, Callable[[EngineConfig, frozenset[int]], EngineScheduler]]
     "static": StaticScheduler,
     "sglang": SGLangBatching,
     "tgi": TgiBatching,
+    "trtllm": TrtllmBatching,
 }
-VALIDATORS: dict[str, Callable[[EngineConfig], None]] = {"sglang": validate_sglang, "tgi": validate_tgi}
+VALIDATORS: dict[str, Callable[[EngineConfig], None]] = {
+    "sglang": validate_sglang,
+    "tgi": validate_tgi,
+    "trtllm": validate_trtllm,
+}
 
 
 def validate_config(config: EngineConfig) -> None:

@@ -173,20 +173,29 @@ def _check_pool_and_budget(req: Request, config: EngineConfig, max_model_len: in
     if config.batching == "sglang":
         _check_sglang_pool(req, config)
     tokens = max_kv_tokens_with_drafts(req, config, max_model_len)
+    held_back = 1 if config.batching == "tgi" else 0  # TGI keeps block 0 back
+    to_completion = config.batching == "trtllm" and config.capacity_policy != "max_utilization"
+    tokens += to_completion  # TensorRT-LLM's blocks to completion count prompt + max_tokens (no-evict policies)
     need = blocks_needed(tokens, config.block_size)
-    if need > config.num_kv_blocks:
-        drafts = tokens - req.max_kv_tokens
+    if need > config.num_kv_blocks - held_back:
+        drafts = tokens - req.max_kv_tokens - to_completion
         plus = f" + {drafts} draft positions (num_speculative_tokens)" if drafts else ""
+        counted = (
+            "max_tokens tokens (what TensorRT-LLM reserves to completion)"
+            if to_completion
+            else "max_tokens - 1 tokens" + plus + " (the last sampled token is never fed back, so it needs no KV slot)"
+        )
+        at_least = need + held_back
         raise RequestError(
             f"{where}: needs {need} KV blocks of {config.block_size} tokens for prompt {req.num_prompt_tokens} + "
-            f"max_tokens {req.sampling.max_tokens} - 1 tokens{plus} (the last sampled token is never fed back, so it "
-            f"needs no KV slot) but the whole pool has num_kv_blocks="
-            f"{config.num_kv_blocks}; raise num_kv_blocks to >= {need} or lower max_tokens",
+            f"max_tokens {req.sampling.max_tokens}{counted.removeprefix('max_tokens')} but the whole pool has "
+            f"num_kv_blocks={config.num_kv_blocks}{pool_note(config)}; raise num_kv_blocks to >= {at_least} or lower "
+            "max_tokens",
             rid,
             "num_kv_blocks",
             config.num_kv_blocks,
-            f">= {need}",
-            need,
+            f">= {at_least}",
+            at_least,
         )
     if not config.enable_chunked_prefill and req.num_prompt_tokens > config.max_num_batched_tokens:
         raise RequestError(
@@ -199,6 +208,15 @@ def _check_pool_and_budget(req: Request, config: EngineConfig, max_model_len: in
             f">= {req.num_prompt_tokens}",
             req.num_prompt_tokens,
         )
+
+
+def pool_note(config: EngineConfig) -> str:
+    """What a family's pool check adds to the plain one, in words (TGI's reserved block 0, TensorRT-LLM's count)."""
+    if config.batching == "tgi":
+        return " (TGI keeps block 0 back)"
+    if config.batching == "trtllm" and config.capacity_policy != "max_utilization":
+        return " (TensorRT-LLM reserves prompt + max_tokens tokens to completion)"
+    return ""
 
 
 def _check_sglang_pool(req: Request, config: EngineConfig) -> None:
