@@ -1,7 +1,8 @@
-"""Static vs continuous on one step clock: the shared stage of the lockstep and playground pages.
+"""Runs of one workload on one step clock: the shared stage of the lockstep and playground pages.
 
-Both traces play in the browser player (``batchscope.app.web_player``): one step clock, the side that finishes first
-holds its final state and says so, and the counters (steps of each batching mode, steps saved, padding wasted so far)
+The traces play in the browser player (``batchscope.app.web_player``): one step clock (the longest run's), a side
+that finishes first holds its final state and says so, and the counters (static vs continuous: steps of each batching
+mode, steps saved, padding wasted so far; vLLM vs SGLang: the families' counters; 3 or 4 runs: each run's figures)
 follow the step.
 """
 
@@ -12,8 +13,8 @@ import streamlit as st
 
 from batchscope.app.common import badge, md
 from batchscope.app.web_player import web_player
-from batchscope.compare.lockstep import family_counters, lockstep_counters
-from batchscope.compare.runs import config_diff, metrics_strip, pool_tokens
+from batchscope.compare.lockstep import family_counters, lockstep_counters, runs_counters
+from batchscope.compare.runs import SIDES, config_diff, metrics_strip, metrics_table, pool_tokens, settings_diff
 from batchscope.steplog.view import TraceView
 
 FAMILY_LABELS = {"continuous": "vLLM's scheduler (continuous)", "sglang": "SGLang's scheduler (sglang)"}
@@ -87,4 +88,57 @@ def compare_any(a: TraceView, b: TraceView, key: str, initial: int | None = None
         window=8,
         initial=initial,
         labels=[f"A · {a.policy}", f"B · {b.policy}"],
+    )
+
+
+def _fmt_value(value: float | None) -> str:
+    """A figure of the metrics table as the page shows it: ``n/a`` where a trace cannot tell it, 3 significant
+    decimals at most."""
+    if value is None:
+        return "n/a"
+    return str(value) if isinstance(value, int) else f"{value:.3g}" if abs(value) < 1 else f"{value:.2f}"
+
+
+def runs_tables(views: list[TraceView]) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+    """The page's two tables for 2 to 4 runs: each setting that differs among them with each run's value (``None``
+    when none differs; ``batchscope.compare.runs.settings_diff``) and the metrics strip, a column per run and the
+    best side(s) (``metrics_table``)."""
+    sides = list(SIDES[: len(views)])
+    diff = settings_diff(views)
+    settings = (
+        pd.DataFrame([{"setting": r["setting"], **dict(zip(sides, r["values"]))} for r in diff]) if diff else None
+    )
+    rows = [
+        {
+            "metric": r["metric"],
+            "unit": r["unit"],
+            **{s: _fmt_value(x) for s, x in zip(sides, r["values"])},
+            "best": ", ".join(r["best"]) or "tie",
+        }
+        for r in metrics_table(views)
+    ]
+    return settings, pd.DataFrame(rows)
+
+
+def compare_runs(views: list[TraceView], key: str, initial: int | None = None) -> None:
+    """Three or four runs of one workload (sides A, B, C, D in the order given): what differs among their settings,
+    a metrics strip with a column per run, a badge per side, then all of them on one step clock (the longest run's;
+    a run that ended holds its final state) with each run's counters (``batchscope.compare.lockstep.runs_counters``)."""
+    settings, strip = runs_tables(views)
+    if settings is None:
+        st.markdown("**What differs:** nothing but the runs themselves")
+    else:
+        st.markdown("**What differs** (each setting that is not the same in every run, with each run's value):")
+        st.dataframe(settings, hide_index=True, width="stretch")
+    st.dataframe(strip, hide_index=True, width="stretch")
+    for side, v in zip(SIDES, views):
+        badge(v, side)
+    scenario = views[0].header.get("scenario") or "trace"
+    web_player(
+        views,
+        f"{scenario}: " + " vs ".join(f"{side} ({v.policy})" for side, v in zip(SIDES, views)),
+        key=key.replace(":", "-").replace(" ", "").replace("/", "-"),
+        counters=runs_counters(views),
+        window=8,
+        initial=initial,
     )

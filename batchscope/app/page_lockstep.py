@@ -1,15 +1,15 @@
-"""Compare two runs of one workload in lockstep: static vs continuous by default, or any two traces of the same
-requests (recorded under other settings, the Playground's live runs) on one step clock."""
+"""Compare runs of one workload in lockstep: static vs continuous by default, or any 2 to 4 traces of the same
+requests (recorded under other settings or schedulers, the Playground's live runs, uploads) on one step clock."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from batchscope.app.common import md, query_int, recorded_policies, recorded_view
-from batchscope.app.compare import compare, compare_families, compare_pair
+from batchscope.app.compare import compare, compare_families, compare_pair, compare_runs
 from batchscope.app.page_trace import upload_trace
 from batchscope.app.state import live_runs
-from batchscope.compare.runs import config_diff, family_pair, same_workload
+from batchscope.compare.runs import MAX_RUNS, SIDES, config_diff, family_pair, same_workload, same_workloads
 from batchscope.explain.stories import default_pair
 from batchscope.inputs.workload import list_scenarios
 from batchscope.steplog.view import TraceView
@@ -20,7 +20,8 @@ completely finished, so a finished request's row idles as **padding** (grey, ✕
 **continuous** batching hands a finished request's slot and KV blocks to the next waiting request at the very next
 step. Run A plays on the left, run B on the right, on one step clock (by default A is static, B continuous).
 **Choose the pair and the runs** picks any other two runs of one workload (a Playground run, or an uploaded trace
-such as your vLLM server's, against a recorded one) to see what a setting changes.
+such as your vLLM server's, against a recorded one) to see what a setting changes, or up to four (**Runs**: sides
+A, B, C, D, e.g. one workload under every scheduler recorded for it), all on the step clock of the longest run.
 
 **vLLM vs SGLang** puts the same requests under two real schedulers: vLLM's (continuous batching, as above) and
 SGLang's, which runs a prefill batch alone while the decodes wait, admits a request only if the pool can hold its
@@ -52,9 +53,38 @@ def _pick(label: str, options: list[str], default: str, key: str, pair: str) -> 
 
 
 def _new_pair() -> None:
-    """Another pair picked: its own default runs, not the URL's runs of the previous pair."""
-    for name in ("a", "b", "step"):
+    """Another pair or number of runs picked: its own default runs, not the URL's runs of the previous choice."""
+    for name in ("a", "b", "c", "d", "step"):
         st.query_params.pop(name, None)
+
+
+def _count() -> int:
+    """How many runs the page compares, 2 to ``MAX_RUNS`` (``?runs=``; default 2)."""
+    wanted = st.query_params.get("runs", "2")
+    options = list(range(2, MAX_RUNS + 1))
+    count = st.segmented_control(
+        "Runs",
+        options,
+        default=int(wanted) if wanted in [str(n) for n in options] else 2,
+        key="lock:runs",
+        on_change=_new_pair,
+        help="how many runs of one workload play side by side on one step clock (sides A, B, C, D)",
+    )
+    count = count or 2
+    if count == 2:
+        st.query_params.pop("runs", None)
+    else:
+        st.query_params["runs"] = str(count)
+    return count
+
+
+def _defaults(scenario: str, pair: str, count: int) -> list[str]:
+    """The runs the pickers start from: the pair's two, then the scenario's other recorded runs (static,
+    continuous, sglang), then the pair's again."""
+    first = list(PAIRS[pair])
+    rest = [p for p in recorded_policies(scenario) if p not in first]
+    policies = (first + rest + first * MAX_RUNS)[:count]
+    return [f"{scenario} / {p}" for p in policies]
 
 
 def _pair(scenario: str) -> str:
@@ -79,48 +109,64 @@ def _pair(scenario: str) -> str:
     return pair
 
 
-def page() -> None:
-    st.title("Compare two runs: static vs continuous batching, vLLM vs SGLang, and any other pair")
-    st.markdown(INTRO)
-    runs = _runs()
-    names = list(runs)
-    scenario = st.query_params.get("scenario", "sixteen")
-    scenario = scenario if f"{scenario} / static" in runs else "sixteen"
+def _choose(scenario: str, runs: dict[str, TraceView]) -> tuple[list[str], list[TraceView | None]]:
+    """The pickers (in a popover): the pair, how many runs, and each side's run (a recorded one, a live one or an
+    upload); returns each side's name and view (``None``: an upload not yet given)."""
+    names = [*runs, UPLOAD]
     # the pickers in a popover: closed, Streamlit's frontend does not draw them, and drawn they held the player's
     # frame back by about 0.12 s on every visit (scripts/measure_page_load.py, A/B on 2026-12-04)
     with st.popover(
         "Choose the pair and the runs",
         icon=":material/compare_arrows:",
-        help="static vs continuous, vLLM vs SGLang, or any two runs of one workload (a Playground run, an upload)",
+        help="static vs continuous, vLLM vs SGLang, or any 2 to 4 runs of one workload (a Playground run, an upload)",
     ):
         pair = _pair(scenario)
-        left, right = st.columns(2)
-    names.append(UPLOAD)
-    picked: dict[str, str] = {}
-    chosen: dict[str, TraceView | None] = {}
-    defaults = (f"{scenario} / {p}" for p in PAIRS[pair])
-    for col, side, default in zip((left, right), "ab", defaults):
+        count = _count()
+        columns = st.columns(count)
+    picked: list[str] = []
+    chosen: list[TraceView | None] = []
+    for col, side, default in zip(columns, SIDES.lower(), _defaults(scenario, pair, count)):
         with col:
-            picked[side] = _pick(f"Run {side.upper()}", names, default, side, pair)
-            chosen[side] = runs.get(picked[side])
-            if picked[side] == UPLOAD and (uploaded := upload_trace(f"lock:{side}")) is not None:
-                chosen[side] = TraceView(uploaded[0], source="imported", filename=uploaded[1])
-    a, b = picked["a"], picked["b"]
-    st.query_params.update(a=a, b=b)
-    va, vb = chosen["a"], chosen["b"]
-    if va is None or vb is None:
+            name = _pick(f"Run {side.upper()}", names, default, side, pair)
+            view = runs.get(name)
+            if name == UPLOAD and (uploaded := upload_trace(f"lock:{side}")) is not None:
+                view = TraceView(uploaded[0], source="imported", filename=uploaded[1])
+        picked.append(name)
+        chosen.append(view)
+    st.query_params.update(dict(zip(SIDES.lower(), picked)))
+    for side in SIDES.lower()[count:]:
+        st.query_params.pop(side, None)
+    return picked, chosen
+
+
+def page() -> None:
+    st.title("Compare runs: static vs continuous batching, vLLM vs SGLang, and any 2 to 4 runs of one workload")
+    st.markdown(INTRO)
+    runs = _runs()
+    scenario = st.query_params.get("scenario", "sixteen")
+    scenario = scenario if f"{scenario} / static" in runs else "sixteen"
+    picked, chosen = _choose(scenario, runs)
+    if any(v is None for v in chosen):
         st.info("Upload the trace to compare (a Batchscope trace or one from the vLLM tracer).")
         return
+    views = [v for v in chosen if v is not None]
+    key = "lock:" + ":".join(picked)
+    initial = query_int("step", 0, 0, max(v.num_steps for v in views) - 1)
+    if len(views) > 2:
+        ok, why = same_workloads(views)
+        if not ok:
+            st.error(f"These runs are not of one workload, so a step-by-step comparison would mislead: {md(why)}")
+            return
+        compare_runs(views, key=key, initial=initial)
+        return
+    va, vb = views
     ok, why = same_workload(va, vb)
     if not ok:
         st.error(f"These two runs are not of one workload, so a step-by-step comparison would mislead: {md(why)}")
         return
-    num_steps = max(va.num_steps, vb.num_steps)
-    initial = query_int("step", 0, 0, num_steps - 1)
     if {va.policy, vb.policy} == {"static", "continuous"} and va.policy != vb.policy and not config_diff(va, vb)[1:]:
-        views = {va.policy: va, vb.policy: vb}
-        compare(views, key=f"lock:{a}:{b}", initial=initial)
+        compare({va.policy: va, vb.policy: vb}, key=key, initial=initial)
     elif family_pair(va, vb):
-        compare_families(va, vb, key=f"lock:{a}:{b}", initial=initial)
+        compare_families(va, vb, key=key, initial=initial)
     else:
-        compare_pair(va, vb, key=f"lock:{a}:{b}", initial=initial)
+        compare_pair(va, vb, key=key, initial=initial)

@@ -125,7 +125,7 @@ def web_player(
     table: bool = False,
     cost: bool = False,
 ) -> None:
-    """Embed the player for ``views`` (one trace, or two on one step clock) and a download button for the same
+    """Embed the player for ``views`` (one trace, or 2 to 4 on one step clock) and a download button for the same
     page as a single HTML file. ``initial``: the first step (default: the URL's ``?step=``); ``labels``: each
     side's heading; ``span``: the steps packed (a long trace's, ``playback.player_payload``); ``gauges``: with
     vLLM's metrics over the steps under the views (``batchscope.figures.gauges``); ``table``: with the steps table of

@@ -1,9 +1,11 @@
 """Counters on one step clock for the comparison page and its exported file: static vs continuous batching, and
-vLLM's scheduler (continuous) vs SGLang's (sglang), the latter read from each step's decision records."""
+vLLM's scheduler (continuous) vs SGLang's (sglang), the latter read from each step's decision records; for 3 or 4
+runs (sides A, B, C, D), one card per figure with each run's value."""
 
 from __future__ import annotations
 
-from batchscope.facts import facts
+from batchscope.compare.runs import SIDES
+from batchscope.facts import eviction, facts
 from batchscope.steplog.view import TraceView
 
 
@@ -92,3 +94,48 @@ def family_counters(vllm: TraceView, sglang: TraceView) -> list[dict]:
             "after a preemption or retraction",
         },
     ]
+
+
+def _per_side(columns: list[list[int]], totals: bool) -> list[str]:
+    """One string per step of the clock: each run's value in side order, ``"3 · 5 · 5"``; with ``totals``, a run's
+    value over its run's total where that total is not 0 (``"814/3123 · 0 · 0"``)."""
+    return [
+        " · ".join(f"{x}/{col[-1]}" if totals and col[-1] else str(x) for x, col in zip(row, columns))
+        for row in zip(*columns)
+    ]
+
+
+def runs_counters(views: list[TraceView]) -> list[dict]:
+    """Cards for 2 to 4 runs of one workload on one step clock (sides A, B, C, D in the order of ``views``), each
+    ``{label, values, help}`` with one value per step, each run's value in side order (the label names the sides:
+    "requests finished so far (A · B · C)"), from each run's facts (``batchscope.facts.Counters``, the definitions of
+    Metrics): the steps each run needs; requests finished so far; evictions so far, in each engine's word
+    (preempted, retracted, paused); and, where any run has them, padding slot-steps (so far / total) and prompt
+    tokens found in the prefix cache at first admissions so far. A run that has ended holds its totals."""
+    num_steps = max(v.num_steps for v in views)
+    sides = f" ({' · '.join(SIDES[: len(views)])})"
+    col = lambda field: [_at(v, num_steps, field) for v in views]  # noqa: E731
+    words = " / ".join(dict.fromkeys(eviction(v.header).past for v in views))
+    needs = " · ".join(str(facts(v).num_steps) for v in views)
+    cards = [
+        {"label": "steps each run needs" + sides, "values": [needs] * num_steps, "help": "idle steps included"},
+        {
+            "label": "requests finished so far" + sides,
+            "values": _per_side(col("num_finished"), totals=False),
+            "help": "requests that ended with a finish by the end of the step",
+        },
+        {
+            "label": f"requests {words} so far" + sides,
+            "values": _per_side(col("num_evictions"), totals=False),
+            "help": "running requests sent back to the queue without their K/V, so far",
+        },
+    ]
+    optional = (
+        ("padding_slot_steps", "padding slot-steps", True, "finished rows of a static batch still run, so far / total"),
+        ("prefix_cache_hits", "prefix-cache hit tokens", False, "prompt tokens found in the cache at first admissions"),
+    )
+    for field, label, totals, help_ in optional:
+        values = col(field)
+        if any(c[-1] for c in values):
+            cards.append({"label": f"{label} so far{sides}", "values": _per_side(values, totals), "help": help_})
+    return cards

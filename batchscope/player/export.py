@@ -1,6 +1,6 @@
-"""One self-contained HTML file that plays one or two traces in the browser: plotly.js, the player (HTML, CSS,
-JS from ``batchscope/player/web/``) and the payload (``batchscope.player.playback``) all inlined, so it plays offline,
-from ``file://``, in a slide deck or a course page, with no network request.
+"""One self-contained HTML file that plays one trace, or 2 to 4 on one step clock, in the browser: plotly.js, the
+player (HTML, CSS, JS from ``batchscope/player/web/``) and the payload (``batchscope.player.playback``) all inlined,
+so it plays offline, from ``file://``, in a slide deck or a course page, with no network request.
 
 URL parameters of the page: ``?step=K`` (start at step K), ``?speed=S`` (steps per second, 1..120), ``?present=1``
 (presenter mode), ``?theme=dark`` (the dark page, for dim halls), ``?tour=`` (key moments). The player reads them as the
@@ -160,7 +160,7 @@ def render(payload: dict, plotly_src: str | None = None, packed: str | None = No
 
 
 def player_html(views: list[TraceView], title: str, **options) -> str:
-    """A self-contained HTML page playing ``views`` (one trace, or two on one step clock). ``options`` are
+    """A self-contained HTML page playing ``views`` (one trace, or 2 to 4 on one step clock). ``options`` are
     ``playback.player_payload``'s: ``initial_step``, ``speed`` (steps per second), ``present`` (presenter mode),
     ``window`` (the slot grid's steps either side of the cursor), ``counters``, ``labels``, ``span``."""
     return render(player_payload(views, title, **options))

@@ -1,4 +1,5 @@
-"""The browser player's data: every per-step view of one or two traces, packed once for the client.
+"""The browser player's data: every per-step view of one trace, or of 2 to 4 on one step clock, packed once for the
+client.
 
 The player (``batchscope/player/web/player.js``) draws step k of a trace from this payload alone, with no server round
 trip. Nothing here re-derives a scheduling rule: each per-step view is computed by the Python visual that draws it on
@@ -236,11 +237,15 @@ def view_payload(
     }
 
 
+MAX_SIDES = 4  # sides A, B, C, D (batchscope.compare.runs.SIDES)
+
+
 def side_labels(views: list[TraceView]) -> list[str]:
-    """Each side's heading: its policy, or "A · policy" / "B · policy" when two runs share a policy."""
+    """Each side's heading: its policy, or "A · policy", "B · policy", ... (sides A to D) when two runs share a
+    policy or there are more than two."""
     policies = [v.policy for v in views]
-    same = len(set(policies)) < len(policies)
-    return [f"{ab} · {policy_heading(p)}" if same else policy_heading(p) for ab, p in zip("AB", policies)]
+    lettered = len(set(policies)) < len(policies) or len(views) > 2
+    return [f"{side} · {policy_heading(p)}" if lettered else policy_heading(p) for side, p in zip("ABCD", policies)]
 
 
 def player_payload(
@@ -258,11 +263,11 @@ def player_payload(
     table: bool = False,
     cost: bool = False,
 ) -> dict:
-    """The whole payload for one or two traces on one step clock (see the module docstring).
-
-    ``span``: the first and last positions of the clock the player may show (default: all). A trace of thousands
-    of steps is packed a span at a time (``packing.span_of``): what the client needs stays small and quick to build,
-    while every view at a step of the span is exactly the one the whole trace gives.
+    """The whole payload for one trace, or 2 to ``MAX_SIDES`` on one step clock, the longest run's (a run that has
+    ended holds its last step: its ``finished_note``); see the module docstring. ``span``: the first and last
+    positions of the clock the player may show (default: all). A trace of thousands of steps is packed a span at a
+    time (``packing.span_of``): what the client needs stays small and quick to build, while every view at a step of
+    the span is exactly the one the whole trace gives.
 
     ``counters``: optional cards above the views, ``{"label", "values": [one string per step], "help"}``.
     ``labels``: the heading of each side (default ``side_labels``). ``gauges``: with vLLM's metrics (``view_payload``).
@@ -271,8 +276,8 @@ def player_payload(
     (``batchscope.explain.moments``: a scenario's ``tour_of``, a teacher's ``read_tour``); default the moments found in
     the traces (``default_tour``). Moments outside ``span`` are left out.
     """
-    if not 1 <= len(views) <= 2 or any(v.num_steps == 0 for v in views):
-        raise ValueError("the player shows one or two traces, each with at least one step")
+    if not 1 <= len(views) <= MAX_SIDES or any(v.num_steps == 0 for v in views):
+        raise ValueError(f"the player shows 1 to {MAX_SIDES} traces, each with at least one step")
     intern = Interner()
     num_steps = max(v.num_steps for v in views)
     lo, hi = span or (0, num_steps - 1)

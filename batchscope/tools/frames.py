@@ -1,4 +1,5 @@
-"""``python -m batchscope frames TRACE [TRACE2] --steps 0-13 --out DIR``: stills and animations for slides.
+"""``python -m batchscope frames TRACE [TRACE2 ...] --steps 0-13 --out DIR``: stills and animations for slides (1 to 4
+traces of one workload on one step clock, as ``html`` plays them).
 
 PowerPoint, Keynote and Google Slides cannot embed an HTML player; this writes what they can: one PNG per step
 (``step-0007.png``), optionally each chart of the step as SVG (``--svg``: ``step-0007-slots.svg``, ``-budget``,
@@ -34,7 +35,9 @@ def add_frames(sub) -> None:
         epilog="example:\n  python -m batchscope frames batchscope/assets/traces/seed-abcd-static.jsonl "
         "batchscope/assets/traces/seed-abcd-continuous.jsonl --steps 0-13 --out stills --present --gif",
     )
-    f.add_argument("traces", nargs="+", metavar="TRACE", help="one or two trace files of one workload")
+    f.add_argument(
+        "traces", nargs="+", metavar="TRACE", help="1 to 4 trace files of one workload (sides A, B, C, D in order)"
+    )
     f.add_argument("--steps", default="0-", help="steps: '3', '0-13', '0-' (to the end) or '2,5,9' (default: all)")
     f.add_argument("--out", required=True, help="the folder to write into (created; refused if it holds stills)")
     f.add_argument("--size", default="1280x720", help="viewport WIDTHxHEIGHT in CSS pixels (default 1280x720)")
@@ -161,7 +164,7 @@ def _write_svgs(page, out: Path, k: int) -> None:
     for i, url in enumerate(urls):
         if url is None:
             continue
-        side = f"-{'ab'[i // len(CHARTS)]}" if sides > 1 else ""
+        side = f"-{'abcd'[i // len(CHARTS)]}" if sides > 1 else ""
         head, _, body = url.partition(",")
         data = base64.b64decode(body) if ";base64" in head else urllib.parse.unquote(body).encode()
         (out / f"step-{k:04d}{side}-{CHARTS[i % len(CHARTS)]}.svg").write_bytes(data)

@@ -1,8 +1,9 @@
-"""``python -m batchscope html TRACE [TRACE2] --out FILE.html``: one self-contained HTML file that plays a trace (or two
-of one workload on one step clock) with the browser player: plotly.js and the data inlined, no network request
-when opened from ``file://``; it takes ``?step=``, ``?speed=``, ``?present=1`` and ``?tour=``; ``--tour FILE`` puts a
-teacher's own key moments in it (``batchscope.explain.moments.read_tour``). For slides and course pages.
-A busy server's long trace is written one span of steps at a time (``packing.span_of``): the one holding ``--step``."""
+"""``python -m batchscope html TRACE [TRACE2 ...] --out FILE.html``: one self-contained HTML file that plays a trace (or
+2 to 4 of one workload on one step clock, sides A, B, C, D in the order given) with the browser player: plotly.js
+and the data inlined, no network request when opened from ``file://``; it takes ``?step=``, ``?speed=``,
+``?present=1`` and ``?tour=``; ``--tour FILE`` puts a teacher's own key moments in it
+(``batchscope.explain.moments.read_tour``). For slides and course pages. A busy server's long trace is written one
+span of steps at a time (``packing.span_of``): the one holding ``--step``."""
 
 from __future__ import annotations
 
@@ -14,11 +15,18 @@ def add_html(sub) -> None:
     """Entry point: the ``html`` command."""
     h = sub.add_parser(
         "html",
-        help="write one self-contained HTML file that plays one or two traces (for slides, offline)",
-        epilog="example:\n  python -m batchscope html batchscope/assets/traces/sixteen-static.jsonl "
-        "batchscope/assets/traces/sixteen-continuous.jsonl --out sixteen.html",
+        help="write one self-contained HTML file that plays 1 to 4 traces of one workload (for slides, offline)",
+        epilog="examples:\n  python -m batchscope html batchscope/assets/traces/sixteen-static.jsonl "
+        "batchscope/assets/traces/sixteen-continuous.jsonl --out sixteen.html\n"
+        "  python -m batchscope html batchscope/assets/traces/sixteen-{static,continuous,sglang}.jsonl "
+        "--out sixteen-3.html",
     )
-    h.add_argument("traces", nargs="+", metavar="TRACE", help="one or two trace files of one workload")
+    h.add_argument(
+        "traces",
+        nargs="+",
+        metavar="TRACE",
+        help="1 to 4 trace files of one workload: sides A, B, C, D in this order, on one step clock",
+    )
     h.add_argument("--out", required=True, help="the HTML file to write (refused if it exists, unless --force)")
     h.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     h.add_argument(
@@ -38,12 +46,11 @@ def add_html(sub) -> None:
 
 
 def player_page(paths: list[str], step: int = 0, speed: float = 8.0, tour_file: str | None = None):
-    """The exported player of the traces at ``paths`` (one, or two of one workload on one step clock) as
-    ``(html, num_steps, span)``: counters for a static/continuous or a continuous/sglang pair, the tour
+    """The exported player of the traces at ``paths`` (one, or 2 to 4 of one workload on one step clock) as
+    ``(html, num_steps, span)``: counters (``counters_for``), the tour
     (``tour_file``'s, else the scenario's, ``batchscope.explain.moments``), the span of a long trace holding ``step``.
     Raises ``ValueError`` naming the bad argument (a trace, --step, --speed, --tour)."""
-    from batchscope.compare.lockstep import family_counters, lockstep_counters
-    from batchscope.compare.runs import family_pair, same_workload
+    from batchscope.compare.runs import MAX_RUNS, same_workloads
     from batchscope.explain.moments import read_tour, tour_for
     from batchscope.figures.packing import span_of
     from batchscope.inputs.workload import scenario_tour
@@ -51,24 +58,19 @@ def player_page(paths: list[str], step: int = 0, speed: float = 8.0, tour_file: 
     from batchscope.steplog import trace
     from batchscope.steplog.view import TraceView
 
-    if not 1 <= len(paths) <= 2:
-        raise ValueError(f"give one or two traces, got {len(paths)}")
+    if not 1 <= len(paths) <= MAX_RUNS:
+        raise ValueError(f"give 1 to {MAX_RUNS} traces, got {len(paths)}")
     if not 1 <= speed <= 120:
         raise ValueError(f"--speed={speed} is out of range: a number in [1, 120] steps per second")
     views = [TraceView(trace.read(p), source="imported", filename=Path(p).name) for p in paths]
     for v in views:
         if v.cut_short:
             print(f"{v.filename}: {v.cut_short}", file=sys.stderr)
-    counters = None
-    if len(views) == 2:
-        ok, why = same_workload(*views)
+    if len(views) > 1:
+        ok, why = same_workloads(views)
         if not ok:
-            raise ValueError(f"the two traces are not of one workload: {why}")
-        by_policy = {v.policy: v for v in views}
-        if set(by_policy) == {"static", "continuous"}:
-            counters = lockstep_counters(by_policy["static"], by_policy["continuous"])
-        elif family_pair(*views):  # vLLM's scheduler and SGLang's: counters from their decision records
-            counters = family_counters(by_policy["continuous"], by_policy["sglang"])
+            raise ValueError(f"the {'two' if len(views) == 2 else len(views)} traces are not of one workload: {why}")
+    counters = counters_for(views)
     num_steps = max(v.num_steps for v in views)
     if not 0 <= step < num_steps:
         raise ValueError(f"--step={step} is out of range: an integer in [0, {num_steps - 1}]")
@@ -83,12 +85,27 @@ def player_page(paths: list[str], step: int = 0, speed: float = 8.0, tour_file: 
     return html, num_steps, span
 
 
+def counters_for(views: list) -> list[dict] | None:
+    """The cards above the player: none for one trace; for a static/continuous pair and for vLLM's scheduler against
+    SGLang's, their own counters (``batchscope.compare.lockstep``); for any other 2 to 4 runs, ``runs_counters``
+    (two runs that are neither pair get none, as before)."""
+    from batchscope.compare.lockstep import family_counters, lockstep_counters, runs_counters
+    from batchscope.compare.runs import family_pair
+
+    by_policy = {v.policy: v for v in views}
+    if len(views) == 2 and set(by_policy) == {"static", "continuous"}:
+        return lockstep_counters(by_policy["static"], by_policy["continuous"])
+    if len(views) == 2 and family_pair(*views):  # vLLM's scheduler and SGLang's: from their decision records
+        return family_counters(by_policy["continuous"], by_policy["sglang"])
+    return runs_counters(views) if len(views) > 2 else None
+
+
 def _html(args) -> int:
     from batchscope.cli.common import check_out_path
     from batchscope.steplog import trace
 
-    if len(args.traces) > 2:
-        raise ValueError(f"html takes one or two traces, got {len(args.traces)}")
+    if len(args.traces) > 4:
+        raise ValueError(f"html takes 1 to 4 traces, got {len(args.traces)}")
     out = check_out_path(args.out, "--out", inputs=tuple(args.traces), force=args.force)
     html, num_steps, span = player_page(args.traces, args.step, args.speed, args.tour)
     trace.write_text_atomic(html, out)

@@ -4,8 +4,9 @@
 continuous; vLLM's scheduler and SGLang's for ``vllm-vs-sglang``: ``batchscope.explain.stories.default_pair``), the
 self-contained player of ``html`` (plotly.js and the data inlined, the scenario's tour of key moments, presenter
 mode with ``?present=1``); ``glossary.html`` is the app's glossary, each term with its "see it" link to the step of
-a player where it happens (``batchscope.glossary.entries``). Every page opens from ``file://`` or any
-static web space; links are relative.
+a player where it happens (``batchscope.glossary.entries``). With ``--all-runs``, ``SCENARIO-all.html`` plays every
+run recorded for a scenario that has 3 or 4 (static, continuous, sglang, ...: sides A, B, C, D) on one step clock,
+linked from its card. Every page opens from ``file://`` or any static web space; links are relative.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def add_site(sub) -> None:
     )
     s.add_argument("--out", required=True, help="the folder to write (refused if it holds files, unless --force)")
     s.add_argument("--force", action="store_true", help="overwrite the site's files in an existing --out folder")
+    s.add_argument(
+        "--all-runs",
+        action="store_true",
+        help="also SCENARIO-all.html: every run recorded for a scenario with 3 or 4 of them, on one step clock",
+    )
     s.set_defaults(handler=_site)
 
 
@@ -67,16 +73,26 @@ def _site(args) -> int:
 
     listed = list_scenarios().items()
     scenarios = {sc: text for sc, text in listed if all(_trace(sc, p).exists() for p in default_pair(sc))}
+    every = {sc: runs for sc in scenarios if len(runs := recorded_runs(sc)) > 2} if args.all_runs else {}
     out.mkdir(parents=True, exist_ok=True)
     total = 0
     for sc in scenarios:
         total += _write(out / f"{sc}.html", _player(sc))
+    for sc, runs in every.items():
+        total += _write(out / f"{sc}-all.html", _player(sc, runs))
     total += _write(out / "glossary.html", glossary_page(list(scenarios)))
-    total += _write(out / "index.html", index_page(scenarios))
-    print(
-        f"wrote {len(scenarios) + 2} pages to {out} ({total / 1e6:.1f} MB); open {out / 'index.html'}", file=sys.stderr
-    )
+    total += _write(out / "index.html", index_page(scenarios, list(every)))
+    pages = len(scenarios) + len(every) + 2
+    print(f"wrote {pages} pages to {out} ({total / 1e6:.1f} MB); open {out / 'index.html'}", file=sys.stderr)
     return 0
+
+
+def recorded_runs(scenario: str) -> tuple[str, ...]:
+    """The batching modes recorded for ``scenario`` in the shipped traces, in the order of
+    ``batchscope.steplog.reasons.BATCHING_NAMES`` (static, continuous, sglang, ...), at most 4 (sides A to D)."""
+    from batchscope.steplog.reasons import BATCHING_NAMES
+
+    return tuple(p for p in BATCHING_NAMES if _trace(scenario, p).exists())[:4]
 
 
 def _trace(scenario: str, policy: str) -> Path:
@@ -90,19 +106,27 @@ def _write(path: Path, text: str) -> int:
     return len(text.encode())
 
 
-def _player(scenario: str) -> str:
+def _player(scenario: str, policies: tuple[str, ...] | None = None) -> str:
+    """The player page of ``scenario``'s runs under ``policies`` (default: its pair, ``default_pair``)."""
     from batchscope.explain.stories import default_pair
     from batchscope.tools.html_export import player_page
 
-    html, _, _ = player_page([str(_trace(scenario, p)) for p in default_pair(scenario)])
+    html, _, _ = player_page([str(_trace(scenario, p)) for p in policies or default_pair(scenario)])
     return html
 
 
-def index_page(scenarios: dict[str, str]) -> str:
-    """The site's front page: what it shows, and a card per scenario linking to its player (and presenter mode)."""
+def index_page(scenarios: dict[str, str], every: list[str] | None = None) -> str:
+    """The site's front page: what it shows, and a card per scenario linking to its player (and presenter mode), and
+    to its page of every recorded run where ``every`` names it (``--all-runs``)."""
+
+    def all_runs(sc: str) -> str:
+        if sc not in (every or []):
+            return ""
+        return f' · <a href="{escape(sc)}-all.html">all {len(recorded_runs(sc))} runs on one clock</a>'
+
     cards = "".join(
         f'<div class="card"><h2><a href="{escape(sc)}.html">{escape(sc)}</a></h2><div>{escape(text)}</div>'
-        f'<div class="muted"><a href="{escape(sc)}.html?present=1">presenter mode</a></div></div>'
+        f'<div class="muted"><a href="{escape(sc)}.html?present=1">presenter mode</a>{all_runs(sc)}</div></div>'
         for sc, text in scenarios.items()
     )
     return PAGE.format(title="Batchscope: how an LLM server schedules requests", body=f"<p>{escape(INTRO)}</p>{cards}")

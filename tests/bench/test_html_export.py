@@ -1,4 +1,4 @@
-"""``python -m batchscope html``: one self-contained file from one or two traces; two workloads and bad values
+"""``python -m batchscope html``: one self-contained file from one to four traces; two workloads and bad values
 refused."""
 
 from __future__ import annotations
@@ -60,3 +60,25 @@ def test_html_of_a_busy_servers_long_trace_holds_the_span_of_its_step(tmp_path, 
     p = payload(tmp_path / "server.html")
     assert p["span"] == [1000, 1499] and p["initial_step"] == 1100
     assert "steps 1000-1499" in capsys.readouterr().err
+
+
+def test_html_plays_three_or_four_traces_of_one_workload_and_refuses_five(tmp_path, capsys):
+    """Sides A, B, C (D) in the order given, on the longest run's clock, with each run's counters; a trace of another
+    workload is refused naming its side."""
+    from batchscope.player.export import read_payload
+
+    runs = [str(RECORDED / f"seed-abcd-{p}.jsonl") for p in ("continuous", "static", "sglang")]
+    out = tmp_path / "three.html"
+    assert main(["html", *runs, "--out", str(out)]) == 0
+    p = read_payload(out.read_text(encoding="utf-8"))
+    assert [v["label"] for v in p["views"]] == ["A · continuous", "B · static", "C · SGLang"]
+    static_steps = len((RECORDED / "seed-abcd-static.jsonl").read_text().splitlines()) - 2  # no idle step here
+    assert p["num_steps"] == max(v["num_steps"] for v in p["views"]) == static_steps  # the longest run: static
+    assert p["counters"][0]["label"] == "steps each run needs (A · B · C)"
+    assert main(["html", *runs, runs[0], "--out", str(tmp_path / "four.html")]) == 0
+    assert main(["html", *runs, *runs[:2], "--out", str(tmp_path / "five.html")]) == 2
+    assert "1 to 4 traces, got 5" in capsys.readouterr().err
+    other = [*runs[:2], str(RECORDED / "sixteen-static.jsonl")]
+    assert main(["html", *other, "--out", str(tmp_path / "x.html")]) == 2
+    assert "the 3 traces are not of one workload: different requests: only in A:" in capsys.readouterr().err
+    assert not (tmp_path / "five.html").exists() and not (tmp_path / "x.html").exists()

@@ -78,3 +78,15 @@ def test_a_folder_with_files_is_kept_without_force(tmp_path):
     code, _, err = cli("site", "--out", str(tmp_path))
     assert_clear_error(code, err, "the folder is not empty; add --force")
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_the_index_links_a_page_of_every_recorded_run_where_asked():
+    """``site --all-runs``: a scenario recorded under static, continuous and sglang gets a card link to its page of
+    all three; without the option, no such link."""
+    from batchscope.tools.static_site import index_page, recorded_runs
+
+    assert recorded_runs("seed-abcd") == ("static", "continuous", "sglang")
+    assert recorded_runs("priority") == ("static", "continuous")  # SGLang's scheduler takes no priority queue
+    page = index_page({"seed-abcd": "four requests", "priority": "priorities"}, ["seed-abcd"])
+    assert '<a href="seed-abcd-all.html">all 3 runs on one clock</a>' in page and "priority-all" not in page
+    assert "-all.html" not in index_page({"seed-abcd": "four requests"})

@@ -1,4 +1,5 @@
-/* Batchscope player: one step clock for one or two traces, the controls, the keyboard and the URL.
+/* Batchscope player: one step clock for one trace or 2 to 4 (sides A, B, C, D), the controls, the keyboard and the URL.
+ * Every side is drawn at the same step of the clock in the same frame; a side whose run has ended holds its last step.
  *
  * Playing: target step = start step + elapsed seconds x speed, evaluated on every animation frame
  * (requestAnimationFrame), so the rate is the chosen one whatever a frame costs, and the step never goes backwards
@@ -41,7 +42,9 @@ BS.Player = class {
     this.$("bs-title").textContent = payload.title;
     this.buildCounters(payload.counters);
     const root = this.$("bs-views");
-    root.classList.add(`n${P.views.length}`);
+    root.classList.add(`n${P.views.length}`); // player.css lays out 1, 2, 3 or 4 sides
+    root.classList.toggle("multi", P.views.length > 1);
+    this.$("bs-counters").classList.toggle("multi", P.views.length > 2); // cards with a value per side
     const opts = { present: this.present, compact: P.views.length > 1, beats: P.views.length === 1 || this.present,
       hideFuture: () => this.hideFuture, contrast: this.present && q.get("palette") !== "standard", dark: this.dark };
     this.sides = P.views.map((v) => new BS.Side(P, v, root, opts));

@@ -11,7 +11,8 @@ BS.PRESENT = {
   font: 18, // px: the least size of any label
   cellFont: 20, // px: request names in the slot grid's cells
   slotRow: 36, // px: one slot of the slot grid
-  blocksShare: { 1: 0.46, 2: 0.3 }, // the block map's plot at most this share of the window's height (1 or 2 sides)
+  // the block map's plot at most this share of the window's height (1, 2, 3 or 4 sides: 3 and 4 in one row, as 2)
+  blocksShare: { 1: 0.46, 2: 0.3, 3: 0.3, 4: 0.3 },
   maxCell: 84, // px: a block cell no larger than this
   lineHeight: 23.4, // px: one 18 px line of a block cell's label (plotly.js spaces lines 1.3 em apart)
   charWidth: 11.5, // px: an 18 px character (digits and capitals): room for an owner's name, before any is drawn
