@@ -17,7 +17,7 @@ import streamlit as st
 
 from batchscope.player.export import url_step
 from batchscope.steplog import trace
-from batchscope.steplog.reasons import pool_words
+from batchscope.steplog.reasons import PROOF, pool_words
 from batchscope.steplog.view import TraceView, text_color
 
 TRACE_DIR = Path(__file__).resolve().parent.parent / "assets" / "traces"
@@ -25,10 +25,17 @@ POLICIES = ("static", "continuous")  # every scenario ships these two traces
 FAMILIES = ("continuous", "sglang")  # vLLM's scheduler and SGLang's: the scenarios that ship an sglang trace
 
 
+# Runs shipped only for some scenarios (a family's scheduler does not take every scenario's settings, e.g. the priority
+# queue): a batching mode, or a mode and one of its settings (TensorRT-LLM's MAX_UTILIZATION policy)
+SOME_SCENARIOS = ("sglang", "tgi", "trtllm", "trtllm-max-utilization")
+
+
 def recorded_policies(scenario: str) -> tuple[str, ...]:
-    """The batching modes shipped for ``scenario`` in batchscope/assets/traces/: static and continuous always, sglang
-    where it was recorded (SGLang's scheduler does not take every scenario's settings, e.g. the priority queue)."""
-    return tuple(p for p in (*POLICIES, "sglang") if p in POLICIES or (TRACE_DIR / f"{scenario}-{p}.jsonl").exists())
+    """The runs shipped for ``scenario`` in batchscope/assets/traces/: static and continuous always, the others of
+    ``SOME_SCENARIOS`` where they were recorded."""
+    return tuple(
+        p for p in (*POLICIES, *SOME_SCENARIOS) if p in POLICIES or (TRACE_DIR / f"{scenario}-{p}.jsonl").exists()
+    )
 
 
 @st.cache_resource(show_spinner=False)
@@ -100,6 +107,8 @@ def badge(view: TraceView, prefix: str = "") -> None:
         partial = f" · :orange-badge[{view.cut_short.split(':')[0]}]"
     c = view.header["config"]
     origin = f"**{label}**{' ' + name if name else ''} · {md(view.policy)} · {md(view.provenance())}"
+    if view.policy in PROOF and view.engine != "vllm":
+        origin += f" · {md(PROOF[view.policy])}"
     if view.engine == "vllm":
         h = view.header
         origin = (

@@ -80,9 +80,9 @@ def _count() -> int:
 
 def _defaults(scenario: str, pair: str, count: int) -> list[str]:
     """The runs the pickers start from: the pair's two, then the scenario's other recorded runs (static,
-    continuous, sglang), then the pair's again."""
+    continuous, sglang), then the pair's again."""  # the other engines' schedulers before static batching
     first = list(PAIRS[pair])
-    rest = [p for p in recorded_policies(scenario) if p not in first]
+    rest = sorted((p for p in recorded_policies(scenario) if p not in first), key=lambda p: p == "static")
     policies = (first + rest + first * MAX_RUNS)[:count]
     return [f"{scenario} / {p}" for p in policies]
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from batchscope.app.common import POLICIES, badge, gpu_records, md, query_int, recorded_policies, recorded_records
+from batchscope.app.common import (
+    POLICIES,
+    SOME_SCENARIOS,
+    badge,
+    gpu_records,
+    md,
+    query_int,
+    recorded_policies,
+    recorded_records,
+)
 from batchscope.app.state import live_runs
 from batchscope.app.web_player import web_player
 from batchscope.figures.gauges import DRAWN
@@ -79,7 +88,7 @@ def choose_trace(prefix: str = "trace", follow_url: bool = True) -> tuple[list[d
     ``prefix`` keys the widgets (other pages reuse this picker); with ``follow_url`` the URL's ``scenario`` and
     ``policy`` (or ``live``) choose the default and the choice is written back, so the page can be linked to."""
     names = sorted(list_scenarios(), key=lambda n: n != "seed-abcd")  # the walkthrough's story first
-    order = ("continuous", "static", "sglang")
+    order = ("continuous", "static", *SOME_SCENARIOS)
     options = [f"recorded: {sc} / {p}" for sc in names for p in sorted(recorded_policies(sc), key=order.index)]
     options += [f"{GPU}: {sc} / {p}" for sc in names for p in POLICIES[::-1] if gpu_records(sc, p)]
     live = live_runs()

@@ -219,6 +219,15 @@ BATCHING_NAMES = {
     "tgi": "TGI's router",
     "trtllm": "TensorRT-LLM's in-flight batching",
 }
+# How each batching mode's schedules are proven (the app's provenance badge, the README's "How each is proven"): what
+# they were checked against, and no more.
+PROOF = {
+    "continuous": "schedules equal to vLLM 0.33's own scheduler, run in every CI",
+    "sglang": "schedules equal to SGLang 0.5.23's own scheduler, run in every CI",
+    "tgi": "schedules equal to 14 that TGI's own router code produced (TGI cannot run here)",
+    "trtllm": "schedules equal to NVIDIA's TensorRT-LLM scheduler test expectations (its code cannot run here)",
+    "static": "schedules checked against hand-computed ones",
+}
 POLICY_HEADINGS = {
     "sglang": "SGLang",
     "tgi": "TGI",
