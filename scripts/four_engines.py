@@ -11,7 +11,7 @@ from batchscope.steplog.metrics import summarize
 from batchscope.steplog.trace import read
 
 TRACES = Path(__file__).resolve().parents[1] / "batchscope" / "assets" / "traces"
-RUNS = ("continuous", "sglang", "tgi", "trtllm", "trtllm-max-utilization")
+RUNS = ("continuous", "sglang", "tgi", "trtllm", "trtllm_max_utilization")
 ROWS = (  # label, summary key, statistic (None: a plain value), format
     ("steps", "num_steps", None, "{:.0f}"),
     ("mean TTFT (steps)", "ttft_steps", "mean", "{:.1f}"),

@@ -14,8 +14,8 @@ for scenario in $(python -m batchscope scenarios | cut -d' ' -f1); do
   for batching in $batchings; do
     python -m batchscope run --scenario "$scenario" --batching "$batching" --strict-timing --force --out "batchscope/assets/traces/$scenario-$batching.jsonl"
   done
-  if [ -e "batchscope/assets/traces/$scenario-trtllm-max-utilization.jsonl" ]; then
+  if [ -e "batchscope/assets/traces/$scenario-trtllm_max_utilization.jsonl" ]; then
     python -m batchscope run --scenario "$scenario" --batching trtllm --capacity-policy max_utilization --strict-timing \
-      --force --out "batchscope/assets/traces/$scenario-trtllm-max-utilization.jsonl"
+      --force --out "batchscope/assets/traces/$scenario-trtllm_max_utilization.jsonl"
   fi
 done

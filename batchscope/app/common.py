@@ -27,7 +27,7 @@ FAMILIES = ("continuous", "sglang")  # vLLM's scheduler and SGLang's: the scenar
 
 # Runs shipped only for some scenarios (a family's scheduler does not take every scenario's settings, e.g. the priority
 # queue): a batching mode, or a mode and one of its settings (TensorRT-LLM's MAX_UTILIZATION policy)
-SOME_SCENARIOS = ("sglang", "tgi", "trtllm", "trtllm-max-utilization")
+SOME_SCENARIOS = ("sglang", "tgi", "trtllm", "trtllm_max_utilization")
 
 
 def recorded_policies(scenario: str) -> tuple[str, ...]:

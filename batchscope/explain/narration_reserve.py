@@ -77,8 +77,11 @@ def pause(view: TraceView, step: int, p: PreemptionRecord) -> str | None:
     back = comeback(view, step, rid)
     if back is not None and dropped:
         k, a = back
+        hit = min(a["num_prefix_hit_tokens"], dropped)
         text += (
-            f", and when it resumes at step {view.step_number(k)} it computes {a['num_recompute_tokens']} of those "
-            f"tokens again ({a['num_prefix_hit_tokens']} found in the prefix cache)"
+            f"; when it is admitted again at step {view.step_number(k)}, {hit} of those tokens are found in the "
+            f"prefix cache and {a['num_recompute_tokens']} are recomputed"
+            if hit
+            else f"; when it is admitted again at step {view.step_number(k)}, all {dropped} are recomputed"
         )
     return text + "."

@@ -10,6 +10,7 @@ from batchscope.quiz.facts import queue_at_start, running_at_start
 from batchscope.quiz.scheduling import ask
 from batchscope.quiz.types import Choice, Question, int_choices, make_choices
 from batchscope.steplog.decisions import decisions
+from batchscope.steplog.metric_names import family
 from batchscope.steplog.reasons import LIMIT_SHORT, PREFILL_FIRST, RESERVED_OUTPUT
 from batchscope.steplog.view import TraceView
 
@@ -19,7 +20,7 @@ ALONE, TOGETHER, DECODES = "prefill alone", "prefill and decodes together", "dec
 def batch_kind(view: TraceView, step: int, rng: random.Random) -> Question | None:
     """With requests running and others waiting to prefill: does the step run the prefill alone (the decodes
     wait), the prefill and the decodes in one forward (vLLM's way), or only the decodes?"""
-    batch = decisions(view, step).get("batch")
+    batch = decisions(view, step).get("batch") if family(view.header) == "sglang" else None
     running, queue = running_at_start(view, step), queue_at_start(view, step)
     prefilling = {s["request_id"] for s in view.steps[step]["scheduled"] if s["kind"] == "prefill"}
     if batch is None or batch["kind"] == "idle" or not running or not queue or prefilling & set(running):

@@ -49,6 +49,7 @@ LIMIT_UNITS: dict[str, str] = {
     "trtllm_kv_blocks_to_completion": "block",
     "trtllm_kv_blocks_next_step": "block",
     "trtllm_reuse_wait": "",
+    "trtllm_max_num_tokens": "token",
 }
 
 # Short names for a checklist or a quiz option, and one clause saying why the limit holds the head back.
@@ -74,6 +75,7 @@ LIMIT_NAMES: dict[str, str] = {
     "trtllm_kv_blocks_to_completion": "KV blocks to completion (TensorRT-LLM)",
     "trtllm_kv_blocks_next_step": "KV blocks for the next step (TensorRT-LLM)",
     "trtllm_reuse_wait": "waits to reuse a block (TensorRT-LLM)",
+    "trtllm_max_num_tokens": "max_num_tokens (TensorRT-LLM)",
 }
 
 # As a quiz option: "nobody: <short>".
@@ -99,6 +101,7 @@ LIMIT_SHORT: dict[str, str] = {
     "trtllm_kv_blocks_to_completion": "the head's blocks to completion do not fit beside the others' reservations",
     "trtllm_kv_blocks_next_step": "the pool lacks the head's next-step blocks, and nobody started can be paused",
     "trtllm_reuse_wait": "the head waits one step to reuse a block another request is computing now",
+    "trtllm_max_num_tokens": "the head's next chunk does not fit what the step leaves of max_num_tokens",
 }
 
 LIMIT_WHY: dict[str, str] = {
@@ -140,6 +143,9 @@ LIMIT_WHY: dict[str, str] = {
     "step's blocks, pausing the last started request to make room, and nobody is left to pause",
     "trtllm_reuse_wait": "TensorRT-LLM holds a prompt back one step when its first uncached block is being computed by "
     "another request in this pass, so that it can reuse that block next step",
+    "trtllm_max_num_tokens": "TensorRT-LLM's micro-batch scheduler takes the decodes first and cuts a prompt chunk to "
+    "a multiple of chunk_unit_size (or, without chunking, takes the prompt whole): what the step leaves of "
+    "max_num_tokens has no room for the head's",
 }
 
 VICTIM_RULES: dict[str, str] = {

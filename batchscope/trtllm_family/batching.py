@@ -39,7 +39,7 @@ class TrtllmBatching(PlanBatching):
         "kv_blocks_to_completion": "trtllm_kv_blocks_to_completion",
         "kv_blocks_next_step": "trtllm_kv_blocks_next_step",
         "max_batch_size": "max_num_seqs",
-        "max_num_tokens": "token_budget",
+        "max_num_tokens": "trtllm_max_num_tokens",
         "static_batch_running": "static_batch_running",
         "reuse_wait": "trtllm_reuse_wait",
         "paused": "preempted_this_step",  # the head was itself paused in this step

@@ -28,9 +28,10 @@ from batchscope.steplog.inference import infer_all
 from batchscope.steplog.metrics import summarize
 from batchscope.steplog.view import TraceView
 
-# batchscope.steplog.inference rebuilds the vLLM-style schedulers' decisions (static, continuous); SGLang's traces
-# record theirs, which tests_sglang checks against SGLang's own scheduler.
-VLLM_STYLE = [p for p in RECORDED_TRACES if not p.stem.endswith("-sglang")]
+# batchscope.steplog.inference rebuilds the vLLM-style schedulers' decisions (static, continuous); the other families'
+# traces record theirs, which their own references check (tests_sglang: SGLang's scheduler; tests/tgi, tests/trtllm
+# and the engine's replays of TGI's and NVIDIA's schedules).
+VLLM_STYLE = [p for p in RECORDED_TRACES if trace.read(p)[0]["policy"] in ("static", "continuous")]
 
 VARIANTS = {
     "as recorded": {},

@@ -48,7 +48,8 @@ def expected(header: dict, steps: list[dict]) -> list[dict | None]:
         state = {r: "not arrived" for r in ids if seen.get(r, n + 1) > n}
         if s:
             state |= {r: "waiting" for r in s["waiting"]} | {r: "running" for r in s["running"]}
-            state |= {r: "retracted" if header["policy"] == "sglang" else "preempted" for r in s["preempted"]}
+            word = {"sglang": "retracted", "trtllm": "paused"}.get(header["policy"], "preempted")  # each engine's verb
+            state |= {r: word for r in s["preempted"]}
         state |= {r: word for r, (_, word) in ended.items()}
         out.append({"record": s, "state": {r: state.get(r, "") for r in ids}, "ended": dict(ended)})
     return out

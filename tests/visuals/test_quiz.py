@@ -110,8 +110,16 @@ class Raw:
             return left <= 0
         if limit in ("kv_blocks", "kv_blocks_full_prompt"):
             return self.kv_need(k, head, left) > st["kv"]["num_blocks"] - st["kv"]["num_used_blocks"]
-        if limit.startswith("sglang_"):  # SGLang's limits: tests_sglang checks these traces against SGLang itself
-            head = st["decisions"]["head"]  # here: the record names it and its numbers show the hold
+        if limit == "tgi_kv_blocks_lifetime":  # TGI's free list, from the pool: usable blocks (block 0 is TGI's own)
+            kv, head_rec = st["kv"], st["decisions"]["head"]  # less those in tables and those the cache holds
+            free = kv["num_blocks"] - 1 - kv["num_used_blocks"] - len(kv["cached_free_blocks"])
+            spec = next(r for r in self.header["requests"] if r["request_id"] == head)
+            lifetime = -(-(spec["num_prompt_tokens"] + spec["max_tokens"] - 1) // self.cfg["block_size"])
+            if "need" not in head_rec:  # a radix allocation that failed: TGI reclaimed first, so the need was above
+                return lifetime > free  # the free list whatever the cached prefix
+            return head_rec["left"] <= free and head_rec["need"] <= lifetime and head_rec["need"] > free
+        if limit.startswith(("sglang_", "tgi_", "trtllm_")):  # the other families' limits: their own references check
+            head = st["decisions"]["head"]  # these traces' schedules; here: the record names it, its numbers show it
             return head["limit"] == limit and not st["admitted"] and head.get("need", 1) >= head.get("left", 0)
         return limit == "static_batch_running" and self.header["policy"] == "static"
 
