@@ -6,6 +6,7 @@ listed in ``glossary_serving`` and come last, after SGLang's scheduler's (``glos
 from __future__ import annotations
 
 from batchscope.glossary import finders as gf
+from batchscope.glossary.reserving import RESERVING_TERMS
 from batchscope.glossary.serving import SERVING_TERMS
 from batchscope.glossary.sglang import SGLANG_TERMS
 from batchscope.glossary.term import Key, Term
@@ -204,5 +205,6 @@ TERMS = (
         (SIXTEEN_C,),
     ),
     *SGLANG_TERMS,  # SGLang's scheduler: radix cache, prefill first, estimated output, retraction, the ratio
+    *RESERVING_TERMS,  # TGI's and TensorRT-LLM's: whole-lifetime reservation, in-flight batching, policies, pause
     *SERVING_TERMS,  # the memory and serving terms: KV bytes, fragmentation, memory-bound decode, GQA, ...
 )

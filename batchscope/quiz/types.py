@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batchscope.explain.stories import STORIES
+from batchscope.steplog.reasons import run_name
 from batchscope.steplog.view import TraceView
 
 
@@ -117,7 +118,7 @@ def show_me(view: TraceView, step: int) -> Target:
         extra = {} if scenario == "seed-abcd" else {"story": story.scenario}
         return Target("walkthrough", {**extra, "policy": view.policy, "step": str(step)})
     if source == "recorded" and scenario:
-        return Target("trace", {"scenario": scenario, "policy": view.policy, "step": str(step)})
+        return Target("trace", {"scenario": scenario, "policy": run_name(view.header), "step": str(step)})
     if source == "live":
         return Target("trace", {"live": getattr(view, "filename", "") or view.policy, "step": str(step)})
     return Target("")

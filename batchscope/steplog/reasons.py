@@ -241,6 +241,13 @@ POLICY_HEADINGS = {
 }  # a policy as a heading names it ("sglang" capitalised read "Sglang")
 
 
+def run_name(header: Mapping[str, Any]) -> str:
+    """The name a shipped run of a scenario goes by (its file ``SCENARIO-NAME.jsonl``, the app's ``?policy=``): the
+    batching mode, and for TensorRT-LLM a capacity policy other than its default (``trtllm_max_utilization``)."""
+    policy, capacity = header.get("policy", ""), header.get("config", {}).get("capacity_policy")
+    return f"{policy}_{capacity}" if policy == "trtllm" and capacity not in (None, "guaranteed_no_evict") else policy
+
+
 def policy_heading(policy: str) -> str:
     """``policy`` as a side's heading says it: ``SGLang`` for the SGLang family, else the policy itself."""
     return POLICY_HEADINGS.get(policy, policy)

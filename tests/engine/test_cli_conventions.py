@@ -102,7 +102,7 @@ def test_help_shows_defaults_and_an_example_per_command_and_version():
         assert code == 0 and "example" in out and "python -m batchscope " + command in out, command
     _, out, _ = cli("run", "--help")
     assert "(default: continuous)" in out and "(default: SmolLM2-135M-Instruct)" in out
-    assert "--batching {continuous,static,sglang}" in out and "alias of --batching" in out
+    assert "--batching {continuous,static,sglang,tgi,trtllm}" in out and "alias of --batching" in out
     code, out, _ = cli("--version")
     assert code == 0 and out.startswith("batchscope ")
 

@@ -17,7 +17,9 @@ from batchscope.steplog.view import TraceView
 
 KEYS = [(sc, p) for sc in ("seed-abcd", "preemption", "sixteen", "shared-prefix") for p in ("continuous", "static")]
 KEYS.append(("vllm-vs-sglang", "sglang"))  # SGLang's scheduler's terms
+KEYS += [("four-engines", p) for p in ("tgi", "trtllm", "trtllm_max_utilization")]  # TGI's and TensorRT-LLM's
 SGLANG = ("radix_cache", "prefill_first", "reserved_output", "retraction", "new_token_ratio", "sglang_metrics")
+RESERVING = ("lifetime_reservation", "in_flight_batching", "capacity_policy", "pause")
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +49,8 @@ def visible(term: str, records: list[dict], k: int, other: list[dict] | None = N
     tables = st["kv"]["block_tables"]
     if term in SGLANG:
         return sglang_visible(term, records, k)
+    if term in RESERVING:
+        return reserving_visible(term, records, k)
     checks = {
         "request": lambda: bool(st["admitted"]),
         "prefill": lambda: any(s["kind"] == "prefill" for s in sched),
@@ -78,6 +82,33 @@ def visible(term: str, records: list[dict], k: int, other: list[dict] | None = N
     return checks[term]()
 
 
+def reserving_visible(term: str, records: list[dict], k: int) -> bool:
+    """TGI's and TensorRT-LLM's terms in step ``k``, read from the lines: an admission whose table holds more blocks
+    than its prompt needs (TGI's lifetime), a prompt admitted while others decode in the same forward, the head held
+    while free blocks would hold its prompt (blocks to completion), a request sent back to the queue."""
+    header, steps = records[0], step_records(records)
+    st, bs = steps[k], header["config"]["block_size"]
+    plen = {r["request_id"]: r["num_prompt_tokens"] for r in header["requests"]}
+    tables = st["kv"]["block_tables"]
+    checks = {
+        "lifetime_reservation": lambda: (
+            header["policy"] == "tgi" and any(len(tables[r]) > -(-plen[r] // bs) for r in st["admitted"])
+        ),
+        "in_flight_batching": lambda: (
+            header["policy"] == "trtllm"
+            and bool(st["admitted"])
+            and any(s["kind"] == "decode" for s in st["scheduled"])
+        ),
+        "capacity_policy": lambda: (
+            header["policy"] == "trtllm"
+            and bool(st["waiting"])
+            and st["kv"]["num_blocks"] - st["kv"]["num_used_blocks"] >= -(-plen[st["waiting"][0]] // bs)
+        ),
+        "pause": lambda: header["policy"] == "trtllm" and bool(st["preempted"]),
+    }
+    return checks[term]()
+
+
 def sglang_visible(term: str, records: list[dict], k: int) -> bool:
     """SGLang's terms in step ``k`` of an sglang trace, read from its lines: a prefix hit, a step that runs only
     prompts while running requests wait, the head held by its output estimate, a retraction, the ratio going up
@@ -105,7 +136,7 @@ def sglang_visible(term: str, records: list[dict], k: int) -> bool:
 
 def test_every_see_it_link_lands_on_a_step_where_the_term_is_visible(views):
     found = dict(entries(views))
-    assert len(found) == len(TERMS) == 19 + len(SERVING) + len(SGLANG)
+    assert len(found) == len(TERMS) == 19 + len(SERVING) + len(SGLANG) + len(RESERVING)
     for term, where in found.items():
         assert where is not None, term.key
         url = urlparse(where.target.url)
