@@ -209,6 +209,7 @@ def test_export_then_import_gives_back_the_same_trace_and_a_bad_file_is_refused(
     original = trace.read(RECORDED / "seed-abcd-continuous.jsonl")
     assert trace.read(exported) == trace.read(RECORDED / dl.value.suggested_filename)
     page.locator(".st-key-trace-choice").click()
+    page.keyboard.type("upload a file")  # the list is long (every shipped run): filter it, as a user would
     page.get_by_role("option", name="upload a file").click()
     bad = tmp_path / "bad.jsonl"
     lines = exported.read_text().splitlines()
@@ -233,6 +234,7 @@ def test_a_vllm_tracer_trace_opens_with_its_provenance(browser, server, tmp_path
     page = open_page(browser, server + "/trace")
     player_frame(page, min_charts=4)
     page.locator(".st-key-trace-choice").click()
+    page.keyboard.type("upload a file")  # the list is long (every shipped run): filter it, as a user would
     page.get_by_role("option", name="upload a file").click()
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(packed))
     page.get_by_text("vLLM 0.33.0 server, model-free").first.wait_for()
@@ -284,6 +286,7 @@ def test_compare_page_takes_an_uploaded_trace_and_refuses_another_workload(brows
     page.get_by_role("button", name="Choose the pair and the runs").click()  # the pickers' popover
     page.locator(".st-key-lock-b-batching").click()  # run B's picker of the static vs continuous pair
     page.locator(".st-key-lock-b-batching input").press_sequentially("upload")  # the list shows its first options
+    page.keyboard.type("upload a file")  # the list is long (every shipped run): filter it, as a user would
     page.get_by_role("option", name="upload a file").click()
     page.get_by_text("Upload the trace to compare").wait_for()
     upload = page.locator(".st-key-lock-b-upload [data-testid='stFileUploaderDropzoneInput']")
