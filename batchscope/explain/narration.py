@@ -11,12 +11,12 @@ from __future__ import annotations
 from batchscope.explain import narration_reserve, narration_sglang
 from batchscope.explain.checklist import binding_reason
 from batchscope.explain.narration_cache import eviction
-from batchscope.explain.narration_finish import ending_sentences, handed_on_sentence
+from batchscope.explain.narration_finish import comeback_clause, ending_sentences, handed_on_sentence
 from batchscope.explain.narration_spec import draft_phrase
 from batchscope.explain.words import article, join, plural
 from batchscope.facts.blocks import freed_blocks, held_after
 from batchscope.facts.vocabulary import eviction as engine_words
-from batchscope.steplog.decisions import comeback, decisions, kv_high_before, resumption
+from batchscope.steplog.decisions import decisions, kv_high_before, resumption
 from batchscope.steplog.reasons import VICTIM_RULES, cache_name, pool_unit, queue_order
 from batchscope.steplog.records import AdmissionRecord, PreemptionRecord, ScheduledRecord
 from batchscope.steplog.spec_decode import num_drafts
@@ -256,17 +256,8 @@ def _preemption(view: TraceView, step: int, p: PreemptionRecord) -> str:
         f"({plural(dropped, 'token')} of K/V) were given back and it returned to the waiting queue."
     )
     text += handed_on_sentence(view, step, victim)
-    back = comeback(view, step, victim)
-    if back is not None and dropped:
-        k, a = back
-        hit = min(a["num_prefix_hit_tokens"], dropped)
-        text += (
-            f" When it is admitted again at step {view.step_number(k)}, {hit} of those tokens are found in the "
-            f"prefix cache and {a['num_recompute_tokens']} are recomputed."
-            if hit
-            else f" When it is admitted again at step {view.step_number(k)}, all {dropped} are recomputed."
-        )
-    return text
+    clause = comeback_clause(view, step, victim, dropped, "prefix cache")
+    return text + (f" {clause[0].upper()}{clause[1:]}." if clause else "")
 
 
 def _arrived_together(view: TraceView, admitted: list[str]) -> list[str]:

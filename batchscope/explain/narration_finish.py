@@ -13,6 +13,7 @@ from __future__ import annotations
 from batchscope.explain.words import join, plural
 from batchscope.facts import facts
 from batchscope.facts.blocks import Release, releases
+from batchscope.steplog.decisions import comeback
 from batchscope.steplog.finishes import aborted_before
 from batchscope.steplog.reasons import ABORT_STATES, abort_cause, pool_unit
 from batchscope.steplog.records import FinishedRecord
@@ -95,3 +96,18 @@ def handed_on_sentence(view: TraceView, step: int, victim: str) -> str:
         f"{join(tuple(str(b) for b in blocks))})."
         for taker, blocks in facts(view).pool(step).handed_on.get(victim, {}).items()
     )
+
+
+def comeback_clause(view: TraceView, step: int, request_id: str, dropped: int, cache: str) -> str:
+    """What an eviction's comeback costs, as a clause: "when it is admitted again at step 66, 43 of those tokens are
+    found in the radix cache and 49 are recomputed" (or "all 92 are recomputed"); "" if it never comes back or held
+    nothing. ``cache``: the engine's name for its prefix cache. One wording for every engine's eviction."""
+    back = comeback(view, step, request_id)
+    if back is None or not dropped:
+        return ""
+    k, a = back
+    hit = min(a["num_prefix_hit_tokens"], dropped)
+    at = f"when it is admitted again at step {view.step_number(k)}"
+    if hit:
+        return f"{at}, {hit} of those tokens are found in the {cache} and {a['num_recompute_tokens']} are recomputed"
+    return f"{at}, all {dropped} are recomputed"

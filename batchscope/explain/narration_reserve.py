@@ -14,8 +14,9 @@ step's ``decisions`` (``batchscope.scheduling.plan_batching`` writes them where 
 
 from __future__ import annotations
 
+from batchscope.explain.narration_finish import comeback_clause
 from batchscope.explain.words import join, plural
-from batchscope.steplog.decisions import comeback, decisions
+from batchscope.steplog.decisions import decisions
 from batchscope.steplog.records import AdmissionRecord, PreemptionRecord
 from batchscope.steplog.view import TraceView
 
@@ -74,14 +75,6 @@ def pause(view: TraceView, step: int, p: PreemptionRecord) -> str | None:
         f"{plural(p['num_dropped_blocks'], 'block')} ({plural(dropped, 'token')} of K/V) go back to the pool; its "
         "output so far is folded into its prompt"
     )
-    back = comeback(view, step, rid)
-    if back is not None and dropped:
-        k, a = back
-        hit = min(a["num_prefix_hit_tokens"], dropped)
-        text += (
-            f"; when it is admitted again at step {view.step_number(k)}, {hit} of those tokens are found in the "
-            f"prefix cache and {a['num_recompute_tokens']} are recomputed"
-            if hit
-            else f"; when it is admitted again at step {view.step_number(k)}, all {dropped} are recomputed"
-        )
+    clause = comeback_clause(view, step, rid, dropped, "prefix cache")
+    text += f"; {clause}" if clause else ""
     return text + "."

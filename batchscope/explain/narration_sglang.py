@@ -9,9 +9,9 @@ decodes that ran inside a prefill batch (``--enable-mixed-chunk``) and what each
 
 from __future__ import annotations
 
-from batchscope.explain.narration_finish import handed_on_sentence
+from batchscope.explain.narration_finish import comeback_clause, handed_on_sentence
 from batchscope.explain.words import join
-from batchscope.steplog.decisions import comeback, decisions
+from batchscope.steplog.decisions import decisions
 from batchscope.steplog.metric_names import family
 from batchscope.steplog.reasons import (
     FIXED_LENGTH,
@@ -79,14 +79,6 @@ def retraction(view: TraceView, step: int, p: PreemptionRecord) -> str | None:
         f"{rid} is retracted: {RETRACTION_CAUSE} ({need} tokens needed, {free} free), so it goes back to the waiting "
         f"queue ({dropped} tokens of K/V{kept})"
     )
-    back = comeback(view, step, rid)
-    if back is not None and dropped:
-        k, a = back
-        hit = min(a["num_prefix_hit_tokens"], dropped)
-        text += (
-            f"; when it is admitted again at step {view.step_number(k)}, {hit} of those tokens are found in the "
-            f"radix cache and {a['num_recompute_tokens']} are recomputed"
-            if hit
-            else f"; when it is admitted again at step {view.step_number(k)}, all {dropped} are recomputed"
-        )
+    clause = comeback_clause(view, step, rid, dropped, "radix cache")
+    text += f"; {clause}" if clause else ""
     return text + f". {rid} was picked by {VICTIM_RULES[p['rule']]}." + handed_on_sentence(view, step, rid)
