@@ -8,6 +8,7 @@ import json
 import warnings
 from pathlib import Path
 
+import torch
 from conftest import step_records
 
 from batchscope.engine.config import EngineConfig
@@ -121,3 +122,16 @@ class ScriptedModel:
 
     def release(self, request_id):
         pass
+
+
+def random_prompts(lengths: tuple[int, ...], seed: int) -> list[list[int]]:
+    """Prompts of random token ids (2-127, below every test model's vocabulary), one per length, reproducible."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(2, 128, (n,), generator=g).tolist() for n in lengths]
+
+
+def shared_stems() -> list[tuple[list[int], int]]:
+    """(prompt, max_tokens): a 22-token stem before four prompts, and the stem alone twice: whole-block prefix hits
+    and exact repeats (the reserving families' greedy-parity workload)."""
+    stem, *rest = random_prompts((22, 5, 13, 3, 9), 1)
+    return [(stem + p, m) for p, m in zip(rest, (10, 6, 14, 8))] + [(list(stem), 7), (list(stem), 5)]

@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from conftest import hf_greedy, step_records
-from fakes import FakeRunner
+from fakes import FakeRunner, shared_stems
 
 from batchscope.engine.batching import validate_config
 from batchscope.engine.config import ConfigError, EngineConfig
@@ -120,17 +119,6 @@ def test_settings_it_cannot_take_fail_in_one_line():
         validate_config(EngineConfig(batching="tgi", waiting_served_ratio=9.0))
     with pytest.raises(ConfigError, match=r"max_waiting_tokens=-1 is out of range: an integer in \[0, 4096\]"):
         validate_config(EngineConfig(batching="tgi", max_waiting_tokens=-1))
-
-
-def _prompts(lengths: tuple[int, ...], seed: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randint(2, 128, (n,), generator=g).tolist() for n in lengths]
-
-
-def shared_stems() -> list[tuple[list[int], int]]:
-    """A 22-token stem before four prompts, and the stem alone: whole-block prefix hits, an exact repeat."""
-    stem, *rest = _prompts((22, 5, 13, 3, 9), 1)
-    return [(stem + p, m) for p, m in zip(rest, (10, 6, 14, 8))] + [(list(stem), 7), (list(stem), 5)]
 
 
 PARITY = {

@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from conftest import hf_greedy, step_records
-from fakes import FakeRunner
+from fakes import FakeRunner, shared_stems
 from trtllm.trtllm_vectors import tokens_of
 
 from batchscope.engine.batching import validate_config
@@ -91,16 +90,6 @@ def test_settings_it_cannot_take_fail_in_one_line():
     cfg = EngineConfig(batching="trtllm", block_size=4, num_kv_blocks=4)
     with pytest.raises(RequestError, match=r"needs 5 KV blocks .* reserves prompt \+ max_tokens tokens to completion"):
         LLMEngine(FakeRunner(), cfg).run([Request("A", [5] * 10, SamplingParams(max_tokens=7))])
-
-
-def _prompts(lengths: tuple[int, ...], seed: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randint(2, 128, (n,), generator=g).tolist() for n in lengths]
-
-
-def shared_stems() -> list[tuple[list[int], int]]:
-    stem, *rest = _prompts((22, 5, 13, 3, 9), 1)
-    return [(stem + p, m) for p, m in zip(rest, (10, 6, 14, 8))] + [(list(stem), 7), (list(stem), 5)]
 
 
 PARITY = {
