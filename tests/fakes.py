@@ -135,3 +135,11 @@ def shared_stems() -> list[tuple[list[int], int]]:
     and exact repeats (the reserving families' greedy-parity workload)."""
     stem, *rest = random_prompts((22, 5, 13, 3, 9), 1)
     return [(stem + p, m) for p, m in zip(rest, (10, 6, 14, 8))] + [(list(stem), 7), (list(stem), 5)]
+
+
+def stem_requests(workload: list[tuple[list[int], int]]) -> list[Request]:
+    """``shared_stems``' workload as requests r0, r1, ...: fixed lengths (ignore_eos), arriving over steps 0-2."""
+    return [
+        Request(f"r{i}", p, SamplingParams(max_tokens=m, ignore_eos=True), arrival_step=i % 3)
+        for i, (p, m) in enumerate(workload)
+    ]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import hf_greedy, step_records
-from fakes import FakeRunner, shared_stems
+from fakes import FakeRunner, shared_stems, stem_requests
 
 from batchscope.engine.batching import validate_config
 from batchscope.engine.config import ConfigError, EngineConfig
@@ -134,10 +134,7 @@ def test_greedy_matches_generate(tiny_model, name):
     request's greedy tokens are ``generate``'s."""
     workload = shared_stems()
     cfg = EngineConfig(batching="tgi", block_size=4, max_num_seqs=4, **PARITY[name])
-    reqs = [
-        Request(f"r{i}", p, SamplingParams(max_tokens=m, ignore_eos=True), arrival_step=i % 3)
-        for i, (p, m) in enumerate(workload)
-    ]
+    reqs = stem_requests(workload)
     records = LLMEngine(ModelRunner(tiny_model, cfg), cfg).run(reqs)
     steps = step_records(records)
     outputs = {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import hf_greedy, step_records
-from fakes import FakeRunner, shared_stems
+from fakes import FakeRunner, shared_stems, stem_requests
 from trtllm.trtllm_vectors import tokens_of
 
 from batchscope.engine.batching import validate_config
@@ -108,10 +108,7 @@ def test_greedy_matches_generate(tiny_model, name):
     cfg = EngineConfig(
         batching="trtllm", block_size=4, max_num_seqs=4, num_kv_blocks=12, max_num_batched_tokens=16, **PARITY[name]
     )
-    reqs = [
-        Request(f"r{i}", p, SamplingParams(max_tokens=m, ignore_eos=True), arrival_step=i % 3)
-        for i, (p, m) in enumerate(workload)
-    ]
+    reqs = stem_requests(workload)
     records = LLMEngine(ModelRunner(tiny_model, cfg), cfg).run(reqs)
     steps = step_records(records)
     outputs = {r["request_id"]: r["output_token_ids"] for r in records[-1]["requests"]}
