@@ -31,32 +31,24 @@ def free_port() -> int:
 
 @contextmanager
 def streamlit_app(
-    env: dict[str, str] | None = None, timeout_s: float = 90, extra: tuple[str, ...] = (), root: Path = ROOT
+    env: dict[str, str] | None = None,
+    timeout_s: float = 90,
+    extra: tuple[str, ...] = (),
+    root: Path = ROOT,
+    as_make_app: bool = False,
 ) -> Iterator[str]:
     """Run the app until the block ends; yields its URL once ``/_stcore/health`` answers ``ok`` (polled, at most
     ``timeout_s`` seconds). ``env``: added to this process's environment (offline Hugging Face always);
     ``extra``: more ``streamlit run`` options; ``root``: the tree whose app runs (another commit's, to
-    compare). Raises RuntimeError with the end of the server's output if it does not start."""
+    compare); ``as_make_app``: started exactly as ``make app`` starts it, every setting from the tree's
+    ``.streamlit/config.toml`` (only the port, the loopback address and headless are given), for measurements;
+    otherwise the file watcher and usage statistics are off whatever the tree's config says (an older commit's).
+    Raises RuntimeError with the end of the server's output if it does not start."""
     port = free_port()
     script = APP if (root / APP).exists() else "app.py"  # a commit from before the one package had a root app.py
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        script,
-        "--server.headless",
-        "true",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--server.fileWatcherType",
-        "none",
-        "--browser.gatherUsageStats",
-        "false",
-        *extra,
-    ]
+    where = ["--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1"]
+    quiet = [] if as_make_app else ["--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"]
+    cmd = [sys.executable, "-m", "streamlit", "run", script, *where, *quiet, *extra]
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
             cmd, cwd=root, env={**os.environ, **OFFLINE, **(env or {})}, stdout=log, stderr=subprocess.STDOUT
