@@ -1,5 +1,5 @@
 """Print the README's "which engine wins when" table: the four-engines scenario's shipped traces (one workload, one
-pool, five schedulers), measured on the step clock from ``batchscope.steplog.metrics.summarize`` (the figures every
+pool, six schedulers), measured on the step clock from ``batchscope.steplog.metrics.summarize`` (the figures every
 view shows). Usage: python scripts/four_engines.py [scenario]"""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from batchscope.steplog.metrics import summarize
 from batchscope.steplog.trace import read
 
 TRACES = Path(__file__).resolve().parents[1] / "batchscope" / "assets" / "traces"
-RUNS = ("continuous", "sglang", "tgi", "trtllm", "trtllm_max_utilization")
+RUNS = ("continuous", "sglang", "tgi", "tgi_no_chunking", "trtllm", "trtllm_max_utilization")
 ROWS = (  # label, summary key, statistic (None: a plain value), format
     ("steps", "num_steps", None, "{:.0f}"),
     ("mean TTFT (steps)", "ttft_steps", "mean", "{:.1f}"),

@@ -3,7 +3,8 @@
 # a run whose step times show CPU contention writes nothing and stops the script (exit 3): re-run on a quiet machine.
 # SGLang's scheduler (--batching sglang) is recorded for the scenarios that ship its trace: not every scenario's
 # settings are SGLang's (the priority queue); tests_sglang checks each against SGLang's own scheduler. The same for
-# TGI's and TensorRT-LLM's families (four-engines), and TensorRT-LLM's MAX_UTILIZATION policy where it ships.
+# TGI's and TensorRT-LLM's families (four-engines), and TensorRT-LLM's MAX_UTILIZATION policy and TGI without
+# prefill chunking where they ship.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for scenario in $(python -m batchscope scenarios | cut -d' ' -f1); do
@@ -17,5 +18,10 @@ for scenario in $(python -m batchscope scenarios | cut -d' ' -f1); do
   if [ -e "batchscope/assets/traces/$scenario-trtllm_max_utilization.jsonl" ]; then
     python -m batchscope run --scenario "$scenario" --batching trtllm --capacity-policy max_utilization --strict-timing \
       --force --out "batchscope/assets/traces/$scenario-trtllm_max_utilization.jsonl"
+  fi
+  # TGI without prefill chunking: a whole prompt must fit the prefill budget, so that run has a budget of 64 tokens
+  if [ -e "batchscope/assets/traces/$scenario-tgi_no_chunking.jsonl" ]; then
+    python -m batchscope run --scenario "$scenario" --batching tgi --no-chunked-prefill --max-num-batched-tokens 64 \
+      --strict-timing --force --out "batchscope/assets/traces/$scenario-tgi_no_chunking.jsonl"
   fi
 done

@@ -26,8 +26,9 @@ FAMILIES = ("continuous", "sglang")  # vLLM's scheduler and SGLang's: the scenar
 
 
 # Runs shipped only for some scenarios (a family's scheduler does not take every scenario's settings, e.g. the priority
-# queue): a batching mode, or a mode and one of its settings (TensorRT-LLM's MAX_UTILIZATION policy)
-SOME_SCENARIOS = ("sglang", "tgi", "trtllm", "trtllm_max_utilization")
+# queue): a batching mode, or a mode and one of its settings (TensorRT-LLM's MAX_UTILIZATION policy, TGI without
+# prefill chunking): batchscope.steplog.reasons.run_name names them
+SOME_SCENARIOS = ("sglang", "tgi", "tgi_no_chunking", "trtllm", "trtllm_max_utilization")
 
 
 def recorded_policies(scenario: str) -> tuple[str, ...]:

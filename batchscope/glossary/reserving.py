@@ -1,7 +1,8 @@
 """The glossary's terms of the engines that reserve KV memory when they admit a request: TGI's whole-lifetime
-allocation, TensorRT-LLM's in-flight batching, its capacity policies and its pause. Each is found in the
-``four-engines`` traces by a rule over their decision records (admissions with the blocks they were given, the head's
-limit, pauses), never by a step number."""
+allocation and the two knobs that decide when it stalls running requests for a new prompt, TensorRT-LLM's in-flight
+batching, its capacity policies, its pause and its max_num_tokens. Each is found in the ``four-engines`` traces by a
+rule over their decision records (admissions with the blocks they were given, the head's limit, pauses, the router's
+own call), never by a step number."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from batchscope.steplog.view import TraceView
 TGI_HOME = (("four-engines", "tgi"),)
 TRTLLM_HOME = (("four-engines", "trtllm"),)
 PAUSE_HOME = (("four-engines", "trtllm_max_utilization"),)
+STALL_HOME = (("four-engines", "tgi_no_chunking"),)
 
 
 def _first(view: TraceView, test) -> Found:
@@ -71,6 +73,51 @@ def pause(view: TraceView) -> Found:
     return _first(view, test)
 
 
+def min_size(view: TraceView) -> Found:
+    """The first TGI step without chunking where the router computed a minimum size for a new batch."""
+
+    def test(k: int, d: dict) -> str | None:
+        call = d.get("scheduling_call", {})
+        if view.policy != "tgi" or call.get("min_size") is None or not call.get("queue"):
+            return None
+        ratio, running = view.header["config"].get("waiting_served_ratio"), call["batch_size"]
+        size = call["min_size"]
+        rule = f"⌊{running} running × {ratio}⌋ = {size}"
+        if size == 0:
+            return f"{rule}: any new batch may stall the running one"
+        return f"{rule}: {call['queue'][0]} may start only in a batch of at least {size}"
+
+    return _first(view, test)
+
+
+def waited_enough(view: TraceView) -> Found:
+    """The first TGI step whose new batch stalls the running requests because they had waited max_waiting_tokens."""
+
+    def test(k: int, d: dict) -> str | None:
+        call, stalled = d.get("scheduling_call", {}), d.get("batch", {}).get("decodes_waiting")
+        if view.policy != "tgi" or not stalled or call.get("min_size", 0) is not None:
+            return None
+        return (
+            f"{', '.join(a['request_id'] for a in d.get('admissions', []))} is prefilled alone after "
+            f"{call['waiting_tokens']} decode steps: {', '.join(stalled)} "
+            f"{'waits' if len(stalled) == 1 else 'wait'} this step"
+        )
+
+    return _first(view, test)
+
+
+def token_cap(view: TraceView) -> Found:
+    """The first TensorRT-LLM step whose micro-batch stops at max_num_tokens."""
+
+    def test(k: int, d: dict) -> str | None:
+        head = d.get("head", {})
+        if head.get("limit") != "trtllm_max_num_tokens":
+            return None
+        return f"{head['request_id']} may hold blocks but its chunk does not fit this forward's max_num_tokens"
+
+    return _first(view, test)
+
+
 RESERVING_TERMS = (
     Term(
         "lifetime_reservation",
@@ -122,6 +169,45 @@ RESERVING_TERMS = (
         ),
         "resumed prompt = prompt + generated; max_tokens left = max_tokens − generated",
         pause,
+        PAUSE_HOME,
+    ),
+    Term(
+        "waiting_served_ratio",
+        "waiting_served_ratio (TGI)",
+        (
+            "Without prefill chunking TGI prefills a new batch alone, and every running request waits that step (a "
+            "stall). So that a lone late request does not stall a big batch, the router asks for a new batch of at "
+            "least ⌊running × waiting_served_ratio⌋ requests (its min_size; default ratio 0.3), unless the running "
+            "batch has waited max_waiting_tokens steps. With chunking on, a new batch joins the running one instead "
+            "and nothing stalls."
+        ),
+        "min_size = ⌊running requests × waiting_served_ratio⌋",
+        min_size,
+        STALL_HOME,
+    ),
+    Term(
+        "max_waiting_tokens",
+        "max_waiting_tokens (TGI)",
+        (
+            "The steps TGI's running batch decodes before the router drops min_size and prefills whatever waits, "
+            "stalling the running requests for that step (default 20). The router counts one per decode forward "
+            "since the last new batch: a small value admits sooner and stalls more often, a large one lets waiting "
+            "requests' TTFT grow."
+        ),
+        "decode steps since the last new batch ≥ max_waiting_tokens → min_size dropped",
+        waited_enough,
+        STALL_HOME,
+    ),
+    Term(
+        "max_num_tokens",
+        "max_num_tokens (TensorRT-LLM)",
+        (
+            "The most tokens one TensorRT-LLM forward computes: decodes first, then prompt chunks in multiples of "
+            "chunk_unit_size until the next would pass it. A request the capacity scheduler let hold blocks can still "
+            "wait a step for room in the forward. vLLM's counterpart is max_num_batched_tokens."
+        ),
+        "decodes + Σ chunks ≤ max_num_tokens, chunks in multiples of chunk_unit_size",
+        token_cap,
         PAUSE_HOME,
     ),
 )

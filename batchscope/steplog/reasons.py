@@ -243,9 +243,15 @@ POLICY_HEADINGS = {
 
 def run_name(header: Mapping[str, Any]) -> str:
     """The name a shipped run of a scenario goes by (its file ``SCENARIO-NAME.jsonl``, the app's ``?policy=``): the
-    batching mode, and for TensorRT-LLM a capacity policy other than its default (``trtllm_max_utilization``)."""
-    policy, capacity = header.get("policy", ""), header.get("config", {}).get("capacity_policy")
-    return f"{policy}_{capacity}" if policy == "trtllm" and capacity not in (None, "guaranteed_no_evict") else policy
+    batching mode; for TensorRT-LLM a capacity policy other than its default (``trtllm_max_utilization``), for TGI
+    prefill chunking turned off (``tgi_no_chunking``: a new batch is prefilled alone while the running ones stall)."""
+    policy, config = header.get("policy", ""), header.get("config", {})
+    capacity = config.get("capacity_policy")
+    if policy == "trtllm" and capacity not in (None, "guaranteed_no_evict"):
+        return f"{policy}_{capacity}"
+    if policy == "tgi" and config.get("enable_chunked_prefill") is False:
+        return "tgi_no_chunking"
+    return policy
 
 
 def policy_heading(policy: str) -> str:

@@ -52,7 +52,7 @@ def test_drill_walks_the_trace_one_step_at_a_time():
 def test_glossary_lists_every_term_with_a_see_it_link():
     at = page("page_glossary")
     labels = [link.label for link in links(at)]
-    assert len(labels) == 35  # every term, prefix caching, SGLang's six and the four of TGI and TensorRT-LLM
+    assert len(labels) == 38  # every term, prefix caching, SGLang's six and the seven of TGI and TensorRT-LLM
     assert any(lb.startswith("See it: preemption (continuous), step 27") for lb in labels)
     assert any(lb.startswith("See it: shared-prefix (continuous), step 0") for lb in labels)
     assert any("TPOT = (E2E − TTFT) / (n − 1) = (11 − 4) / (8 − 1)" in m.value for m in at.markdown)

@@ -17,9 +17,17 @@ from batchscope.steplog.view import TraceView
 
 KEYS = [(sc, p) for sc in ("seed-abcd", "preemption", "sixteen", "shared-prefix") for p in ("continuous", "static")]
 KEYS.append(("vllm-vs-sglang", "sglang"))  # SGLang's scheduler's terms
-KEYS += [("four-engines", p) for p in ("tgi", "trtllm", "trtllm_max_utilization")]  # TGI's and TensorRT-LLM's
+KEYS += [("four-engines", p) for p in ("tgi", "tgi_no_chunking", "trtllm", "trtllm_max_utilization")]  # TGI's, TRT's
 SGLANG = ("radix_cache", "prefill_first", "reserved_output", "retraction", "new_token_ratio", "sglang_metrics")
-RESERVING = ("lifetime_reservation", "in_flight_batching", "capacity_policy", "pause")
+RESERVING = (
+    "lifetime_reservation",
+    "in_flight_batching",
+    "capacity_policy",
+    "pause",
+    "waiting_served_ratio",
+    "max_waiting_tokens",
+    "max_num_tokens",
+)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +95,8 @@ def reserving_visible(term: str, records: list[dict], k: int) -> bool:
     than its prompt needs (TGI's lifetime), a prompt admitted while others decode in the same forward, the head held
     while free blocks would hold its prompt (blocks to completion), a request sent back to the queue."""
     header, steps = records[0], step_records(records)
-    st, bs = steps[k], header["config"]["block_size"]
+    st, cfg = steps[k], header["config"]
+    bs = cfg["block_size"]
     plen = {r["request_id"]: r["num_prompt_tokens"] for r in header["requests"]}
     tables = st["kv"]["block_tables"]
     checks = {
@@ -105,6 +114,30 @@ def reserving_visible(term: str, records: list[dict], k: int) -> bool:
             and st["kv"]["num_blocks"] - st["kv"]["num_used_blocks"] >= -(-plen[st["waiting"][0]] // bs)
         ),
         "pause": lambda: header["policy"] == "trtllm" and bool(st["preempted"]),
+        # TGI without chunking, a request waits while others run: the router's min_size is ⌊running × ratio⌋ (in
+        # 32-bit floats, as TGI computes it; 0.3 × n is exact enough for the small n of a shipped trace)
+        "waiting_served_ratio": lambda: (
+            header["policy"] == "tgi"
+            and not cfg["enable_chunked_prefill"]
+            and bool(st["waiting"])
+            and bool(st["running"])
+            and st["decisions"]["scheduling_call"].get("min_size")
+            == int(len(set(st["running"]) - set(st["admitted"])) * cfg["waiting_served_ratio"])
+        ),
+        # a prompt runs while running requests do not, after at least max_waiting_tokens steps without a prefill
+        "max_waiting_tokens": lambda: (
+            header["policy"] == "tgi"
+            and any(s["kind"] == "prefill" for s in st["scheduled"])
+            and bool(set(st["running"]) - {s["request_id"] for s in st["scheduled"]})
+            and k - max((j for j in range(k) if any(s["kind"] == "prefill" for s in steps[j]["scheduled"])), default=0)
+            > cfg["max_waiting_tokens"]
+        ),
+        # a request waits while this forward's tokens leave less than one chunk unit of max_num_tokens
+        "max_num_tokens": lambda: (
+            header["policy"] == "trtllm"
+            and bool(st["waiting"])
+            and st["num_batched_tokens"] + cfg["chunk_unit_size"] > cfg["max_num_batched_tokens"]
+        ),
     }
     return checks[term]()
 
