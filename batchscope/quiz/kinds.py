@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from batchscope.quiz import memory as quiz_memory
 from batchscope.quiz import more as quiz_more
+from batchscope.quiz import reserving as quiz_reserving
 from batchscope.quiz import scheduling as quiz_sched
 from batchscope.quiz import sglang as quiz_sglang
 
@@ -29,6 +30,8 @@ KINDS: dict[str, Callable] = {
     "e2e": quiz_more.e2e,
     "batch_kind": quiz_sglang.batch_kind,
     "reserved_output": quiz_sglang.reserved_output,
+    "lifetime_blocks": quiz_reserving.lifetime_blocks,
+    "tgi_batch": quiz_reserving.tgi_batch,
 }
 
 KIND_TITLES = {
@@ -50,4 +53,6 @@ KIND_TITLES = {
     "e2e": "E2E latency",
     "batch_kind": "Prefill first (SGLang)",
     "reserved_output": "Reserved output (SGLang)",
+    "lifetime_blocks": "Whole-lifetime blocks (TGI)",
+    "tgi_batch": "Stall or join (TGI)",
 }

@@ -148,7 +148,9 @@ class Raw:
             return tuple(self.queue_at_start(k))
         if q.kind == "unused_budget":
             return self.cfg["max_num_batched_tokens"] - sum(s["num_tokens"] for s in st["scheduled"])
-        if q.kind == "batch_kind":  # SGLang: what the step's rows are
+        if q.kind == "lifetime_blocks":  # TGI: prompt + max_tokens - 1 tokens of blocks, cached ones included
+            return -(-(self.prompt[rid] + self.max_tokens[rid] - 1) // self.cfg["block_size"])
+        if q.kind in ("batch_kind", "tgi_batch"):  # SGLang's and TGI's: what the step's rows are
             kinds = {s["kind"] for s in st["scheduled"]}
             if kinds == {"prefill"}:
                 return "prefill alone"
@@ -242,7 +244,7 @@ def test_at_least_eight_kinds_across_the_shipped_scenarios():
             kinds.update(q.kind for q in questions(view, k))
     expected = {"admitted", "num_tokens", "kv_blocks", "samples", "preempted", "recompute", "finished"}
     expected |= {"unused_budget", "padding", "ttft", "tpot", "e2e", "prefix_hit", "queue_order"}
-    expected |= {"kv_memory", "fragmentation"}
+    expected |= {"kv_memory", "fragmentation", "lifetime_blocks", "tgi_batch"}
     assert expected <= set(kinds), kinds
 
 
