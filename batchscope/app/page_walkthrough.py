@@ -1,5 +1,6 @@
-"""Walkthrough: a story one step at a time, narrated from the log: continuous batching (seed-abcd) or SGLang's
-scheduler against vLLM's (vllm-vs-sglang); the stories are ``batchscope.explain.stories``."""
+"""Walkthrough: a story one step at a time, narrated from the log: continuous batching (seed-abcd), SGLang's
+scheduler against vLLM's (vllm-vs-sglang) or how much KV cache four engines reserve (four-engines); the stories are
+``batchscope.explain.stories``."""
 
 from __future__ import annotations
 

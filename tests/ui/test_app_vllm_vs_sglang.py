@@ -63,3 +63,14 @@ def test_the_glossary_links_sglang_terms_to_their_steps():
         assert f"**{name}**" in text, name
     links = [b for b in at.get("page_link") if "vllm-vs-sglang (sglang), step 3" in str(b.proto)]
     assert links, "prefill first should link to step 3 of the SGLang trace"
+
+
+def test_the_walkthrough_tells_how_much_each_engine_reserves():
+    """The four-engines story opens on vLLM's run and plays each engine's run its toggle names, with its own words:
+    TGI's whole-lifetime allocation in TGI's narration."""
+    at = page("page_walkthrough", story="four-engines")
+    assert player_payload(at)["views"][0]["policy"] == "continuous"
+    at.segmented_control(key="walk:policy:four-engines").set_value("tgi").run()
+    assert not at.exception, at.exception
+    p = player_payload(at)
+    assert p["views"][0]["policy"] == "tgi" and "whole lifetime" in _narration(p, 0, 0)
