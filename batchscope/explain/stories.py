@@ -53,21 +53,13 @@ RESERVING = Story(
     "How much to reserve: four engines, one tight pool",
     """
 When an engine admits a request it must decide how much KV cache to set aside for tokens not yet written, and it
-pays when the guess is wrong. The same four requests on one pool of 27 blocks of 8 tokens, under each engine's own
-rule (from least reserved to most), every step read from a real run's log:
-- **vLLM** reserves nothing beyond the next step's tokens: it admits eagerly and, when blocks run out, **preempts** a
-  request and computes its K/V again later.
-- **TensorRT-LLM, MAX_UTILIZATION** checks only the next step's blocks and **pauses** the last started request when
-  they run out: its output so far is folded into its prompt and computed again.
-- **SGLang** reserves an **estimate** of the output still to come (`new_token_ratio`) and **retracts** a request when
-  the estimate was too low.
-- **TensorRT-LLM, GUARANTEED_NO_EVICT** (its default) admits a request only if its blocks **to completion** fit
-  beside everyone else's: it never evicts, and the head waits sooner.
-- **TGI** allocates a request's **whole lifetime** at admission (prompt + max_tokens − 1 tokens): never preempted, but
-  the next request waits until those blocks come back; the block map marks the allocated, unwritten blocks *res*.
-- **TGI without prefill chunking** also prefills a new batch alone: the running requests **stall** that step.
-
-Watch TTFT against the tokens computed again in the counters; all four side by side on
+pays when the guess is wrong. The same four requests, one pool of 27 blocks of 8 tokens, each engine's own rule:
+**vLLM** reserves only the next step's tokens and **preempts** when blocks run out; TensorRT-LLM's
+**MAX_UTILIZATION** does the same and **pauses** the last started request; **SGLang** reserves an **estimate** of
+the output to come and **retracts** when it was too low; TensorRT-LLM's default **GUARANTEED_NO_EVICT** admits only
+if the blocks **to completion** fit, and **TGI** allocates the **whole lifetime** at admission (the block map's
+*res*): neither ever evicts, and the head waits longer. Without prefill chunking TGI also **stalls** the running
+requests while it prefills a new one. Watch TTFT against the tokens computed again; all four side by side on
 [Compare runs](/compare?scenario=four-engines&runs=4).
 """,
     ("continuous", "trtllm_max_utilization", "sglang", "trtllm", "tgi", "tgi_no_chunking"),
