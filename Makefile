@@ -37,7 +37,7 @@ export HF_HUB_OFFLINE := 1
 export PIP_NO_CACHE_DIR := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: app test test-fast test-main lint test-vllm test-sglang sysdeps traces case-tokens
+.PHONY: app test test-fast test-main lint test-vllm test-sglang sysdeps traces case-tokens docs
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -99,6 +99,11 @@ test-sglang: $(SGLANG_STAMP)
 sysdeps:
 	@command -v chromium >/dev/null && command -v shellcheck >/dev/null || \
 		(apt-get update -qq && apt-get install -y -qq chromium shellcheck >/dev/null)
+
+# The docs site (mkdocs.yml: docs/ into build/docs/, strict, offline; open build/docs/index.html). The test suite
+# builds it too (tests/project/test_docs_site.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 traces: $(STAMP)
 	PATH=$(VENV)/bin:$$PATH bash scripts/record-traces.sh

@@ -6,11 +6,15 @@ self-contained player of ``html`` (plotly.js and the data inlined, the scenario'
 mode with ``?present=1``); ``glossary.html`` is the app's glossary, each term with its "see it" link to the step of
 a player where it happens (``batchscope.glossary.entries``). With ``--all-runs``, ``SCENARIO-all.html`` plays every
 run recorded for a scenario that has 3 or 4 (static, continuous, sglang, ...: sides A, B, C, D) on one step clock,
-linked from its card. Every page opens from ``file://`` or any static web space; links are relative.
+linked from its card. With ``--docs DIR`` (a docs site ``make docs`` built, ``build/docs``), the docs are copied into
+``docs/`` beside the players and every page's top bar links them, so the course site and its explanations travel
+together (the docs are built with ``use_directory_urls: false``, so they too open from ``file://``). Every page
+opens from ``file://`` or any static web space; links are relative.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from html import escape
 from pathlib import Path
@@ -28,7 +32,7 @@ nav {{ margin: 0.5rem 0 1rem; }} .card {{ border: 1px solid #d9dce3; border-radi
 0.7rem 0; }} .card h2 {{ font-size: 1.2rem; margin: 0 0 0.3rem; }} .muted {{ color: #5b6170; }} pre {{ background:
 #f6f7f9; padding: 0.4rem 0.7rem; border-radius: 6px; white-space: pre-wrap; }}
 </style></head><body>
-<nav><a href="index.html">Scenarios</a> · <a href="glossary.html">Glossary</a></nav>
+<nav><a href="index.html">Scenarios</a> · <a href="glossary.html">Glossary</a>{docs_link}</nav>
 <h1>{title}</h1>
 {body}
 </body></html>
@@ -58,6 +62,11 @@ def add_site(sub) -> None:
         action="store_true",
         help="also SCENARIO-all.html: every run recorded for a scenario with 3 or 4 of them, on one step clock",
     )
+    s.add_argument(
+        "--docs",
+        metavar="DIR",
+        help="a built docs site (make docs: build/docs) to copy into the site's docs/ and link from every page",
+    )
     s.set_defaults(handler=_site)
 
 
@@ -69,6 +78,8 @@ def _site(args) -> int:
         raise ValueError(f"--out {out}: exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not args.force:
         raise ValueError(f"--out {out}: the folder is not empty; add --force to overwrite the site's files")
+    if args.docs and not (Path(args.docs) / "index.html").is_file():
+        raise ValueError(f"--docs {args.docs}: no index.html there; build the docs first (make docs: build/docs)")
     from batchscope.explain.stories import default_pair
 
     listed = list_scenarios().items()
@@ -80,11 +91,27 @@ def _site(args) -> int:
         total += _write(out / f"{sc}.html", _player(sc))
     for sc, runs in every.items():
         total += _write(out / f"{sc}-all.html", _player(sc, runs))
-    total += _write(out / "glossary.html", glossary_page(list(scenarios)))
-    total += _write(out / "index.html", index_page(scenarios, list(every)))
+    docs = bool(args.docs)
+    if docs:
+        copy_docs(Path(args.docs), out)
+    total += _write(out / "glossary.html", glossary_page(list(scenarios), docs=docs))
+    total += _write(out / "index.html", index_page(scenarios, list(every), docs=docs))
     pages = len(scenarios) + len(every) + 2
     print(f"wrote {pages} pages to {out} ({total / 1e6:.1f} MB); open {out / 'index.html'}", file=sys.stderr)
     return 0
+
+
+def copy_docs(built: Path, out: Path) -> None:
+    """The built docs site ``built`` copied into ``out/docs/`` (what was there before is replaced)."""
+    if (out / "docs").exists():
+        shutil.rmtree(out / "docs")
+    shutil.copytree(built, out / "docs")
+
+
+def page(title: str, body: str, docs: bool = False) -> str:
+    """A page of the site: ``body`` under the top bar (scenarios, glossary, and the docs where ``docs``)."""
+    link = ' · <a href="docs/index.html">Documentation</a>' if docs else ""
+    return PAGE.format(title=title, body=body, docs_link=link)
 
 
 def recorded_runs(scenario: str) -> tuple[str, ...]:
@@ -115,9 +142,10 @@ def _player(scenario: str, policies: tuple[str, ...] | None = None) -> str:
     return html
 
 
-def index_page(scenarios: dict[str, str], every: list[str] | None = None) -> str:
+def index_page(scenarios: dict[str, str], every: list[str] | None = None, docs: bool = False) -> str:
     """The site's front page: what it shows, and a card per scenario linking to its player (and presenter mode), and
-    to its page of every recorded run where ``every`` names it (``--all-runs``)."""
+    to its page of every recorded run where ``every`` names it (``--all-runs``); the docs in the top bar where
+    ``docs`` (copied beside it by ``--docs``)."""
 
     def all_runs(sc: str) -> str:
         if sc not in (every or []):
@@ -129,10 +157,10 @@ def index_page(scenarios: dict[str, str], every: list[str] | None = None) -> str
         f'<div class="muted"><a href="{escape(sc)}.html?present=1">presenter mode</a>{all_runs(sc)}</div></div>'
         for sc, text in scenarios.items()
     )
-    return PAGE.format(title="Batchscope: how an LLM server schedules requests", body=f"<p>{escape(INTRO)}</p>{cards}")
+    return page("Batchscope: how an LLM server schedules requests", f"<p>{escape(INTRO)}</p>{cards}", docs)
 
 
-def glossary_page(scenarios: list[str]) -> str:
+def glossary_page(scenarios: list[str], docs: bool = False) -> str:
     """The glossary (``batchscope.glossary.entries.entries`` over the shipped traces): each term, its formula, and a
     link to the step of the scenario's player where it happens."""
     from batchscope.explain.stories import default_pair
@@ -157,4 +185,4 @@ def glossary_page(scenarios: list[str]) -> str:
             f'<div class="card" id="{escape(term.key)}"><h2>{escape(term.name)}</h2><div>'
             f"{escape(term.text)}</div>{formula}{see}</div>"
         )
-    return PAGE.format(title="Glossary of LLM serving", body="".join(parts))
+    return page("Glossary of LLM serving", "".join(parts), docs)

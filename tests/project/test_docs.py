@@ -1,6 +1,6 @@
-"""Documented code runs: every ```python block of the README and docs/ runs from the repository's root; every
-``python -m batchscope`` command line in a ```bash block parses with the CLI's own parser; the JSON examples of the
-trace format validate against the schema, and the workload example passes the workload reader."""
+"""Documented code runs: every ```python block of the README and docs/ (every page) runs from the repository's
+root; every ``python -m batchscope`` command line in a ```bash block parses with the CLI's own parser; the JSON
+examples of the trace format validate against the schema, and the workload example passes the workload reader."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ from conftest import ROOT
 
 from batchscope.steplog.trace import _validators
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def blocks(lang: str) -> list[tuple[str, int, str]]:
-    """(file name, line of the block, code) of every fenced block in ``lang``."""
+    """(file, relative to the repository, line of the block, code) of every fenced block in ``lang``."""
     out = []
     for path in DOCS:
         text = path.read_text()
         for m in re.finditer(rf"^```{lang}\n(.*?)^```", text, re.DOTALL | re.MULTILINE):
-            out.append((path.name, text[: m.start()].count("\n") + 1, m.group(1)))
+            out.append((path.relative_to(ROOT).as_posix(), text[: m.start()].count("\n") + 1, m.group(1)))
     return out
 
 
@@ -32,7 +32,7 @@ PYTHON = blocks("python")
 
 
 def test_the_docs_have_python_examples():
-    assert any(name == "README.md" for name, _, _ in PYTHON)
+    assert any(name == "docs/pages/metrics.md" for name, _, _ in PYTHON)  # latency figures in a notebook
 
 
 @pytest.mark.parametrize("name,line,code", PYTHON, ids=[f"{n}:{ln}" for n, ln, _ in PYTHON])
@@ -83,7 +83,7 @@ def test_trace_format_examples_validate_against_the_schema():
     from batchscope.inputs.workload import parse_workload_text
 
     examples = [  # an example eliding parts ("...", "…") is an illustration, not a record
-        json.loads(code) for name, _, code in blocks("json") if name == "trace-format.md" and "..." not in code
+        json.loads(code) for name, _, code in blocks("json") if name == "docs/trace-format.md" and "..." not in code
     ]
     by_type = {e.get("type", "workload"): e for e in examples}
     assert set(by_type) == {"header", "step", "summary", "workload"}
@@ -95,18 +95,18 @@ def test_trace_format_examples_validate_against_the_schema():
 
 
 def test_the_shared_prefix_words_name_the_requests_that_have_its_system_prompt():
-    """The README's `shared-prefix` bullet and the scenario's own description name exactly the requests that start
-    with the system prompt (A1, A2, A3 and B; C, the long request that fills the pool, has none), and neither says
-    that every request has it."""
+    """The `shared-prefix` bullet of docs/scenarios.md and the scenario's own description name exactly the requests
+    that start with the system prompt (A1, A2, A3 and B; C, the long request that fills the pool, has none), and
+    neither says that every request has it."""
     scenario = json.loads((ROOT / "batchscope" / "inputs" / "scenarios" / "shared-prefix.json").read_text())
     system = {
         r["request_id"] for r in scenario["requests"] if any(m["role"] == "system" for m in r.get("messages", []))
     }
     others = {r["request_id"] for r in scenario["requests"]} - system
     assert system and others == {"C"}  # the scenario itself (its requests are not for this test to change)
-    readme = (ROOT / "README.md").read_text()
-    bullet = re.search(r"^- `shared-prefix`:(.*?)(?=^- |^$)", readme, re.DOTALL | re.MULTILINE).group(1)
-    for name, text in (("README.md", " ".join(bullet.split())), ("shared-prefix.json", scenario["description"])):
+    scenarios = (ROOT / "docs" / "scenarios.md").read_text()
+    bullet = re.search(r"^- `shared-prefix`:(.*?)(?=^- |^$)", scenarios, re.DOTALL | re.MULTILINE).group(1)
+    for name, text in (("scenarios.md", " ".join(bullet.split())), ("shared-prefix.json", scenario["description"])):
         assert not re.search(r"\bevery request\b", text, re.IGNORECASE), name
         named = re.search(r"((?:\w+, )*\w+ and \w+) start with the same system prompt", text)
         assert named and set(re.split(r", | and ", named.group(1))) == system, name
