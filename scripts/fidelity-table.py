@@ -1,5 +1,5 @@
-"""Print the README's Fidelity table: steps (and preemptions) of every shipped scenario and shared case under the
-four rule combinations, and whether vLLM 0.33.0's scheduler agrees on every step. Run in vLLM's venv:
+"""Print the Fidelity table of docs/fidelity/vllm.md: steps (and preemptions) of every shipped scenario and shared
+case under the four rule combinations, and whether vLLM 0.33.0's scheduler agrees on every step. Run in vLLM's venv:
 
     .venv-vllm/bin/python scripts/fidelity-table.py
 """

@@ -1,6 +1,6 @@
-"""Print the README's "which engine wins when" table: the four-engines scenario's shipped traces (one workload, one
-pool, six schedulers), measured on the step clock from ``batchscope.steplog.metrics.summarize`` (the figures every
-view shows). Usage: python scripts/four_engines.py [scenario]"""
+"""Print the "four engines" table of docs/engines-compared.md: the four-engines scenario's shipped traces (one
+workload, one pool, six schedulers), measured on the step clock from ``batchscope.steplog.metrics.summarize`` (the
+figures every view shows). Usage: python scripts/four_engines.py [scenario]"""
 
 from __future__ import annotations
 

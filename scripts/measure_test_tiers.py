@@ -1,5 +1,5 @@
-"""Time the test tiers and print the figures the README quotes (issue 33's goals: `make test-fast` under 60 s, `make
-test` on a fresh clone at most 12 minutes on a 2-core machine, installs included).
+"""Time the test tiers and print the figures docs/testing.md quotes (issue 33's goals: `make test-fast` under 60 s,
+`make test` on a fresh clone at most 12 minutes on a 2-core machine, installs included).
 
     python scripts/measure_test_tiers.py fast          # `make test-fast` in this checkout
     python scripts/measure_test_tiers.py full          # `make test` in a fresh clone of HEAD (venvs built anew)

@@ -4,8 +4,9 @@ PyTorch's CPU kernels split each operation over OpenMP threads that wait for eac
 another process keeps one of those cores busy (a browser playing an animation, a second run, a compile), the thread
 on that core is descheduled and every other thread waits for it at every operation: on a 2-core machine a decode step
 took 110 ms quiet and 326 ms with one busy core at 2 threads, while at 1 thread it stayed at 115 ms
-(``python -m batchscope bench --contention`` measures this; the figures are in the README). So a live run leaves one
-core free: ``available cores - 1`` threads, at least 1. ``--threads N`` (CLI) or ``$BATCHSCOPE_THREADS`` override it.
+(``python -m batchscope bench --contention`` measures this; the figures are in ``docs/measurements/engine.md``). So a
+live run leaves one core free: ``available cores - 1`` threads, at least 1. ``--threads N`` (CLI) or
+``$BATCHSCOPE_THREADS`` override it.
 """
 
 from __future__ import annotations
