@@ -38,14 +38,12 @@ PACKAGES = ("batchscope", "batchscope_vllm", "batchscope_sglang")
 # -- the site builds strictly and offline ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    """The site built as ``make docs`` builds it (strict), into a temporary folder; the warnings it logged, if any,
-    fail the build with each one named."""
+def build_site(config_file: Path, out: Path) -> list[str]:
+    """Build the site of ``config_file`` as ``make docs`` does (strict) into ``out``, in this process; the warnings
+    it logged (a strict build aborts on the first batch of them)."""
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
-    out = tmp_path_factory.mktemp("site")
     records: list[str] = []
 
     class Collect(logging.Handler):
@@ -56,14 +54,21 @@ def site(tmp_path_factory) -> Path:
     handler = Collect()
     logging.getLogger("mkdocs").addHandler(handler)
     try:
-        config = load_config(str(ROOT / "mkdocs.yml"), strict=True, site_dir=str(out))
         with contextlib.redirect_stderr(io.StringIO()):  # Material's end-of-life notice, not a warning
-            build(config)
+            build(load_config(str(config_file), strict=True, site_dir=str(out)))
     except Exception as exc:  # mkdocs' Abort in strict mode, or a hook's error
-        pytest.fail(f"the docs do not build strictly: {exc}\n" + "\n".join(records))
+        records.append(f"the build stopped: {exc}")
     finally:
         logging.getLogger("mkdocs").removeHandler(handler)
-    assert not records, "\n".join(records)
+    return records
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site built as ``make docs`` builds it, into a temporary folder; any warning fails, each one named."""
+    out = tmp_path_factory.mktemp("site")
+    warnings = build_site(ROOT / "mkdocs.yml", out)
+    assert not warnings, "\n".join(warnings)
     return out
 
 
@@ -78,6 +83,20 @@ EXTERNAL = re.compile(
     r"""|url\(\s*["']?(?:https?:)?//|@import\s+["']?(?:https?:)?//""",
     re.IGNORECASE,
 )
+
+
+def test_a_broken_link_or_anchor_fails_the_build(tmp_path):
+    """The strict build can fail: a copy of the docs with one link to a missing page and one to a missing anchor."""
+    import shutil
+
+    shutil.copytree(DOCS, tmp_path / "docs")
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "cli_reference.py", tmp_path / "scripts")
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path)
+    with (tmp_path / "docs" / "tour.md").open("a") as tour:
+        tour.write("\n[gone](no-such-page.md) and [no anchor](index.md#no-such-heading)\n")
+    warnings = "\n".join(build_site(tmp_path / "mkdocs.yml", tmp_path / "site"))
+    assert "no-such-page.md" in warnings and "no-such-heading" in warnings and "stopped" in warnings
 
 
 def test_no_built_page_loads_anything_from_the_network(site):
