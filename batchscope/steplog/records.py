@@ -56,8 +56,9 @@ class RequestSpecRecord(_RequestSpecOptional):
 class _HeaderOptional(TypedDict, total=False):
     created: str
     scenario: str | None
-    source: Literal["batchscope", "vllm"]  # required from schema version 2
+    source: Literal["batchscope", "vllm", "sglang"]  # required from schema version 2
     vllm_version: str
+    sglang_version: str  # source sglang: the SGLang tracer (batchscope_sglang.tracer)
     record_text: bool
     eos_token_ids: list[int]
     max_model_len: int | None

@@ -324,6 +324,8 @@ class TraceView:
         device = f"{h['device']} ({h['device_name']})" if h.get("device_name") else h["device"]
         if self.engine == "vllm":
             return f"vLLM {h.get('vllm_version', '?')} server, {h['model']}, {device} · {h['dtype']} · {created}"
+        if self.engine == "sglang":
+            return f"SGLang {h.get('sglang_version', '?')} server, {h['model']}, {device} · {h['dtype']} · {created}"
         return f"{h['model']} · {device} · {h['dtype']} · {created}"
 
 
