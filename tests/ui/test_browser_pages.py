@@ -244,13 +244,21 @@ def test_a_vllm_tracer_trace_opens_with_its_provenance(browser, server, tmp_path
 
 
 @pytest.mark.parametrize(
-    "path", ["/?present=1&step=5", "/compare?scenario=sixteen&present=1&step=40", "/trace?present=1"]
+    "path,size",
+    [
+        ("/?present=1&step=5", (1280, 720)),
+        ("/compare?scenario=sixteen&present=1&step=40", (1280, 720)),
+        ("/trace?present=1", (1280, 720)),
+        ("/compare?scenario=vllm-vs-sglang&present=1&step=53", (1920, 1080)),
+        ("/compare?scenario=vllm-vs-sglang&present=1&step=53", (960, 540)),
+    ],
 )
-def test_presenter_mode_in_the_app_is_the_player_alone_within_1280x720(browser, server, path):
-    """?present=1 on a page: no sidebar, header, title, intro or pickers; the player's frame fills a 1280x720
-    projector without scrolling, and the player's figures are on its first screen (its own presenter mode; the
-    narration grows to its whole sentence and may continue below them, issue 20); a key pressed on the page steps it."""
-    page = browser.new_page(viewport={"width": 1280, "height": 720})
+def test_presenter_mode_in_the_app_is_the_player_alone_within_1280x720(browser, server, path, size):
+    """?present=1 on a page: no sidebar, header, title, intro or pickers; the player's frame is the window, whatever
+    its size (it was 720 px tall at 1920x1080 too), without scrolling, and the player's figures and every headline
+    are inside it (its own presenter mode, issue 36); a key pressed on the page steps it."""
+    width, height = size
+    page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(server + path)
     frame = player_frame(page, min_charts=3)
@@ -264,17 +272,18 @@ def test_presenter_mode_in_the_app_is_the_player_alone_within_1280x720(browser, 
                   frame: [r.top, r.bottom, r.width]}; }"""
     )
     assert got["h1"] == 0 and got["sidebar"] == 0, got
-    assert got["scroll"][0] <= got["scroll"][1] and got["scroll"][2] <= 720, got
-    assert got["frame"][0] >= 0 and got["frame"][1] <= 720 and got["frame"][2] >= 1200, got
+    assert got["scroll"][0] <= got["scroll"][1] and got["scroll"][2] <= height, got
+    assert got["frame"][0] >= 0 and height - 1 <= got["frame"][1] <= height and got["frame"][2] >= width - 80, got
     inner = frame.evaluate(
         "[document.scrollingElement.scrollWidth, document.body.classList.contains('present'), Math.max("
-        "...[...document.querySelectorAll('.bs-slots, .bs-budget')].map((e) => e.getBoundingClientRect().bottom))]"
+        "...[...document.querySelectorAll('.bs-slots, .bs-budget, .bs-narration')]"
+        ".filter((e) => e.offsetParent).map((e) => e.getBoundingClientRect().bottom)), innerHeight]"
     )
-    assert inner[0] <= 1280 and inner[1] and inner[2] <= 720, inner
+    assert inner[0] <= width and inner[1] and inner[2] <= inner[3] and inner[3] >= height - got["frame"][0] - 1, inner
     k = frame.evaluate("bsPlayer.state.step")
     page.keyboard.press("ArrowRight")  # pressed on the page around the frame, no click into it first
     frame.wait_for_function(f"bsPlayer.state.drawn === {k + 1}")
-    shot(page, f"present-{path.split('?')[0].strip('/') or 'walkthrough'}")
+    shot(page, f"present-{path.split('?')[0].strip('/') or 'walkthrough'}-{width}x{height}")
     page.close()
 
 
@@ -356,4 +365,39 @@ def test_all_steps_table_of_a_static_trace_fits_1280x720(browser, server):
         " return [s.scrollWidth, s.clientWidth]; }"
     )
     assert widths[0] <= widths[1] + 1, widths
+    page.close()
+
+
+FOUR = ("continuous", "sglang", "tgi", "trtllm")  # vLLM's, SGLang's, TGI's and TensorRT-LLM's recorded runs
+# every side's heading step and whether it says it holds, with the clock's step, read in one go
+SIDES = """() => [+document.getElementById('bs-step').dataset.bsStep, ...[...document.querySelectorAll('.bs-side')]
+  .map((s) => [+/step (\\d+)$/.exec(s.querySelector('.bs-side-head').textContent)[1],
+               !s.querySelector('.bs-note').hidden])]"""
+
+
+def test_four_engines_play_on_one_clock_in_the_app(browser, server):
+    """The four-way Compare page of the shipped four-engines runs: one step clock, the longest run's (TGI's); at every
+    step sampled, each side whose run goes on shows the clock's step and each run that ended holds its last step and
+    says so (each run's length read from its trace file, not from the page)."""
+    from conftest import RECORDED, step_records
+
+    from batchscope.steplog import trace
+
+    lengths = [step_records(trace.read(RECORDED / f"four-engines-{p}.jsonl"))[-1]["step"] + 1 for p in FOUR]
+    query = "&".join(f"{side}=four-engines / {p}" for side, p in zip("abcd", FOUR))
+    page = open_page(browser, server + f"/compare?scenario=four-engines&runs=4&{query}", height=1800)
+    frame = player_frame(page, step=0)
+    n = max(lengths)
+    assert frame.evaluate("bsPlayer.sides.length") == 4 and frame.evaluate("bsPlayer.n") == n
+    for k in sorted({0, 1, 7, *lengths, *(m - 1 for m in lengths), n // 2} - {n}):
+        frame.evaluate(f"bsPlayer.seek({k})")
+        frame.wait_for_function(f"bsPlayer.state.drawn === {k}")
+        assert frame.evaluate(SIDES) == [k, *[[min(k, m - 1), k > m - 1] for m in lengths]], k
+    frame.evaluate(f"bsPlayer.seek({n - 20})")
+    frame.wait_for_function(f"bsPlayer.state.drawn === {n - 20}")
+    for k in range(n - 19, n):  # the last steps one key at a time: the shorter runs hold, TGI's goes on
+        frame.locator("body").press("ArrowRight")
+        frame.wait_for_function(f"bsPlayer.state.drawn === {k}")
+        assert frame.evaluate(SIDES) == [k, *[[min(k, m - 1), k > m - 1] for m in lengths]], k
+    assert page.locator('[data-testid="stException"]').count() == 0
     page.close()
