@@ -10,7 +10,7 @@ from batchscope.app.compare import compare, compare_families, compare_pair, comp
 from batchscope.app.page_trace import upload_trace
 from batchscope.app.state import live_runs
 from batchscope.compare.runs import MAX_RUNS, SIDES, config_diff, family_pair, same_workload, same_workloads
-from batchscope.explain.stories import default_pair
+from batchscope.explain.stories import default_pair, default_runs
 from batchscope.inputs.workload import list_scenarios
 from batchscope.steplog.view import TraceView
 
@@ -79,12 +79,9 @@ def _count() -> int:
 
 
 def _defaults(scenario: str, pair: str, count: int) -> list[str]:
-    """The runs the pickers start from: the pair's two, then the scenario's other recorded runs (static,
-    continuous, sglang), then the pair's again."""  # the other engines' schedulers before static batching
-    first = list(PAIRS[pair])
-    rest = sorted((p for p in recorded_policies(scenario) if p not in first), key=lambda p: p == "static")
-    policies = (first + rest + first * MAX_RUNS)[:count]
-    return [f"{scenario} / {p}" for p in policies]
+    """The runs the pickers start from: the pair's two, then the scenario's other recorded runs, then the pair's
+    again (``batchscope.explain.stories.default_runs``)."""
+    return [f"{scenario} / {p}" for p in default_runs(PAIRS[pair], recorded_policies(scenario), count)]
 
 
 def _pair(scenario: str) -> str:

@@ -75,3 +75,12 @@ DEFAULT_PAIRS = {"vllm-vs-sglang": ("continuous", "sglang"), "four-engines": ("c
 
 def default_pair(scenario: str) -> tuple[str, str]:
     return DEFAULT_PAIRS.get(scenario, ("static", "continuous"))
+
+
+def default_runs(pair: tuple[str, ...], recorded: tuple[str, ...], count: int) -> list[str]:
+    """The ``count`` runs (2 to 4) a scenario is compared as by default: ``pair``, then its other ``recorded`` runs,
+    each engine's own scheduler before a variant of one of its settings (``tgi`` before ``tgi_no_chunking``, ``trtllm``
+    before ``trtllm_max_utilization``) and static batching last, then the pair's again (four sides of a scenario with
+    three runs). For four-engines: vLLM, SGLang, TGI and TensorRT-LLM."""
+    rest = sorted((p for p in recorded if p not in pair), key=lambda p: (p == "static", "_" in p))
+    return ([*pair, *rest] + list(pair) * count)[:count]

@@ -115,11 +115,14 @@ def page(title: str, body: str, docs: bool = False) -> str:
 
 
 def recorded_runs(scenario: str) -> tuple[str, ...]:
-    """The batching modes recorded for ``scenario`` in the shipped traces, in the order of
-    ``batchscope.steplog.reasons.BATCHING_NAMES`` (static, continuous, sglang, ...), at most 4 (sides A to D)."""
-    from batchscope.steplog.reasons import BATCHING_NAMES
+    """The runs of ``scenario`` its all-runs page plays (sides A to D): every run recorded for it, at most 4, in the
+    order the app's Compare page starts from (``batchscope.explain.stories.default_runs``: for four-engines vLLM,
+    SGLang, TGI and TensorRT-LLM)."""
+    from batchscope.explain.stories import default_pair, default_runs
 
-    return tuple(p for p in BATCHING_NAMES if _trace(scenario, p).exists())[:4]
+    named = (path.name.removeprefix(f"{scenario}-").removesuffix(".jsonl") for path in TRACES.glob(f"{scenario}-*"))
+    recorded = tuple(sorted(p for p in named if "-" not in p))  # another scenario's name may start with this one's
+    return tuple(default_runs(default_pair(scenario), recorded, min(4, len(recorded))))
 
 
 def _trace(scenario: str, policy: str) -> Path:

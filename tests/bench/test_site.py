@@ -87,6 +87,8 @@ def test_the_index_links_a_page_of_every_recorded_run_where_asked():
 
     assert recorded_runs("seed-abcd") == ("static", "continuous", "sglang")
     assert recorded_runs("priority") == ("static", "continuous")  # SGLang's scheduler takes no priority queue
+    # four engines: each engine's own scheduler before a variant of one of its settings (tgi_no_chunking, ...)
+    assert recorded_runs("four-engines") == ("continuous", "sglang", "tgi", "trtllm")
     page = index_page({"seed-abcd": "four requests", "priority": "priorities"}, ["seed-abcd"])
     assert '<a href="seed-abcd-all.html">all 3 runs on one clock</a>' in page and "priority-all" not in page
     assert "-all.html" not in index_page({"seed-abcd": "four requests"})

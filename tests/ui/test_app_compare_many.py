@@ -51,3 +51,10 @@ def test_two_runs_are_the_pair_as_before():
     p = player_payload(at)
     assert [v["label"] for v in p["views"]] == ["static", "continuous"]
     assert "static steps" in [c["label"] for c in p["counters"]]
+
+
+def test_four_engines_start_from_each_engines_own_scheduler():
+    """vLLM, SGLang, TGI and TensorRT-LLM: not a variant of one engine's settings (TGI without chunking, TensorRT-LLM's
+    MAX_UTILIZATION) before another engine."""
+    at = page("page_lockstep", scenario="four-engines", runs="4")
+    assert [v["policy"] for v in player_payload(at)["views"]] == ["continuous", "sglang", "tgi", "trtllm"]
