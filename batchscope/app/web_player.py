@@ -23,14 +23,17 @@ from batchscope.player.export import packed_payload, plotly_file, render, url_nu
 from batchscope.player.playback import player_payload
 from batchscope.steplog.view import TraceView
 
-# Presenter mode (?present=1): the page is the player alone, edge to edge in a 1280x720 projector: no sidebar,
-# header, title, intro, pickers or download button (every block of the page that does not hold the player's frame).
+# Presenter mode (?present=1): the page is the player alone, edge to edge: no sidebar, header, title, intro, pickers
+# or download button (every block of the page that does not hold the player's frame), and the frame as tall as the
+# window (960x540 to 1920x1080 and beyond: the player fits its views to the frame, player.css), the page unscrolled.
 PRESENT_CSS = """<style>
 [data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'], header[data-testid='stHeader'] {display: none}
 [data-testid='stMainBlockContainer'] {padding: 0 4px !important; max-width: 100% !important}
 [data-testid='stMainBlockContainer'] [data-testid='stVerticalBlock'] {gap: 0 !important}
-[data-testid='stMainBlockContainer'] iframe {display: block}
+[data-testid='stMainBlockContainer'] iframe {display: block; height: 100vh !important}
+[data-testid='stMainBlockContainer'] :has(> iframe) {height: 100vh !important}
 [data-testid='stMainBlockContainer'] [data-testid='stVerticalBlock'] > :not(:has(iframe)) {display: none !important}
+[data-testid='stAppViewContainer'], [data-testid='stMain'] {overflow: hidden !important}
 </style>"""
 
 
@@ -148,7 +151,8 @@ def web_player(
     if present:
         st.html(PRESENT_CSS)
     # the frame gets the packed payload and this visit's own fields over it; the download, the whole payload
-    st.iframe(render(visit, plotly_src=static_plotly(), packed=packed), height=720 if present else "content")
+    # presenter mode: PRESENT_CSS gives the frame the window's height (the 540 px here hold until the style applies)
+    st.iframe(render(visit, plotly_src=static_plotly(), packed=packed), height=540 if present else "content")
     st.download_button(
         "Download this player as one HTML file",
         data=lambda: render(payload),  # plotly.js inlined: the file plays alone, offline

@@ -70,3 +70,15 @@ BEAT_TEXT = {
     "radix cache keeps of its prompt it will not compute again, and the ratio jumps back up.",
     "drain": "Nobody is waiting, so the batch shrinks: fewer rows share each read of the weights.",
 }
+
+# Each moment in a few words: the callout presenter mode shows beside two or four runs (the player shows BEAT_TEXT
+# one key away, with the whole narration).
+BEAT_NAME = {
+    "mixed": "Prefill and decode in one forward",
+    "handoff": "Handoff: a freed slot is taken at once",
+    "preemption": "Preemption by recompute",
+    "padding": "Padding: a finished row stays",
+    "prefill_first": "Prefill first (SGLang)",
+    "retraction": "Retraction (SGLang)",
+    "drain": "Drain: the batch shrinks",
+}

@@ -12,11 +12,16 @@ from batchscope.figures.safe import esc
 from batchscope.steplog.reasons import pool_unit
 from batchscope.steplog.view import FREE_COLOR, TraceView
 
-CACHED_COLOR = "#CDE7F5"  # a free block that still holds a cached prefix (light blue, distinct from plain free)
-RESERVED_COLOR = "#F6E3B8"  # free, but within a static batch's worst-case reservation (light sand)
+# The states of a block that no request is writing to, apart in grey as well as in colour, so that a washed-out
+# projector or a grayscale print keeps them apart (CIE L*: free 92, reserved 82, cached 70; every request colour of
+# presenter mode is 58 or darker; tests/ui/test_browser_block_states.py measures them as drawn):
+CACHED_COLOR = "#7DB0D4"  # a free block that still holds a cached prefix (blue, darker than free: it holds K/V)
+RESERVED_COLOR = "#E2C992"  # set aside: a static batch's or TensorRT-LLM's reservation, or TGI's unwritten "A res"
 ID_STYLE = "font-size:7px;color:#444"  # the block id, small, on the first line of its cell
 HIT_MARK = "★"  # a held block found in the prefix cache in this step (DejaVu Sans has it: no emoji font needed)
 HIT_LINE = "#0072B2"  # its outline: blue, where a block allocated in this step has vermillion
+EVICTED_LINE = "#1F2430"  # a block a preemption (retraction, pause) freed in this step: ⟲ and a dark outline, which
+# stays visible where the map's cells are too small for the mark (presenter mode's 216 token slots of SGLang)
 
 
 def cell_text(block: int, body: str) -> str:
@@ -161,8 +166,9 @@ def block_marks(view: TraceView, step: int, columns: int = 16) -> dict[str, list
             # every free cell would make each redraw of the map a third slower in the browser)
             out["text"].append(cell_text(c["block"], "") if c["block"] % columns == 0 else "")
             out["hover"].append(f"{word} {c['block']}: free")
-        out["width"].append(3 if c["new"] or hit else 0.5)
-        out["line"].append("#D55E00" if c["new"] else HIT_LINE if hit else "#888")
+        back = c["preempted_from"] and not owner  # freed by an eviction in this step: ⟲ and a dark outline
+        out["width"].append(3 if c["new"] or hit else 2 if back else 0.5)
+        out["line"].append("#D55E00" if c["new"] else HIT_LINE if hit else EVICTED_LINE if back else "#888")
     return out
 
 
@@ -173,13 +179,36 @@ def legend_text(view: TraceView) -> str:
     unit = "Token slots" if sglang else "KV blocks"
     freed = f"a {eviction(view.header).noun}"  # the engine's own word (batchscope.facts.vocabulary)
     return (
-        f"{unit}: outlined = allocated this step; ✕ = released at the end of this step (owner finished); ⟲ = freed "
-        f"by {freed} in this step (beside an owner's name: taken at once); ×N = shared by N requests (prefix "
-        "cache); ★ (blue outline) = found in the prefix cache in this step; light blue = free but cached "
+        f"{unit}: outlined = allocated this step; ✕ = released at the end of this step (owner finished); ⟲ (dark "
+        f"outline) = freed by {freed} in this step (beside an owner's name: taken at once); ×N = shared by N "
+        "requests (prefix cache); ★ (blue outline) = found in the prefix cache in this step; blue = free but cached "
         '(evictable); sand "res" = reserved: free but set aside (a static batch, TensorRT-LLM), or "A res": '
         "allocated to A for tokens it has not written yet (TGI reserves a whole lifetime); "
         "grey = free."
     )
+
+
+# The block map's key in presenter mode, one item a state or mark: (key, swatch colour or "" for a mark, label).
+# The player shows the items a trace's map draws (``present_keys``), each state in its own colour.
+KEY_ITEMS = (
+    ("free", FREE_COLOR, "free"),
+    ("cached", CACHED_COLOR, "cached (free, evictable)"),
+    ("reserved", RESERVED_COLOR, "res = reserved"),
+    ("evicted", "", "⟲ (dark outline) freed by {noun}"),
+    ("released", "", "✕ released (finished)"),
+    ("hit", "", "★ prefix-cache hit"),
+)
+
+
+def present_keys(view: TraceView, marks: list[tuple[str, str]]) -> list[list[str]]:
+    """The key items (``KEY_ITEMS``: ``[colour, label]``) of the states and marks among ``marks`` (the ``(colour,
+    text)`` of every cell the map draws over the trace), free always, in the pool's words (a retraction's ⟲)."""
+    seen = {"free"}
+    for color, text in marks:
+        seen |= {"cached"} if color == CACHED_COLOR else {"reserved"} if color == RESERVED_COLOR else set()
+        seen |= {k for k, m in (("evicted", "⟲"), ("released", "✕"), ("hit", HIT_MARK)) if m in text}
+    noun = eviction(view.header).noun
+    return [[color, label.format(noun=noun)] for key, color, label in KEY_ITEMS if key in seen]
 
 
 def block_map_title(view: TraceView, step: int) -> str:

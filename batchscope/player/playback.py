@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import plotly.io as pio
 
-from batchscope.explain.beats import BEAT_TEXT, story_beats
+from batchscope.explain.beats import BEAT_NAME, BEAT_TEXT, story_beats
 from batchscope.explain.checklist import checklist_text
+from batchscope.explain.headline import headline
 from batchscope.explain.moments import default_tour
 from batchscope.explain.narration import narrate
 from batchscope.explain.stepinfo import event_steps, queues, text_so_far
@@ -40,7 +41,7 @@ from batchscope.facts import eviction, facts
 from batchscope.figures.blockgroups import AGGREGATE_ABOVE, grouped_marks_all, grouped_title
 from batchscope.figures.budget import budget_bar, budget_title, budget_traces
 from batchscope.figures.gauges import gauge_figure
-from batchscope.figures.kv import block_map, block_map_title, block_marks, legend_text
+from batchscope.figures.kv import block_map, block_map_title, block_marks, legend_text, present_keys
 from batchscope.figures.packing import Interner, delta_rows, figure_json, fill, loaded, utf16_len
 from batchscope.figures.slots import grid_bars, grid_cells, grid_range, grid_title, grid_xaxis, row_height, slot_grid
 from batchscope.figures.step_cost import step_cost_player
@@ -107,11 +108,13 @@ def block_section(view: TraceView, intern: Interner, columns: int, ks: range) ->
     grouped = num_blocks > AGGREGATE_ABOVE
     fig = figure_json(block_map(view, 0, columns)) if view.steps else {"data": [{}], "layout": {}}
     rows, titles, first = [], [], None
+    drawn: set[tuple[str, str]] = set()  # (colour, text) of every cell drawn: the key's states (kv.present_keys)
     if grouped:  # every step at once, incrementally; a group's unchanged mark keeps its index
         seen: dict[int, int] = {}
         for k, marks in grouped_marks_all(view, (ks[0], ks[-1])).items():
             first = first or {"x": [m[0] for m in marks], "y": [m[1] for m in marks]}
             idx = {id(m): seen[id(m)] if id(m) in seen else intern(list(m[2:])) for m in marks}
+            drawn.update((m[2], m[3]) for m in marks if id(m) not in seen)
             rows.append([idx[id(m)] for m in marks])
             seen = idx
             titles.append(intern(grouped_title(view, k)))
@@ -119,6 +122,7 @@ def block_section(view: TraceView, intern: Interner, columns: int, ks: range) ->
         m = block_marks(view, k, columns)
         first = first or m
         rows.append([intern.flat(look) for look in zip(*(m[key] for key in MARK_KEYS))])
+        drawn.update(zip(m["color"], m["text"]))
         titles.append(intern(block_map_title(view, k)))
     rows, titles = fill(view, ks, lambda k: rows[k - ks[0]]), fill(view, ks, lambda k: titles[k - ks[0]])
     trace = {k: v for k, v in fig["data"][0].items() if k not in ("x", "y", "text", "hovertext")}
@@ -136,6 +140,7 @@ def block_section(view: TraceView, intern: Interner, columns: int, ks: range) ->
         "looks": delta_rows(rows),
         "titles": titles,
         "grouped": grouped,
+        "keys": present_keys(view, sorted(drawn)),
     }
 
 
@@ -160,7 +165,8 @@ QUEUES = ("waiting", "running", "preempted")
 
 
 def step_columns(view: TraceView, intern: Interner, ks: range) -> dict[str, list[int]]:
-    """Per-step columns of ``T`` indices: narration, teaching beats, the checklist, and the waiting, running and
+    """Per-step columns of ``T`` indices: narration and its headline (presenter mode's short form,
+    ``batchscope.explain.headline``), teaching beats and their names, the checklist, and the waiting, running and
     preempted queues as lists of request indices (positions in ``request_ids``). Who has finished by a step, and
     each request's state, the client derives from ``request_steps`` (a busy server's trace would otherwise carry
     thousands of ids per step)."""
@@ -168,7 +174,9 @@ def step_columns(view: TraceView, intern: Interner, ks: range) -> dict[str, list
     index = {r: i for i, r in enumerate(view.request_ids)}
     cols: dict[str, list[int]] = {
         "narration": fill(view, ks, lambda k: intern(narrate(view, k))),
+        "headline": fill(view, ks, lambda k: intern(headline(view, k))),
         "beats": fill(view, ks, lambda k: intern([intern(BEAT_TEXT[b]) for b in beats.get(k, [])])),
+        "beat_names": fill(view, ks, lambda k: intern([intern(BEAT_NAME[b]) for b in beats.get(k, [])])),
         "checklist": fill(view, ks, lambda k: intern(checklist_text(view, k))),
     }
     qs = {k: queues(view, k) for k in ks}

@@ -95,14 +95,19 @@ def step_of(page) -> int:
 
 
 def check_legible(page, label: str) -> list[dict]:
-    """The measurements of one view: sizes, overflow, tofu. Returns the texts measured."""
+    """The measurements of one view: sizes, overflow, tofu. Returns the texts measured. The narration (presenter
+    mode's headline) is 24 px or more, 20 px in a window under 700 px tall (a 960x540 projector, where 20 px is as
+    large on the hall's screen as 26.7 px at 1280x720)."""
     texts = page.evaluate(TEXTS)
     narration = [t for t in texts if t["narration"]]
-    assert narration and min(t["size"] for t in narration) >= 24, (label, narration[:2])
+    least = 24 if page.viewport_size["height"] >= 700 else 20
+    assert narration and min(t["size"] for t in narration) >= least, (label, narration[:2])
     small = [(t["size"], t["text"], t["where"]) for t in texts if t["size"] < 18]
     assert not small, (label, small[:8])
     svg = [t for t in texts if t["svg"]]
-    assert any("bs-slots" in t["where"] for t in svg) and any("bs-blocks" in t["where"] for t in svg), label
+    # the charts' own labels were measured (a map whose cells the room makes too small for an 18 px label draws
+    # none: its colours and outlines, and hover, say what each block holds)
+    assert any("bs-slots" in t["where"] or "bs-blocks" in t["where"] for t in svg), label
     assert page.evaluate(OVERFLOWING) == [], label
     pairs = sorted({(ch, t["font"]) for t in texts for ch in t["text"] if ord(ch) > 127})
     assert page.evaluate(TOFU, [list(p) for p in pairs]) == [], label
@@ -130,22 +135,24 @@ def test_presenter_mode_is_legible_at_1280x720(browser, files, scenario):
         page.evaluate("(k) => bsPlayer.seek(k)", k)
         page.wait_for_function(f"bsPlayer.state.drawn === {k}")
         texts = check_legible(page, f"{scenario} step {k}")
-        assert len([t for t in texts if t["svg"]]) > 20  # the charts' labels were measured, not only the HTML
+        # the charts' labels were measured, not only the HTML (fewer where the maps' room leaves cells no label)
+        assert len([t for t in texts if t["svg"]]) > 10
         shot(page, f"{scenario}-{k}")
     page.close()
 
 
 def test_presenter_slot_rows_are_as_tall_as_asked(browser, files):
-    """A slot row is presenter mode's ``BS.PRESENT.slotRow`` px (36 px up to 8 slots): no room taken under or beside
-    the grid for axis titles it does not draw (a blanked title kept 36 px of each: rows of 30 px)."""
+    """A slot row is what presenter mode's room gives it (``BS.presentRoom``: 28 px or more at 1280x720, where the
+    names fit in the cells): no room taken under or beside the grid for axis titles it does not draw (a blanked title
+    kept 36 px of each: rows of 30 px)."""
     page = open_file(browser, files["preemption"], "?present=1&step=5")
-    want = page.evaluate("BS.PRESENT.slotRow")
+    want = page.evaluate("bsPlayer.sides.map((s) => s.room.slotRow)")
     rows = page.evaluate(
         "[...document.querySelectorAll('.bs-slots')].map((gd) => gd._fullLayout._size.h"
         " / gd._fullLayout.yaxis.categoryarray.length)"
     )
-    assert len(rows) == 2 and want == 36
-    assert all(abs(r - want) < 0.5 for r in rows), rows
+    assert len(rows) == 2 and min(want) >= 28
+    assert all(abs(r - w) < 0.5 for r, w in zip(rows, want)), (rows, want)
     page.close()
 
 

@@ -45,9 +45,16 @@ BS.Player = class {
     root.classList.add(`n${P.views.length}`); // player.css lays out 1, 2, 3 or 4 sides
     root.classList.toggle("multi", P.views.length > 1);
     this.$("bs-counters").classList.toggle("multi", P.views.length > 2); // cards with a value per side
+    this.details = false; // presenter mode: the long texts instead of the figures (i)
+    document.body.classList.add(`sides-${P.views.length}`);
     const opts = { present: this.present, compact: P.views.length > 1, beats: P.views.length === 1 || this.present,
-      hideFuture: () => this.hideFuture, contrast: this.present && q.get("palette") !== "standard", dark: this.dark };
+      hideFuture: () => this.hideFuture, contrast: this.present && q.get("palette") !== "standard", dark: this.dark,
+      details: () => this.details };
     this.sides = P.views.map((v) => new BS.Side(P, v, root, opts));
+    if (this.present) {
+      BS.presentKey(this.$("bs-key"), P.views, this.sides[0].paint, P.t(P.views[0].slots.titles[this.lo]));
+      this.$("bs-details").hidden = false;
+    }
     const tour = BS.readTour([q, BS.parentQuery()], payload.tour, this.lo, this.hi);
     this.tour = new BS.Tour(tour, root, (k) => this.seek(k));
     this.table = new BS.StepTable(P, payload.table, (k) => this.seek(k));
@@ -85,6 +92,7 @@ BS.Player = class {
     on("bs-next-event", () => this.seekEvent(1));
     on("bs-future", () => this.toggleFuture());
     on("bs-stills", () => this.downloadStills());
+    on("bs-details", () => this.toggleDetails());
     this.$("bs-future").setAttribute("aria-pressed", String(this.hideFuture));
     const scrub = this.$("bs-scrub");
     scrub.min = String(this.lo);
@@ -105,6 +113,7 @@ BS.Player = class {
       this.size = size;
       if (size[0] === was[0] && (size[1] === was[1] || !this.present)) return;
       this.state.drawn = -1;
+      this.reserved = null; // presenter mode: the headlines' room, measured again at the new width
       this.request();
     });
   }
@@ -133,10 +142,97 @@ BS.Player = class {
     const moment = (dir) => () => this.tour.jump(this.state.step, dir);
     const act = { " ": () => this.toggle(), ArrowRight: fwd, ArrowLeft: back, n: moment(1), p: moment(-1),
       PageDown: () => moment(1)() || fwd(), PageUp: () => moment(-1)() || back(),
-      Home: () => this.seek(this.lo), End: () => this.seek(this.hi) }[e.key];
+      Home: () => this.seek(this.lo), End: () => this.seek(this.hi),
+      i: () => this.present && this.toggleDetails() }[e.key];
     if (!act || e.altKey || e.ctrlKey || e.metaKey) return;
     e.preventDefault();
     act();
+  }
+
+  /* Presenter mode's details (i, or the button): the long narration of every side, the callouts' text, the
+   * checklist, the key of the block maps and the counters, in the room of the figures; again: the figures. */
+  toggleDetails() {
+    this.details = !this.details;
+    document.body.classList.toggle("details", this.details);
+    this.$("bs-details").setAttribute("aria-pressed", String(this.details));
+    for (const side of this.sides) side.drawn = -1;
+    this.state.drawn = -1;
+    this.request();
+    return true;
+  }
+
+  /* Presenter mode: every side's headline and callouts get the room of their longest ones over the steps (equal on
+   * every side, so that the figures stay level and in one place from step to step), and the figures the room the
+   * text leaves (BS.presentRoom): measured after the text is drawn; a side whose room changed is drawn again. */
+  fit(k) {
+    if (!this.present || this.details) return;
+    if (!this.reserved) this.reserve();
+    for (const side of this.sides) {
+      const s = side.dom, figs = ["slots", "budget", "blocks"].map((kind) => s[kind].parentNode);
+      const top = s.root.getBoundingClientRect().top;
+      let bottom = 0, figH = 0, titles = 0;
+      for (const c of s.root.children) {
+        if (!c.offsetParent && c !== s.grid) continue;
+        const kids = c === s.grid ? [...c.children] : [c];
+        for (const e of kids) {
+          if (!e.offsetParent) continue;
+          const r = e.getBoundingClientRect(), mb = parseFloat(getComputedStyle(e).marginBottom) || 0;
+          bottom = Math.max(bottom, r.bottom + mb - top);
+        }
+      }
+      for (const f of figs) {
+        if (!f.offsetParent) continue;
+        figH += f.offsetHeight;
+        titles += f.offsetHeight - f.lastChild.offsetHeight;
+      }
+      let plots = Math.floor(s.root.clientHeight - (bottom - figH) - titles - 2);
+      // too short for the figures' titles as well (three or four runs on a 960x540 screen): the plots alone
+      const tight = plots + (s.root.classList.contains("bs-tight") ? 0 : titles) < 150;
+      if (tight !== s.root.classList.contains("bs-tight")) {
+        s.root.classList.toggle("bs-tight", tight);
+        plots += tight ? titles : -25 * figs.slice(1).filter((f) => f.offsetParent).length; // a title: 25 px
+      }
+      const nSlots = side.v.slots.layout.yaxis.categoryarray.length;
+      const room = BS.presentRoom(plots, nSlots), was = side.room;
+      if (was && Math.abs(was.blocks - room.blocks) < 3 && was.slotRow === room.slotRow && was.budget === room.budget) {
+        continue;
+      }
+      side.room = room;
+      side.plotted = -1;
+      side.slotWindow = undefined;
+      side.plotPhase(k);
+      side.drawn = -1;
+      side.textPhase(k);
+    }
+  }
+
+  /* The room (min-height) of the headline and of the callouts of every side: the most lines any step of any side
+   * takes at its width (BS.linesOf), the same on every side. */
+  reserve() {
+    const T = this.P.T;
+    let lines = 1, beats = 0;
+    for (const side of this.sides) {
+      const cols = side.v.steps, box = side.dom.narration, cs = getComputedStyle(box);
+      const font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`, width = box.clientWidth - 2;
+      for (const i of new Set(cols.headline)) lines = Math.max(lines, BS.linesOf(T[i], font, width));
+      const probe = side.dom.beats.appendChild(side.beat("x")), bcs = getComputedStyle(probe);
+      const bfont = `${bcs.fontWeight} ${bcs.fontSize} ${bcs.fontFamily}`, bwidth = side.dom.beats.clientWidth - 40;
+      const lh = parseFloat(bcs.lineHeight) || 1.45 * parseFloat(bcs.fontSize), pad = 16; // padding and margins
+      probe.remove();
+      for (const i of new Set(cols.beat_names)) {
+        beats = Math.max(beats, T[i].reduce((a, j) => a + BS.linesOf(T[j], bfont, bwidth) * lh + pad, 0));
+      }
+    }
+    // at most 30 % of a side for the headline and 15 % for the callouts: a step that needs more takes it from the
+    // figures for that step (a narrow column of four runs on a small screen)
+    const lh = (e) => parseFloat(getComputedStyle(e).lineHeight) || 30;
+    for (const side of this.sides) {
+      const H = side.dom.root.clientHeight, line = lh(side.dom.narration);
+      const most = Math.max(2, Math.floor((0.3 * H) / line));
+      side.dom.narration.style.minHeight = `${Math.ceil(Math.min(lines, most) * line)}px`;
+      side.dom.beats.style.minHeight = beats ? `${Math.ceil(Math.min(beats, 0.15 * H))}px` : "";
+    }
+    this.reserved = { lines, beats };
   }
 
   /* "Hide the future": the slot grid draws no cell after the current step (asking "what happens next?"). */
@@ -239,6 +335,7 @@ BS.Player = class {
     for (const c of this.counters) c.el.textContent = this.P.t(c.values[k]);
     this.tour.draw(k);
     this.table.draw(k);
+    this.fit(k); // after every text of the page is written: the room the figures have left
     if (this.state.drawn < 0) {
       if (!performance.getEntriesByName("bs-first-frame").length) {
         performance.mark("bs-first-frame"); // when the first frame was drawn (scripts/measure_page_load.py reads it)

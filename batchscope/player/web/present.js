@@ -10,13 +10,51 @@
 BS.PRESENT = {
   font: 18, // px: the least size of any label
   cellFont: 20, // px: request names in the slot grid's cells
-  slotRow: 36, // px: one slot of the slot grid
-  // the block map's plot at most this share of the window's height (1, 2, 3 or 4 sides: 3 and 4 in one row, as 2)
-  blocksShare: { 1: 0.46, 2: 0.3, 3: 0.3, 4: 0.3 },
+  slotRow: 36, // px: one slot of the slot grid, where the screen has room
+  minSlotRow: 12, // px: the thinnest slot row when the room is short (names then on hover: BS.presentSlots)
+  budget: 40, // px: the token budget's bar (its plot, without the title above it)
   maxCell: 84, // px: a block cell no larger than this
   lineHeight: 23.4, // px: one 18 px line of a block cell's label (plotly.js spaces lines 1.3 em apart)
   charWidth: 11.5, // px: an 18 px character (digits and capitals): room for an owner's name, before any is drawn
   family: '"Open Sans", verdana, arial, sans-serif', // plotly.js's, which draws the labels
+};
+
+/* Presenter mode fits the window whole (1, 2, 3 or 4 sides; 960x540 to 1920x1080 and beyond): each side is a column
+ * of its heading, the step's headline (the short narration), the callouts' names, the figures and the queues, as
+ * tall as the room under the controls; the figures take what the text leaves (BS.presentRoom), so that no sentence
+ * is cut and nothing is below the screen. The long narration, the callouts' text, the checklist and the key of
+ * every mark are one key away (i: BS.Player.toggleDetails). */
+
+/* The room of one side's figures: ``plots`` px for the three plots (slot grid, token budget, block map; their HTML
+ * titles apart) split as {slotRow, budget, blocks}: the slot grid up to BS.PRESENT.slotRow px a slot and no more
+ * than 45 % of it (28 px, the names' room, where 55 % allows it), the budget bar its 40 px (none where the room is
+ * very short), the block map the rest. */
+BS.presentRoom = function (plots, nSlots) {
+  const P = BS.PRESENT, n = Math.max(1, nSlots);
+  const budget = plots >= 150 ? P.budget : 0, left = Math.max(0, plots - budget);
+  const most = n <= 8 ? P.slotRow : Math.max(6, Math.floor(320 / n));
+  // rows tall enough for the names in their cells (28 px) where that leaves the map 45 % of the room, else thinner;
+  // under 18 px a row has no room for the axes' labels (BS.presentLayout drops them: 10 px of margins, not 40)
+  const named = n <= 8 && n * 28 + 40 <= 0.55 * left ? 28 : 0;
+  let row = Math.min(most, Math.max(named, Math.floor((0.45 * left - 40) / n)));
+  if (row < P.font) row = Math.min(P.font - 1, Math.max(6, Math.floor((0.45 * left - 10) / n)));
+  const slots = n * row + (row >= P.font ? 40 : 10);
+  return { slotRow: row, budget, blocks: Math.max(20, Math.floor(left - slots)) };
+};
+
+/* How many lines `text` takes at `font` (a CSS font) in `width` px, breaking at spaces as the browser does (a
+ * canvas measures the words): what a side reserves for its longest headline, so that its figures stay in one place
+ * from step to step. */
+BS.linesOf = function (text, font, width) {
+  const g = BS.textPx.g || (BS.textPx.g = document.createElement("canvas").getContext("2d"));
+  g.font = font;
+  const space = g.measureText(" ").width;
+  let lines = 1, x = 0;
+  for (const word of text.split(/ +/)) {
+    const w = g.measureText(word).width;
+    if (x > 0 && x + space + w > width) { lines += 1; x = w; } else x += (x > 0 ? space : 0) + w;
+  }
+  return lines;
 };
 
 /* The width (px) of a label (plain text of plotly's HTML subset) at size px (18 by default) in plotly's font,
@@ -32,8 +70,9 @@ BS.textPx = function (label, size) {
 };
 
 /* A figure's layout in presenter mode: 18 px type everywhere (ticks included), no axis title (the HTML title above
- * says what is drawn), the height its content needs. base: the layout of views.js Side.layout. */
-BS.presentLayout = function (kind, base) {
+ * says what is drawn), the height its content needs. base: the layout of views.js Side.layout; room: the side's
+ * (BS.presentRoom), if measured. */
+BS.presentLayout = function (kind, base, room) {
   const F = BS.PRESENT.font, out = Object.assign({}, base, { font: Object.assign({}, base.font, { size: F }) });
   // no axis title (the figure's title above says what the axes are); dropped, not blanked: plotly.js reserves a
   // blank title's room (36 px left and under the slot grid at 18 px, its rows 30 px instead of BS.PRESENT.slotRow)
@@ -47,15 +86,16 @@ BS.presentLayout = function (kind, base) {
   out.yaxis = axis(base.yaxis);
   if (kind === "slots") {
     const n = (base.yaxis.categoryarray || []).length || 1;
-    const row = BS.presentSlotRow(n);
+    const row = room ? room.slotRow : BS.presentSlotRow(n);
     out.yaxis.showticklabels = row >= F;
-    out.margin = Object.assign({}, base.margin, { b: 34 });
+    out.xaxis.showticklabels = row >= F; // the side's heading says the step
+    out.margin = Object.assign({}, base.margin, { b: row >= F ? 34 : 4 });
     out.height = out.margin.t + out.margin.b + n * row;
     out.uniformtext = { minsize: F, mode: "show" }; // a name is never drawn under 18 px
   } else if (kind === "budget") { // the title says used/budget: no ticks under the bar
     out.xaxis.showticklabels = false;
     out.margin = Object.assign({}, base.margin, { b: 4 });
-    out.height = out.margin.t + out.margin.b + 40;
+    out.height = room ? room.budget : BS.PRESENT.budget;
     out.uniformtext = { minsize: F, mode: "hide" }; // a segment too short for its label at 18 px drops it
   } else if (kind === "blocks") {
     out.yaxis.autorange = false; // the range as given (reversed): autorange would pad it and squeeze the rows
@@ -64,9 +104,41 @@ BS.presentLayout = function (kind, base) {
 };
 
 /* A figure's title in presenter mode: without the policy and the step, which the side's heading shows in large
- * type ("static: slots at step 27 (...)" -> "slots (...)"), so that it takes one line. */
+ * type, and without the slot grid's key of patterns, which the page's key shows once (BS.presentKey): "static:
+ * slots at step 27 (/ prefill, ...)" -> "slots", so that it takes one line. */
 BS.presentTitle = function (label) {
-  return label.replace(/^[^:]{1,40}: /, "").replace(/ at step \d+/, "");
+  return label.replace(/^[^:]{1,40}: /, "").replace(/ at step \d+/, "").replace(/^slots \(.*\)$/, "slots");
+};
+
+/* The page's key in presenter mode, one line under the sides: the slot grid's patterns (its title's parenthesis)
+ * and the block states and marks the sides' maps draw (the payload's blocks.keys, batchscope.figures.kv
+ * present_keys), each state in its own colour as the maps paint it (paint: a side's repaint, presenter palette or
+ * dark); slotTitle: a slot grid title. */
+BS.presentKey = function (box, views, paint, slotTitle) {
+  const title = slotTitle || "";
+  const patterns = (/\(([^)]*)\)\s*$/.exec(title) || ["", ""])[1];
+  const seen = new Map();
+  for (const v of views) for (const [color, label] of v.blocks.keys || []) if (!seen.has(label)) seen.set(label, color);
+  box.replaceChildren();
+  if (patterns) {
+    const item = document.createElement("span");
+    item.className = "bs-key-item";
+    item.textContent = `slots: ${patterns}`;
+    box.appendChild(item);
+  }
+  for (const [label, color] of seen) {
+    const item = document.createElement("span");
+    item.className = "bs-key-item";
+    if (color) {
+      const sw = document.createElement("span");
+      sw.className = "bs-swatch";
+      sw.style.background = paint(color);
+      item.appendChild(sw);
+    }
+    item.appendChild(document.createTextNode(label));
+    box.appendChild(item);
+  }
+  box.hidden = !box.childNodes.length;
 };
 
 /* One slot's height: 36 px up to 8 slots, then thinner (a server's many slots), never under 6 px. */
@@ -74,22 +146,23 @@ BS.presentSlotRow = function (n) {
   return n <= 8 ? BS.PRESENT.slotRow : Math.max(6, Math.floor(320 / n));
 };
 
-/* The slot grid's traces in presenter mode: names at 20 px inside cells tall enough for them, else on hover. */
-BS.presentSlots = function (data, nSlots) {
-  const big = BS.presentSlotRow(nSlots) >= 28;
+/* The slot grid's traces in presenter mode (rows of `row` px): names inside cells tall enough for them (20 px, 18
+ * px in rows under 32 px), else on hover. */
+BS.presentSlots = function (data, row) {
+  const big = row >= 26, size = row >= 32 ? BS.PRESENT.cellFont : BS.PRESENT.font;
   return data.map((tr) => Object.assign({}, tr, {
-    textfont: Object.assign({}, tr.textfont, { size: BS.PRESENT.cellFont }),
+    textfont: Object.assign({}, tr.textfont, { size }),
     textposition: big ? "inside" : "none",
   }));
 };
 
 /* The block map in presenter mode: the number of columns that gives the largest cells within the plot's width and
- * BS.PRESENT.blocksMaxHeight (a pool of 24 blocks: 8 columns of 3 rows; 128 blocks: 16 of 8), and each cell's
+ * `height` px (the side's room; a pool of 24 blocks: 8 columns of 3 rows; 128 blocks: 16 of 8), and each cell's
  * label cut to the lines that fit at 18 px: block id, owner (and marks), fill, in that order of room; an owner's
  * line goes before its id. A grouped map (a server's pool, batchscope/figures/blockgroups.py) keeps its positions. */
-BS.presentBlocks = function (trace, layout, width, sides, grouped) {
+BS.presentBlocks = function (trace, layout, width, height, grouped) {
   const P = BS.PRESENT, m = layout.margin, n = trace.x.length, W = width - m.l - m.r;
-  const maxH = Math.max(120, P.blocksShare[sides] * window.innerHeight) - m.t - m.b;
+  const maxH = Math.max(24, height - m.t - m.b);
   let cols = layout.xaxis.range[1] - layout.xaxis.range[0], rows = layout.yaxis.range[0] - layout.yaxis.range[1];
   let cell = Math.min(W / cols, maxH / rows, P.maxCell);
   if (!grouped) {
@@ -98,8 +171,11 @@ BS.presentBlocks = function (trace, layout, width, sides, grouped) {
       const r = Math.ceil(n / c), s = Math.min(W / c, maxH / r, P.maxCell);
       if (s > cell + 0.5) [cols, rows, cell] = [c, r, s];
     }
-    const need = BS.ownerWidth(trace.text); // cells too small for an owner's name: taller, as wide as it takes
-    if (cell < need && W / need >= 4) [cols, cell] = [Math.floor(W / need), W / Math.floor(W / need)];
+    // cells too small for an owner's name: larger, as wide as it takes, where the height allows
+    const need = BS.ownerWidth(trace.text), wide = Math.floor(W / need);
+    if (cell < need && wide >= 4 && Math.ceil(n / wide) * Math.min(W / wide, P.maxCell) <= maxH) {
+      [cols, cell] = [wide, Math.min(W / wide, P.maxCell)];
+    }
     rows = Math.ceil(n / cols);
     trace.x = trace.x.map((_, i) => i % cols);
     trace.y = trace.y.map((_, i) => Math.floor(i / cols));
@@ -110,7 +186,9 @@ BS.presentBlocks = function (trace, layout, width, sides, grouped) {
   trace.marker = Object.assign({}, trace.marker, { size: Math.floor(cell * 0.94) });
   trace.textfont = Object.assign({}, trace.textfont, { size: P.font, color: trace.marker.color.map(BS.textColor) });
   const lines = Math.floor((cell * 0.94) / P.lineHeight);
-  trace.text = trace.text.map((label, i) => BS.presentBlockLabel(label, grouped ? null : i, lines, cell * 0.94));
+  // cells under 14 px carry no 18 px label (it would cover its neighbours): colours and outlines only, hover names
+  if (cell * 0.94 < 14) trace.text = trace.text.map(() => " ");
+  else trace.text = trace.text.map((label, i) => BS.presentBlockLabel(label, grouped ? null : i, lines, cell * 0.94));
 };
 
 /* The width (px, at 18 px) of the longest owner name in the block labels (a held block's: owner, then fill such
@@ -133,9 +211,12 @@ BS.presentBlockLabel = function (label, block, lines, room) {
   const id = idPart ? idPart[1] : block === null ? "" : String(block);
   const body = (idPart ? parts.slice(1) : parts).filter((p) => p.trim());
   const fits = (t) => BS.textPx(t) <= room - 4;
-  // a line too wide loses its spaces, then an owner's line its ×N, then its marks (★, ✕: hover keeps them)
+  // a line too wide loses its spaces, then an owner's line its ×N, then its marks (★, ✕: hover keeps them) but ⟲,
+  // which is kept without the name of the request it was taken from (the eviction shows on the map at any size)
+  const back = (t) => (t.includes("⟲") ? `${t.replace(/[\s×★✕⟲].*$/, "")}⟲` : t.replace(/[\s×★✕].*$/, ""));
   const shorter = (t) =>
-    [t, t.replace(/ /g, ""), t.replace(/ |×\d+/g, ""), t.replace(/[\s×★✕].*$/, "")].find(fits);
+    [t, t.replace(/ /g, ""), t.replace(/ |×\d+/g, ""), back(t), "⟲"]
+      .find((x) => (x === "⟲" ? t.includes(x) : fits(x)));
   const keep = body.map(shorter).filter((t) => t);
   const idText = id, idLine = id && fits(id) ? [idText] : [];
   if (lines > keep.length) return [...idLine, ...keep].join("<br>") || " ";

@@ -4,7 +4,8 @@
  * (backgrounds, type, grid and axis lines), and the colours the Python figures draw are repainted: the requests
  * with BS.DARK_REQUESTS, light colours at least 3:1 against the page, apart from each other in colour and in grey
  * (the first four at least 13 L* apart) and from the dark padding, free, cached and reserved colours, which replace
- * the light ones. A chip's and a block's label take black or white, whichever contrasts more with its colour. */
+ * the light ones (free, reserved and cached at L* 20, 32 and 42: apart in grey, as on the light page). A chip's and
+ * a block's label take black or white, whichever contrasts more with its colour. */
 "use strict";
 
 BS.DARK = { page: "#15181D", text: "#E6E8EB", grid: "#353B45", line: "#59606B" };
@@ -14,7 +15,7 @@ BS.DARK_REQUESTS = ["#FA802E", "#2EE5FA", "#8756FB", "#FDFDA5", "#F9064F", "#77F
 
 /* The light colours of the pages (batchscope.steplog.view FREE_COLOR, PADDING_COLOR; batchscope.figures.kv CACHED_COLOR,
  * RESERVED_COLOR) and their dark counterparts. */
-BS.DARK_BASE = { "#E8E8E8": "#2C3139", "#9E9E9E": "#5D626B", "#CDE7F5": "#1D4F6B", "#F6E3B8": "#5B4A24" };
+BS.DARK_BASE = { "#E8E8E8": "#2C3139", "#9E9E9E": "#5D626B", "#7DB0D4": "#2A6A90", "#E2C992": "#5B4A24" };
 
 /* Black or white, whichever has the higher WCAG contrast on the colour (relative luminance above 0.179: black). */
 BS.bestText = function (hex) {

@@ -6,6 +6,7 @@
 const PLOT_CONFIG = { displayModeBar: false, responsive: true, logging: 0 };
 const TOP_MARGIN = 6; // a figure's title is an HTML line above its plot: it wraps, and a new title costs no redraw
 const MAX_CHIPS = 40; // a server's queues hold hundreds of requests: the first ones, then a count (batchscope/app/common.py)
+const PRESENT_CHIPS = 5; // presenter mode: the first chips of a queue, then "+N" (the details list them all)
 const MAX_TEXT_ROWS = 200; // more requests than this: the text table lists those in play (batchscope/app/panels.py)
 const CELL_NAME_MIN = 7; // px: a slot-grid cell's name plotly.js would shrink below this to fit its cell is not drawn
 const CELL_PAD = 3; // px: plotly.js's room around a bar's inside text on each side (its bar TEXTPAD)
@@ -107,7 +108,8 @@ function el(tag, cls, parent, text) {
 BS.Side = class {
   /* P: BS.Payload; v: one view of it; opts: {present, compact (text table closed), beats (show teaching beats),
    * hideFuture (a function: whether the slot grid hides the steps after the current one), contrast (presenter
-   * mode's palette), dark (the dark page, theme.js)}. */
+   * mode's palette), dark (the dark page, theme.js), details (a function: whether presenter mode shows the long
+   * texts)}. this.room: presenter mode's room for the figures (BS.presentRoom), set by the player's fit. */
   constructor(P, v, root, opts) {
     this.P = P; this.v = v; this.opts = opts; this.drawn = -1; this.plotted = -1; this.last = {};
     // the dark page's colours (theme.js), else presenter mode's palette (present.js)
@@ -195,12 +197,15 @@ BS.Side = class {
     return c;
   }
 
-  /* Chips for requests (indices), the first MAX_CHIPS of them and a count of the rest. */
+  /* Chips for requests (indices), the first MAX_CHIPS of them (presenter mode: PRESENT_CHIPS, a queue in one line)
+   * and a count of the rest. */
   chips(idx) {
-    const f = document.createDocumentFragment();
+    const many = this.P.views.length > 2 ? 3 : PRESENT_CHIPS; // three or four narrow columns: three chips
+    const f = document.createDocumentFragment(), most = this.opts.present ? many : MAX_CHIPS;
     if (!idx.length) el("span", "bs-none", f, "none");
-    for (const i of idx.slice(0, MAX_CHIPS)) f.appendChild(this.chip(i));
-    if (idx.length > MAX_CHIPS) el("span", "bs-more", f, ` and ${idx.length - MAX_CHIPS} more`);
+    for (const i of idx.slice(0, most)) f.appendChild(this.chip(i));
+    const rest = idx.length - most;
+    if (rest > 0) el("span", "bs-more", f, this.opts.present ? ` +${rest}` : ` and ${rest} more`);
     return f;
   }
 
@@ -219,7 +224,7 @@ BS.Side = class {
       template: this.template, title: { text: "" }, height: base.height - top,
       margin: Object.assign({}, base.margin, { t: TOP_MARGIN }),
     });
-    return this.opts.present ? BS.presentLayout(kind, out) : out;
+    return this.opts.present ? BS.presentLayout(kind, out, this.room) : out;
   }
 
   /* A figure's title at this step: kept here, written in the text phase (after every plot is drawn). */
@@ -238,7 +243,8 @@ BS.Side = class {
 
   textPhase(k) {
     const v = this.v, s = this.P.shown(v, k);
-    this.dom.head.textContent = `${v.label[0].toUpperCase()}${v.label.slice(1)} · step ${s}`;
+    const ended = this.opts.present && k > s ? " (ended)" : ""; // presenter mode: its note with the details
+    this.dom.head.textContent = `${v.label[0].toUpperCase()}${v.label.slice(1)} · step ${s}${ended}`;
     this.dom.note.hidden = k <= s;
     if (s === this.drawn) return;
     for (const [kind, label] of Object.entries(this.titles)) {
@@ -266,7 +272,9 @@ BS.Side = class {
     const layout = this.layout(L, "slots");
     layout.xaxis = Object.assign({}, layout.xaxis, win.xaxis, { title: Object.assign({}, layout.xaxis.title) });
     const mkey = BS.marginKey("slots", this.dom.slots, layout);
-    if (this.opts.present) data = BS.presentSlots(data, L.yaxis.categoryarray.length);
+    if (this.opts.present) {
+      data = BS.presentSlots(data, (layout.height - layout.margin.t - layout.margin.b) / L.yaxis.categoryarray.length);
+    }
     else {
       const cell = this.plotPx(this.dom.slots, mkey, layout, 26) / (win.hi - win.lo + 1); // 26 px: "slot 0"
       const shown = BS.legibleNames(data, () => cell, fontPx(layout));
@@ -303,6 +311,7 @@ BS.Side = class {
   drawBudget(s) {
     const b = this.v.budget;
     this.title("budget", this.P.t(b.titles[s]));
+    this.dom.budget.parentNode.hidden = this.opts.present && this.room && !this.room.budget;
     if (this.plotted >= 0 && b.bars[s] === b.bars[this.plotted]) return;
     const bars = this.P.budgetTraces(this.v, s)
       .map((t) => Object.assign(t, { marker: Object.assign({}, t.marker, { color: this.paint(t.marker.color) }) }));
@@ -324,7 +333,10 @@ BS.Side = class {
         { color: looks.color, line: { width: looks.width, color: looks.line } }),
     });
     const layout = this.layout(b.layout, "blocks");
-    if (this.opts.present) BS.presentBlocks(trace, layout, this.plotWidth(), this.P.views.length, b.grouped);
+    if (this.opts.present) {
+      const height = this.room ? this.room.blocks : 0.3 * window.innerHeight;
+      BS.presentBlocks(trace, layout, this.plotWidth(), height, b.grouped);
+    }
     else BS.fitBlocks(trace, layout, this.plotWidth());
     if (this.opts.dark) BS.darkBlocks(trace);
     BS.plot(BS.marginKey("blocks", this.dom.blocks, layout), this.dom.blocks, BS.blockTraces(trace), layout);
@@ -343,21 +355,24 @@ BS.Side = class {
   /* Narration, teaching beats, queues and the text table: DOM updates only where the step changed them. */
   drawText(s) {
     const v = this.v, cols = v.steps, T = this.P.T;
-    if (this.last.narration !== cols.narration[s]) {
-      const box = this.dom.narration;
-      box.textContent = T[cols.narration[s]];
+    // presenter mode: the headline and the callouts' names (batchscope.explain.headline, beats.BEAT_NAME); the long
+    // narration and the callouts' text with the details (i)
+    const short = this.opts.present && !this.opts.details() && cols.headline;
+    const said = short ? cols.headline : cols.narration, beats = short ? cols.beat_names : cols.beats;
+    if (this.last.narration !== said[s] || this.last.short !== short) {
+      this.dom.narration.textContent = T[said[s]];
     }
     if (cols.checklist && this.last.checklist !== cols.checklist[s]) {
       this.dom.checklist.textContent = T[cols.checklist[s]];
       this.last.checklist = cols.checklist[s];
     }
-    if (this.opts.beats && this.last.beats !== cols.beats[s]) {
-      this.dom.beats.replaceChildren(...T[cols.beats[s]].map((i) => this.beat(T[i])));
+    if (this.opts.beats && (this.last.beats !== beats[s] || this.last.short !== short)) {
+      this.dom.beats.replaceChildren(...T[beats[s]].map((i) => this.beat(T[i])));
     }
     const key = ["waiting", "running", "preempted"].map((q) => cols[q][s]).join(",") + "," +
       BS.lowerBound(v._finishSteps, s + 1);
     if (this.last.queues !== key) this.drawQueues(s);
-    this.last = Object.assign(this.last, { narration: cols.narration[s], beats: cols.beats[s], queues: key });
+    this.last = Object.assign(this.last, { narration: said[s], beats: beats[s], queues: key, short });
     this.drawTexts(s);
   }
 
@@ -371,13 +386,14 @@ BS.Side = class {
   drawQueues(s) {
     const cols = this.v.steps, T = this.P.T;
     // stepinfo.queues and app/panels.queue_rows: the engine's word for an eviction, aborts apart from finishes
+    const by = this.opts.present ? "" : " (by the end of this step)"; // presenter mode: the words alone
     const rows = [["Waiting", "waiting"], ["Running", "running"], [this.v.words.evicted_now, "preempted"],
-      ["Finished (by the end of this step)", "finished"], ["Aborted (by the end of this step)", "aborted"]];
+      [`Finished${by}`, "finished"], [`Aborted${by}`, "aborted"]];
     const ended = this.P.finishedBy(this.v, s), how = this.v.requests.end_word;
     const f = document.createDocumentFragment();
     for (const [name, q] of rows) {
       const idx = q === "finished" || q === "aborted" ? ended.filter((i) => how[i] === q) : T[cols[q][s]];
-      if (!idx.length && (q === "preempted" || q === "aborted")) continue;
+      if (!idx.length && (q === "preempted" || q === "aborted" || (q === "finished" && this.opts.present))) continue;
       const div = el("div", "bs-queue", f);
       el("b", "", div, name + ": ");
       div.appendChild(this.chips(idx));

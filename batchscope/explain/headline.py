@@ -1,0 +1,90 @@
+"""The short form of a step's narration: one line a hall can read in presenter mode, from the same facts.
+
+``narrate`` (``batchscope.explain.narration``) tells a step in full: every chunk's token range, each eviction's cause
+and comeback cost, the budget and the pool. Beside two or four runs on one projector that is too long to read; the
+headline keeps what a step *did*, in the order the narration tells it, and nothing the narration does not say:
+
+    Step 53: A and B decode. C is retracted. D waits: the pool cannot hold its prompt and estimated output.
+
+Its parts come from the step's facts (``batchscope.facts``: each request's work and the step's events, in the
+engine's own words) and the head's recorded decision (``batchscope.steplog.decisions``, its limit in
+``batchscope.steplog.reasons.LIMIT_SHORT``); the long form stays one key away in the player.
+"""
+
+from __future__ import annotations
+
+from batchscope.explain.words import join, plural
+from batchscope.facts import facts
+from batchscope.steplog.decisions import decisions
+from batchscope.steplog.reasons import LIMIT_SHORT
+from batchscope.steplog.view import TraceView
+
+MAX_NAMED = 4  # a headline names at most this many requests in a list, then counts the rest
+
+
+def _names(view: TraceView, ids: list[str] | tuple[str, ...]) -> str:
+    return join([view.label(r) for r in ids], MAX_NAMED)
+
+
+def headline(view: TraceView, step: int) -> str:
+    """The headline of step position ``step`` (plain text, one to three short sentences): the work of the step
+    (decodes, each admission and its prefill, prefill chunks, recomputes, speculative decodes, padding rows), the
+    evictions and endings in the engine's words, and why the head of the queue waits."""
+    f = facts(view)
+    sf = f.step(step)
+    which = f"Step {sf.number}" if sf.idle_steps == 1 else f"Steps {sf.number}–{sf.number + sf.idle_steps - 1}"
+    if sf.idle:
+        return f"{which}: idle, nothing to run."
+    reqs = f.requests(step)
+    order = [s["request_id"] for s in view.steps[step]["scheduled"]]
+    work = {rid: reqs[rid] for rid in order}
+    hits = {a["request_id"]: a for a in decisions(view, step).get("admissions", [])}
+    admitted = {e.request_id for e in sf.events if e.kind in ("admitted", "readmitted")}
+    parts = []
+    decodes = [r for r, w in work.items() if w.work == "decode"]
+    if decodes:
+        parts.append(f"{_names(view, decodes)} decode{'s' if len(decodes) == 1 else ''}")
+    for again in (False, True):  # first admissions together, then comebacks after an eviction together
+        ids = [r for r in work if r in admitted and (r in hits and hits[r]["resumed"]) == again]
+        if ids:
+            hit = sum(hits[r]["num_prefix_hit_tokens"] for r in ids if r in hits)
+            kinds = {work[r].work for r in ids}
+            what = _compute("recompute" if kinds == {"recompute"} else "prefill", sum(work[r].num_tokens for r in ids))
+            be = "is" if len(ids) == 1 else "are"
+            found = f"{hit} cached, " if hit else ""
+            parts.append(f"{_names(view, ids)} {be} admitted{' again' if again else ''} ({found}{what})")
+    for rid, w in work.items():
+        if w.work in ("prefill", "recompute") and rid not in admitted:
+            parts.append(f"{view.label(rid)} {_compute(w.work, w.num_tokens, verb=True)}")
+        elif w.work == "speculative":
+            kept = "" if w.num_accepted is None else f", {w.num_accepted} kept"
+            parts.append(f"{view.label(rid)} verifies {plural(w.num_drafts, 'draft')}{kept}")
+    padding = [r for r, w in work.items() if w.work == "padding"]
+    if padding:
+        parts.append(f"{plural(len(padding), 'padding row')}")
+    sentences = [f"{which}: " + ("; ".join(parts) if parts else "nothing is scheduled") + "."]
+    if sf.evicted:
+        verb = f.words.verb.split()  # "is preempted" -> "are preempted" for several
+        sentences.append(f"{_names(view, sf.evicted)} {verb[0] if len(sf.evicted) == 1 else 'are'} {verb[1]}.")
+    ended = [e for e in sf.events if e.kind in ("finished", "aborted")]
+    for kind in ("finished", "aborted"):
+        ids = [e.request_id for e in ended if e.kind == kind]
+        if ids:
+            sentences.append(
+                f"{_names(view, ids)} {'finishes' if len(ids) == 1 else 'finish'}."
+                if kind == "finished"
+                else f"{_names(view, ids)} {'is' if len(ids) == 1 else 'are'} aborted."
+            )
+    head = decisions(view, step).get("head")
+    if head is not None and sf.waiting:
+        why = LIMIT_SHORT.get(head["limit"], head["limit"]).replace("the head's", "its")
+        sentences.append(f"{view.label(head['request_id'])} waits: {why}.")
+    elif sf.waiting:
+        sentences.append(f"Waiting: {_names(view, sf.waiting)}.")
+    return " ".join(sentences)
+
+
+def _compute(work: str, n: int, verb: bool = False) -> str:
+    """``prefill 7 tokens`` / ``recompute 7 tokens`` (``verb``: ``prefills 7 tokens``)."""
+    word = "prefill" if work == "prefill" else "recompute"
+    return f"{word}{'s' if verb else ''} {plural(n, 'token')}"
