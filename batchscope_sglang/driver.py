@@ -3,7 +3,8 @@
 The loop is the one of ``Scheduler.event_loop_normal`` (sglang/srt/managers/scheduler.py) with overlap off, minus
 the model:
 
-    add arrived requests (Scheduler._add_request_to_queue)
+    arrived requests, as the tokenizer manager sends them (Scheduler.handle_generate_request: the output budget
+    clipped, a prompt too long refused), then due aborts (Scheduler.abort_request with an AbortReq)
       --> Scheduler.get_next_batch_to_run(running_batch, last_batch)
       --> batch?  yes: stand-in result processor (append the workload's next token, update_finish_state,
                        release_kv_cache / checkpoint_kv_cache), as process_batch_result_prefill / _decode do
@@ -19,6 +20,12 @@ matches torch 2.13.0 here). The radix cache's module gets a logical clock for th
 with (``batchscope_sglang.clock``), so eviction order does not depend on timing. Nothing of SGLang's code is
 patched: to name the condition that ends each step's admission, two of the scheduler's methods are wrapped on
 the one instance to note what SGLang's own return (``batchscope_sglang.probe``).
+
+A request reaches the scheduler as a ``TokenizedGenerateReqInput`` (the tokenizer manager's message, with its token
+ids and ``SamplingParams``) through SGLang's own ``handle_generate_request``, so its request handling applies its
+limits (``max_req_len``, ``max_req_input_len``: ``batchscope_sglang.shell``); an abort as the ``AbortReq`` the
+tokenizer manager sends when a client goes away, through SGLang's own ``abort_request``. SGLang matches an abort's id
+as a prefix of request ids: a workload's ids must not be prefixes of each other.
 
 Units: tokens (page_size 1, so a token is a KV slot); a "step" is one ``get_next_batch_to_run`` call.
 
@@ -51,6 +58,7 @@ from sglang.test.test_utils import maybe_stub_sgl_kernel, published_topology  # 
 
 maybe_stub_sgl_kernel()
 
+from sglang.srt.managers.io_struct import AbortReq, TokenizedGenerateReqInput  # noqa: E402
 from sglang.srt.managers.schedule_batch import Req  # noqa: E402
 from sglang.srt.managers.scheduler import Scheduler  # noqa: E402
 from sglang.srt.mem_cache.common import checkpoint_kv_cache, release_kv_cache  # noqa: E402
@@ -76,6 +84,41 @@ def _make_req(r: dict[str, Any], eos: list[int]) -> Req:
     sp.normalize(None)
     prompt = array("q", r["prompt_token_ids"])
     return Req(r["request_id"], "", prompt, sp, eos_token_ids=set(eos), vocab_size=VOCAB_SIZE)
+
+
+def _tokenized(r: dict[str, Any]) -> TokenizedGenerateReqInput:
+    """The tokenizer manager's message for one workload request (``TokenizerManager._create_tokenized_object``):
+    greedy, its token ids, ``max_new_tokens`` as given (None: unset), no logprobs, not streamed."""
+    sp = SamplingParams(max_new_tokens=r["max_new_tokens"], temperature=0.0, ignore_eos=bool(r.get("ignore_eos")))
+    sp.normalize(None)
+    return TokenizedGenerateReqInput(
+        rid=r["request_id"],
+        input_text="",
+        input_ids=array("q", r["prompt_token_ids"]),
+        input_embeds=None,
+        mm_inputs=None,
+        token_type_ids=None,
+        sampling_params=sp,
+        return_logprob=False,
+        logprob_start_len=-1,
+        top_logprobs_num=0,
+        token_ids_logprob=None,
+        stream=False,
+    )
+
+
+def _handled(s: Scheduler, rid: str, asked: int | None) -> list | None:
+    """What SGLang's request handling did to the request ``rid`` just handled: [max_new_tokens, the refusal's
+    message or None], or None if it left it as asked (``max_new_tokens`` as given, the prompt accepted)."""
+    req = next(r for r in s.waiting_queue if r.rid == rid)
+    error = req.to_finish.message if req.to_finish is not None else None
+    granted = req.sampling_params.max_new_tokens
+    return None if granted == asked and error is None else [granted, error]
+
+
+def _reason(req: Req) -> str:
+    """A finished request's reason in the OpenAI words SGLang reports (``stop``, ``length``, ``abort``)."""
+    return req.finished_reason.to_json()["type"]
 
 
 def _process(s: Scheduler, batch: Any, outputs: dict[str, list[int]]) -> list[str]:
@@ -123,16 +166,21 @@ def _record(step: int, s: Scheduler, batch: Any, waiting_before: set[str], runni
 def run_sglang(
     workload: dict[str, Any], max_steps: int = 10_000, observe: Callable[[Scheduler, Any, dict], None] | None = None
 ) -> list[dict]:
-    """SGLang's step records for ``workload``: ``config`` (keys of ``DEFAULT_CONFIG``) and ``requests``
-    (request_id, prompt_token_ids, max_new_tokens, arrival_step, output_token_ids, optional ignore_eos), plus
-    ``eos_token_ids``. Each request samples its ``output_token_ids`` in order; it finishes on an EOS id (unless
-    ``ignore_eos``) or at ``max_new_tokens``, as SGLang decides (``Req.update_finish_state``). ``observe(scheduler,
-    batch, record)``: called after each step that ran a batch, once its results are processed (where SGLang's
-    metrics reporter reads the scheduler)."""
+    """SGLang's step records for ``workload``: ``config`` (keys of ``DEFAULT_CONFIG``, and ``context_len``, the
+    model's context) and ``requests`` (request_id, prompt_token_ids, max_new_tokens (None: unset), arrival_step,
+    output_token_ids, optional ignore_eos and abort_step), plus ``eos_token_ids``. Each request samples its
+    ``output_token_ids`` in order; it finishes on an EOS id (unless ``ignore_eos``) or at ``max_new_tokens``, as
+    SGLang decides (``Req.update_finish_state``). A request with ``abort_step`` is aborted before that step (or as it
+    arrives, if later). Each record also says what the request handling did to the requests that arrived before it
+    (``limits``: id -> [max_new_tokens, refusal message or None], where SGLang changed something), which requests
+    SGLang reported aborted before the step's batch ran (``aborted``, sorted) and each finish's reason
+    (``finish_reasons``). ``observe(scheduler, batch, record)``: called after each step that ran a batch, once its
+    results are processed (where SGLang's metrics reporter reads the scheduler)."""
     cfg = {**DEFAULT_CONFIG, **workload.get("config", {})}
     eos = list(workload.get("eos_token_ids", []))
     pending = sorted(workload["requests"], key=lambda r: r.get("arrival_step", 0))
     outputs = {r["request_id"]: list(r["output_token_ids"]) for r in pending}
+    aborts = {r["request_id"]: r["abort_step"] for r in pending if r.get("abort_step") is not None}
     records: list[dict] = []
     with published_topology(
         role="test",
@@ -146,12 +194,23 @@ def run_sglang(
     ):
         use_logical_clock()  # eviction order by access time, reproducible (batchscope_sglang.clock)
         s = build_scheduler(cfg)
+        s.model_config.hf_eos_token_id = set(eos)
+        outbox = s.ipc_channels.send_to_tokenizer
         probe = StopProbe(s)
         unfinished = {r["request_id"] for r in pending}
+        arrived: list[str] = []
         step = 0
         while unfinished and step < max_steps:
+            limits = {}
             while pending and pending[0].get("arrival_step", 0) <= step:
-                s._add_request_to_queue(_make_req(pending.pop(0), eos))
+                r = pending.pop(0)
+                s.handle_generate_request(_tokenized(r))
+                arrived.append(r["request_id"])
+                if (handled := _handled(s, r["request_id"], r["max_new_tokens"])) is not None:
+                    limits[r["request_id"]] = handled
+            for rid in [rid for rid in arrived if aborts.get(rid, step + 1) <= step]:
+                s.abort_request(AbortReq(rid=rid))  # once: as the tokenizer manager sends it
+                del aborts[rid]
             waiting_before = {r.rid for r in s.waiting_queue}
             running_before = {r.rid for r in s.running_batch.reqs}
             if s.last_batch is not None and s.last_batch.forward_mode.is_extend():
@@ -160,16 +219,19 @@ def run_sglang(
             plan = s.get_next_batch_to_run(running_batch=s.running_batch, last_batch=s.last_batch)
             s.running_batch, batch = plan.running_batch, plan.batch_to_run
             rec = _record(step, s, batch, waiting_before, running_before)
+            rec["limits"], rec["aborted"] = limits, sorted(outbox.take())
+            unfinished -= set(rec["aborted"])
             # the head of the queue after the step, and the condition that ended admission (``probe``)
             rec["head"] = {"request_id": s.waiting_queue[0].rid, "stop": probe.stop} if s.waiting_queue else None
             if batch is not None:
                 rec["finished"] = _process(s, batch, outputs)
+                rec["finish_reasons"] = {rid: _reason(r) for r in batch.reqs if (rid := r.rid) in rec["finished"]}
                 unfinished -= set(rec["finished"])
                 if observe is not None:
                     observe(s, batch, rec)
             else:
                 s.new_token_ratio_tracker.reset()  # Scheduler.on_idle
-                rec["finished"] = []
+                rec["finished"], rec["finish_reasons"] = [], {}
             rec["cached_tokens"] = s.tree_cache.total_size()  # after the step: what eviction has left, and inserts
             rec["evictable_tokens"] = s.tree_cache.evictable_size()
             s.last_batch = batch

@@ -37,6 +37,25 @@ class NoBeams:
     def pending_member_rows(self, batch: Any) -> int:
         return 0
 
+    def retire_group(self, req: Any) -> None:
+        """A request ended outside the commit path: it has no beam group (``retire_group`` then returns)."""
+
+
+class Outbox:
+    """Stands in for the scheduler's socket to the tokenizer manager: keeps the ids of the requests SGLang reports
+    as aborted outside the output stream (``Scheduler.send_abort_output``: popped from the queue, the chunked request
+    dropped), in order, until the driver takes them."""
+
+    def __init__(self) -> None:
+        self.aborted: list[str] = []
+
+    def send_output(self, output: Any, req: Any) -> None:
+        self.aborted.append(req.rid)
+
+    def take(self) -> list[str]:
+        out, self.aborted = self.aborted, []
+        return out
+
 
 def build_scheduler(cfg: dict[str, Any]) -> Scheduler:
     """A ``Scheduler`` for ``cfg`` (see ``batchscope_sglang.driver.DEFAULT_CONFIG``), inside ``published_topology``."""
@@ -66,7 +85,36 @@ def build_scheduler(cfg: dict[str, Any]) -> Scheduler:
     s.chunked_prefill_size = cfg["chunked_prefill_size"]
     s.max_running_requests = cfg["max_running_requests"]
     _set_plain_attributes(s)
+    _set_request_handling(s, cfg)
     return s
+
+
+def _set_request_handling(s: Scheduler, cfg: dict[str, Any]) -> None:
+    """What ``handle_generate_request`` and ``abort_request`` read: the request limits ``TpModelWorker.get_worker_info``
+    computes from the pool and the model's context (``cfg["context_len"]``, default ``MAX_CONTEXT``):
+    ``max_req_len = min(context_len - 1, pool - 1)``, ``max_req_input_len = max_req_len - 5``; no sessions, grammar,
+    multimodal receiver, KV events or ``SGLANG_MAX_NEW_TOKENS_LIMIT``; and the socket to the tokenizer manager, an
+    ``Outbox`` (no Rust server)."""
+    from sglang.srt.mem_cache.allocator.page_interleave import page_interleave_shard_size
+
+    pool, context_len = cfg["pool_tokens"], cfg.get("context_len") or MAX_CONTEXT
+    s.max_total_num_tokens = pool
+    s.max_req_len = min(context_len - 1, pool - 1)
+    s.max_req_input_len = s.max_req_len - 5
+    s.max_new_tokens_limit = None
+    s.kv_shard_widening = page_interleave_shard_size(s.token_to_kv_pool_allocator)
+    s.sliding_window_size = None
+    s.enable_session_radix_cache = False
+    s.session_controller = {}  # no session: handle_generate_request only asks whether an id is in it
+    s.tokenizer = None  # skip_tokenizer_init
+    s.metrics_collector = None
+    s.kv_events_publisher = SimpleNamespace(enable_kv_cache_events=False)
+    s.grammar_manager.grammar_backend = None  # GrammarManager.__init__ with skip_tokenizer_init
+    s.grammar_manager._enable_strict_thinking = False
+    s.mm_receiver = None
+    s.enable_continuous_input_polling = False
+    s.rust_server = None
+    s.ipc_channels = SimpleNamespace(send_to_tokenizer=Outbox())
 
 
 def _set_plain_attributes(s: Scheduler) -> None:
@@ -121,7 +169,8 @@ def _set_plain_attributes(s: Scheduler) -> None:
         object.__setattr__(s.ngram_embedding_manager, name, value)  # a frozen dataclass
     s.load_inquirer = SimpleNamespace(_get_num_pending_tokens=lambda chunk_deduct=0: 0)  # read for log stats only
     s.spec_algorithm = SpeculativeAlgorithm.NONE
-    s.model_config = SimpleNamespace(vocab_size=VOCAB_SIZE, is_encoder_decoder=False)
+    # the EOS ids handle_generate_request gives each request: the driver sets the workload's
+    s.model_config = SimpleNamespace(vocab_size=VOCAB_SIZE, is_encoder_decoder=False, hf_eos_token_id=None)
     # what Scheduler.init_model_worker publishes: one micro-batch of max_running_requests rows
     get_context().override(
         "scheduler.pp_max_micro_batch_size_default", pp_max_micro_batch_size=max(s.max_running_requests, 1)

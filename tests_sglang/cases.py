@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 EOS = 2
@@ -114,18 +116,74 @@ def eviction() -> dict[str, Any]:
 
 def waiting_prefix_refresh() -> dict[str, Any]:
     """FCFS refreshes the cached prefixes of the waiting requests on its first sort and every 32nd after. A and B
-    finish as in ``eviction`` (A's a + [7] older than B's b + [7]); X (128 tokens, chunks of 4, one row) and W =
+    finish as in ``eviction`` (A's a + [7] older than B's b + [7]); X (125 tokens, chunks of 4, one row; SGLang's
+    request handling refuses 126 or more in this pool) and W =
     a + [15] arrive at step 4, and W waits while X's chunks fill the 132-token pool. The queue is sorted at step 0
     (A admitted), 2 (B) and then once per chunk of X from step 4 (the decode steps, their row taken, try none): the
     32nd sort after the first is at step 34, X's 31st chunk, and refreshes W's cached a. That chunk is 2 tokens
-    short: eviction drops A's [7], then B's [7] (a is newer now), 2 for 2. X's last chunk evicts b whole (older
-    than a); W then hits a (4). Without the refresh, a would go right after A's [7]: 5 evicted at step 34."""
+    short: eviction drops A's [7], then B's [7] (a is newer now), 2 for 2. X's last chunk (1 token) evicts b whole
+    (older than a); W then hits a (4). Without the refresh, a would go right after A's [7]: 5 evicted at step 34."""
     a, b = [11, 12, 13, 14], [21, 22, 23, 24]
     reqs = [
         _req("A", a, [7, 2]),
         _req("B", b, [7, 2]),
-        _req("X", list(range(100, 228)), [2], at=4),
+        _req("X", list(range(100, 225)), [2], at=4),
         _req("W", [*a, 15], [2], at=4),
     ]
     cfg = {"max_running_requests": 1, "chunked_prefill_size": 4, "pool_tokens": 132}
     return {"config": cfg, "requests": reqs, "eos_token_ids": [EOS]}
+
+
+CASES = Path(__file__).resolve().parents[1] / "tests" / "cases"  # copies of ../shared/cases (see its README)
+
+
+def shared_case(name: str, **config: Any) -> dict[str, Any]:
+    """Reference case ``name`` (f01, f02, f03: SGLang at the pool's edge and its aborts) as a workload: its requests
+    (``ignore_eos``, each sampling token 7 up to its ``max_tokens``) under ``config`` (the case's flags)."""
+    lines = (CASES / f"{name}.jsonl").read_text().splitlines()
+    reqs = []
+    for spec in (json.loads(line) for line in lines if line.strip()):
+        r = _req(spec["request_id"], spec["prompt_token_ids"], [7] * spec["max_tokens"], at=spec.get("arrival_step", 0))
+        r["ignore_eos"] = spec.get("ignore_eos", False)
+        if "abort_step" in spec:
+            r["abort_step"] = spec["abort_step"]
+        reqs.append(r)
+    return {"config": {"max_running_requests": 4, **config}, "requests": reqs, "eos_token_ids": [EOS]}
+
+
+def f01(prompt_tokens: int = 20) -> dict[str, Any]:
+    """f01: R (``prompt_tokens`` ids, max_tokens 20) in a 40-token pool, chunks of 64: ``max_req_len`` 39, so SGLang
+    clips max_new_tokens to 39 - 20 - 1 = 18; a prompt of 34 (``max_req_input_len``) or more is refused."""
+    workload = shared_case("f01", pool_tokens=40, chunked_prefill_size=64)
+    workload["requests"][0]["prompt_token_ids"] = list(range(100, 100 + prompt_tokens))
+    return workload
+
+
+def f02() -> dict[str, Any]:
+    """f02: A (6 ids, 10 tokens) aborted before step 3 while it decodes beside B (6 ids, 4 tokens, from step 1)."""
+    return shared_case("f02", pool_tokens=64, chunked_prefill_size=64)
+
+
+def f03() -> dict[str, Any]:
+    """f03: X (20 ids, chunks of 8) aborted before step 2, mid-prompt; Y (the same ids) arrives at step 3."""
+    return shared_case("f03", pool_tokens=64, chunked_prefill_size=8)
+
+
+def abort_behind_a_prefill() -> dict[str, Any]:
+    """A decodes alone; the abort comes before step 3, when B arrives: step 3 is B's EXTEND batch (prefill first,
+    A's decode waits), so A is only marked to finish then and ends after the DECODE of step 4, with 4 tokens."""
+    reqs = [_req("A", [11, 12], [7] * 10), _req("B", [21, 22, 23], [7] * 3, at=3)]
+    reqs[0]["abort_step"] = 3
+    return {"config": {"max_running_requests": 2, "pool_tokens": 200}, "requests": reqs, "eos_token_ids": [EOS]}
+
+
+def abort_after_retraction() -> dict[str, Any]:
+    """``retraction`` with its retracted request aborted before the next step: it waits in the queue without K/V,
+    so the abort ends it at once (state ``preempted`` in the engine's trace); the others run on."""
+    workload = retraction()
+    for r in workload["requests"]:
+        r["abort_step"] = RETRACTED_AT + 1 if r["request_id"] == RETRACTED else None
+    return workload
+
+
+RETRACTED, RETRACTED_AT = "C", 34  # ``retraction``: the request SGLang retracts and the step (test_sglang_edges)

@@ -2,9 +2,11 @@
 step in the record format of ``batchscope_sglang.driver`` so the two compare field by field.
 
 The workload: ``config`` (max_running_requests, chunked_prefill_size, pool_tokens, schedule_policy,
-enable_prefix_cache, enable_mixed_chunk), ``requests`` (request_id, prompt_token_ids, max_new_tokens, arrival_step,
-output_token_ids, optional ignore_eos) and ``eos_token_ids``. Each request samples its ``output_token_ids`` in order,
-as the driver's stand-in model does.
+enable_prefix_cache, enable_mixed_chunk, optional context_len), ``requests`` (request_id, prompt_token_ids,
+max_new_tokens (None: unset), arrival_step, output_token_ids, optional ignore_eos and abort_step) and
+``eos_token_ids``. Each request samples its ``output_token_ids`` in order, as the driver's stand-in model does; it
+goes through the request handling as it arrives (``SGLangScheduler.handle_request``) and is aborted once, before its
+``abort_step`` (or as it arrives, if later), as the driver sends SGLang an ``AbortReq``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from typing import Any
 
 from batchscope.sglang_family.scheduler import SGLangScheduler
 from batchscope.sglang_family.state import SglRequest
+from batchscope.steplog.finishes import aborted_before
 from batchscope_sglang.driver import DEFAULT_CONFIG
+from batchscope_sglang.shell import MAX_CONTEXT
 
 AFTER_STEP = ("cached_tokens", "evictable_tokens")  # the radix cache's sizes (tokens) once the step is over
 
@@ -51,11 +55,13 @@ def sglang_head(rec: dict, retracted: str | None = None) -> dict | None:
 
 
 def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[dict]:
-    """Batchscope's step records for ``workload`` (the driver's fields, see ``batchscope_sglang.driver._record``)."""
+    """Batchscope's step records for ``workload`` (the driver's fields, see ``batchscope_sglang.driver._record`` and
+    ``run_sglang``)."""
     cfg = {**DEFAULT_CONFIG, **workload.get("config", {})}
     eos = frozenset(workload.get("eos_token_ids", []))
     pending = sorted(workload["requests"], key=lambda r: r.get("arrival_step", 0))
     outputs = {r["request_id"]: list(r["output_token_ids"]) for r in pending}
+    aborts = {r["request_id"]: r["abort_step"] for r in pending if r.get("abort_step") is not None}
     s = SGLangScheduler(
         cfg["max_running_requests"],
         cfg["chunked_prefill_size"],
@@ -63,16 +69,28 @@ def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[di
         cfg["schedule_policy"],
         cfg["enable_prefix_cache"],
         mixed_chunk=cfg["enable_mixed_chunk"],
+        context_len=cfg.get("context_len") or MAX_CONTEXT,
     )
     unfinished = {r["request_id"] for r in pending}
+    arrived: dict[str, SglRequest] = {}
     records: list[dict] = []
     step = 0
     while unfinished and step < max_steps:
+        limits: dict[str, list] = {}
         while pending and pending[0].get("arrival_step", 0) <= step:
             r = pending.pop(0)
-            req = SglRequest(r["request_id"], list(r["prompt_token_ids"]), r["max_new_tokens"], eos)
+            req = SglRequest(r["request_id"], list(r["prompt_token_ids"]), 0, eos)
             req.ignore_eos = bool(r.get("ignore_eos"))
-            s.add_request(req)
+            handled = s.handle_request(req, r["max_new_tokens"])
+            if handled.max_new_tokens != r["max_new_tokens"] or handled.error is not None:
+                limits[req.request_id] = [handled.max_new_tokens, handled.error]
+            arrived[req.request_id] = req
+        aborted = []
+        for rid in [rid for rid in arrived if aborts.get(rid, step + 1) <= step]:
+            del aborts[rid]
+            if s.abort(arrived[rid]) in ("waiting", "chunked"):
+                aborted.append(rid)
+        unfinished -= set(aborted)
         out = s.schedule()
         rec: dict[str, Any] = {
             "step": step,
@@ -84,12 +102,15 @@ def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[di
             "retracted": out.retracted,
             "chunked": s.chunked.request_id if s.chunked is not None else None,
             "new_token_ratio": s.ratio,
+            "limits": limits,
+            "aborted": sorted(aborted),
             "head": {"request_id": s.waiting[0].request_id, "limit": s.held[0] if s.held else None}
             if s.waiting
             else None,
         }
         sampled = {r.request_id: outputs[r.request_id][len(r.output_token_ids)] for r, _ in out.run}
         rec["finished"] = s.update(out, sampled)
+        rec["finish_reasons"] = {rid: arrived[rid].finish_reason for rid in rec["finished"]}
         rec["cached_tokens"], rec["evictable_tokens"] = s.memory.cache.size, s.memory.cache.evictable
         unfinished -= set(rec["finished"])
         records.append(rec)
@@ -115,7 +136,8 @@ def first_difference(ours: list[dict], theirs: list[dict], retracted: str | None
 def run_engine_trace(workload: dict[str, Any]) -> list[dict]:
     """The trace Batchscope's engine writes for ``workload`` under ``--batching sglang``
     (``batchscope.sglang_family.batching``), with a stand-in runner that samples each request's ``output_token_ids`` in
-    order; all records, header first."""
+    order, and its ``abort_step``; all records, header first. ``max_new_tokens`` must be set (the engine's
+    ``max_tokens``)."""
     from batchscope.engine.config import EngineConfig
     from batchscope.engine.engine import LLMEngine
     from batchscope.engine.request import Request, SamplingParams
@@ -138,10 +160,13 @@ def run_engine_trace(workload: dict[str, Any]) -> list[dict]:
             list(r["prompt_token_ids"]),
             SamplingParams(max_tokens=r["max_new_tokens"], ignore_eos=bool(r.get("ignore_eos"))),
             arrival_step=r.get("arrival_step", 0),
+            abort_step=r.get("abort_step"),
         )
         for r in workload["requests"]
     ]
-    return LLMEngine(_Scripted(outputs), config, eos_token_ids=workload.get("eos_token_ids", [])).run(requests)
+    eos = workload.get("eos_token_ids", [])
+    context_len = cfg.get("context_len")  # the model's (the engine's max_model_len): SGLang's max_req_len bound
+    return LLMEngine(_Scripted(outputs), config, eos_token_ids=eos, max_model_len=context_len).run(requests)
 
 
 class _Scripted:
@@ -164,12 +189,16 @@ class _Scripted:
 def trace_steps(records: list[dict]) -> list[dict]:
     """A trace's steps in the driver's record fields (``batchscope_sglang.driver._record``), read from what the trace
     says: the batch kind and ratio (``decisions.batch``), who ran with how many tokens, admissions with their prefix
-    hits, retractions (``preempted``), the chunked request (the one that ran without sampling) and who finished."""
+    hits, retractions (``preempted``), the chunked request (the one that ran without sampling), who finished in the
+    step and why, who was aborted before it (``finished`` entries released before the step) and the request
+    handling's clips and refusals (``decisions.request_limits``)."""
     out = []
     for st in (r for r in records if r["type"] == "step"):
         sampled = {s["request_id"] for s in st["sampled"]}
         cut = [s["request_id"] for s in st["scheduled"] if s["request_id"] not in sampled]
         batch = st["decisions"]["batch"]
+        ended = [f for f in st["finished"] if not aborted_before(f)]
+        limits = st["decisions"].get("request_limits", [])
         out.append(
             {
                 "kind": batch["kind"],
@@ -180,7 +209,10 @@ def trace_steps(records: list[dict]) -> list[dict]:
                 "retracted": sorted(st["preempted"]),
                 "chunked": cut[0] if cut else None,
                 "new_token_ratio": batch["new_token_ratio"],
-                "finished": [f["request_id"] for f in st["finished"]],
+                "finished": [f["request_id"] for f in ended],
+                "finish_reasons": {f["request_id"]: f["reason"] for f in ended},
+                "aborted": sorted(f["request_id"] for f in st["finished"] if aborted_before(f)),
+                "limits": {x["request_id"]: [x["max_new_tokens"], x.get("error")] for x in limits},
                 "head": _head(st["decisions"].get("head")),
             }
         )
@@ -188,13 +220,13 @@ def trace_steps(records: list[dict]) -> list[dict]:
 
 
 def compare_trace(records: list[dict], theirs: list[dict]) -> str:
-    """``first_difference`` of a Batchscope trace and SGLang's records, on the steps that run a batch (the engine
-    skips idle steps; SGLang's reset of the ratio on them shows in the ratio of the next step)."""
+    """``first_difference`` of a Batchscope trace and SGLang's records, on the steps that run a batch or end an abort
+    (the engine skips other idle steps; SGLang's reset of the ratio on them shows in the ratio of the next step)."""
     ours = [{**r, "step": k} for k, r in enumerate(trace_steps(records))]
     # the cache's sizes after each step are not in the trace (its pool is the one during the forward pass)
     busy = [
         {**{f: v for f, v in r.items() if f not in AFTER_STEP}, "step": k}
-        for k, r in enumerate(r for r in theirs if r["kind"] != "idle")
+        for k, r in enumerate(r for r in theirs if r["kind"] != "idle" or r["aborted"])
     ]
     return first_difference(ours, busy, RETRACTED_HEAD)
 

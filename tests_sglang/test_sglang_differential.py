@@ -24,6 +24,10 @@ Each family runs again with ``--enable-mixed-chunk`` (SGLang's ``enable_mixed_ch
 the running decodes join an EXTEND batch when the pool holds them.
 
 Every workload must also run to its end in SGLang (a workload nothing can admit would agree vacuously).
+
+Requests reach SGLang through its own request handling and aborts through its own ``abort_request``
+(``batchscope_sglang.driver``); the last family puts requests at the pool's edge (clipped, refused) and aborts about
+half of them at random steps (``at_the_edges``), and checks Batchscope's engine trace of them too.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from replay import first_difference, run_batchscope
+from replay import compare_trace, first_difference, run_batchscope, run_engine_trace
 
 from batchscope_sglang.driver import run_sglang
 
@@ -171,3 +175,117 @@ def test_mixed_chunk_retraction(workload):
 @given(workload=retracting(cache=True, mixed=True))
 def test_mixed_chunk_retraction_with_prefix_cache(workload):
     _check(workload)
+
+
+# Requests at the pool's edge and aborts, through SGLang's request handling and its abort_request (the driver sends
+# each request as the tokenizer manager's message and each abort as an AbortReq): prompts from one token to past
+# ``max_req_input_len`` (refused: a one-token stand-in, then an abort), outputs up to past the pool or unset (clipped
+# by ``init_req_max_new_tokens``), a model context below the pool now and then (its bound clips instead), and about
+# half the requests aborted at a random step: waiting, mid-chunk, running (marked to finish), retracted or finished.
+@st.composite
+def at_the_edges(draw: st.DrawFn, cache: bool, mixed: bool = False, unset: bool = True) -> dict[str, Any]:
+    pool = draw(st.integers(12, 80))
+    stems = draw(st.lists(st.lists(st.integers(3, 9), min_size=1, max_size=pool), min_size=1, max_size=2))
+    requests = []
+    for i in range(draw(st.integers(1, 5))):
+        prompt = (draw(st.sampled_from(stems)) + draw(st.lists(st.integers(3, 9), max_size=pool)))[: pool + 4]
+        prompt = prompt or [3]
+        max_new = draw(st.none() | st.integers(1, pool)) if unset else draw(st.integers(1, pool))
+        length = max_new or pool
+        eos_at = draw(st.none() | st.integers(1, length))
+        # without the prefix cache an ignore_eos request clipped to the pool is never admitted (SGLang waits forever;
+        # tests/engine/test_sglang_edges.py), so those run without it
+        ignore_eos = cache and draw(st.booleans())
+        arrival = draw(st.integers(0, 6))
+        requests.append(
+            {
+                "request_id": f"R{i}",
+                "prompt_token_ids": prompt,
+                "max_new_tokens": max_new,
+                "arrival_step": arrival,
+                "output_token_ids": [EOS if k + 1 == eos_at else OTHER for k in range(length)],
+                "ignore_eos": ignore_eos,
+                "abort_step": draw(st.none() | st.integers(arrival, arrival + 3) | st.integers(arrival, arrival + 20)),
+            }
+        )
+    rows = draw(st.integers(1, 4))
+    config = {
+        "max_running_requests": rows,
+        "chunked_prefill_size": draw(st.integers(rows + 1 if mixed else 2, 48)),
+        "pool_tokens": pool,
+        "schedule_policy": draw(st.sampled_from(["fcfs", "lpm"])) if cache else "fcfs",
+        "enable_prefix_cache": cache,
+        "enable_mixed_chunk": mixed,
+        "context_len": draw(st.none() | st.integers(pool // 2, pool + 8)),
+    }
+    if config["context_len"] is not None:  # SGLang's tokenizer manager refuses (HTTP 400) what passes the context
+        requests = [r for r in requests if _fits_context(r, config["context_len"])] or requests[:0]
+    return {"config": config, "requests": requests, "eos_token_ids": [EOS]}
+
+
+def _fits_context(r: dict[str, Any], context_len: int) -> bool:
+    n, m = len(r["prompt_token_ids"]), r["max_new_tokens"]
+    return n < context_len and (m is None or n + m <= context_len)
+
+
+def _check_edges(workload: dict[str, Any], engine: bool = False) -> None:
+    if not workload["requests"]:
+        return
+    theirs = run_sglang(workload)
+    verdict = first_difference(run_batchscope(workload), theirs)
+    assert verdict.startswith("agrees"), f"{verdict}\nworkload {workload}"
+    ended = {rid for r in theirs for rid in r["finished"] + r["aborted"]}
+    assert ended == {r["request_id"] for r in workload["requests"]}, "a workload must run to the end"
+    if engine:
+        verdict = compare_trace(run_engine_trace(workload), theirs)
+        assert verdict.startswith("agrees"), f"engine trace: {verdict}\nworkload {workload}"
+
+
+@SETTINGS
+@given(workload=at_the_edges(cache=False))
+def test_edges_and_aborts_without_prefix_cache(workload):
+    _check_edges(workload)
+
+
+@SETTINGS
+@given(workload=at_the_edges(cache=True))
+def test_edges_and_aborts_with_prefix_cache(workload):
+    _check_edges(workload)
+
+
+@SETTINGS
+@given(workload=at_the_edges(cache=True, mixed=True))
+def test_edges_and_aborts_with_mixed_chunks(workload):
+    _check_edges(workload)
+
+
+@settings(
+    max_examples=max(EXAMPLES // 3, 1), deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+)
+@given(workload=at_the_edges(cache=True, unset=False))
+def test_edges_and_aborts_in_the_engines_trace(workload):
+    """The same through Batchscope's engine (its trace, read back): the clips, refusals and aborts it records."""
+    _check_edges(workload, engine=True)
+
+
+@st.composite
+def with_aborts(draw: st.DrawFn, workload: st.SearchStrategy[dict[str, Any]]) -> dict[str, Any]:
+    """``workload`` with about half its requests aborted at a random step of their run: the retracting families'
+    aborts reach requests while they are retracted, or marked to finish and then retracted (SGLang keeps the mark:
+    the request ends at its next sample, after its recompute)."""
+    out = draw(workload)
+    for r in out["requests"]:
+        r["abort_step"] = draw(st.none() | st.integers(r["arrival_step"], r["arrival_step"] + 80))
+    return out
+
+
+@SETTINGS
+@given(workload=with_aborts(retracting(cache=False)))
+def test_aborts_while_retracting_without_prefix_cache(workload):
+    _check_edges(workload)
+
+
+@SETTINGS
+@given(workload=with_aborts(retracting(cache=True, mixed=True)))
+def test_aborts_while_retracting_with_prefix_cache_and_mixed_chunks(workload):
+    _check_edges(workload)

@@ -10,9 +10,11 @@
 Idle time costs nothing: when nothing is running or waiting and the next arrival is on the step clock, the clock
 jumps to that step and the next step record says how many empty steps it skipped (``idle_steps_before``); with only
 wall-clock arrivals left, the loop sleeps until the next one. A run can be stopped between steps (``should_stop``):
-the trace then ends with a summary marked ``partial``. A request is aborted before a step is scheduled when its
-``abort_step`` is due or ``abort`` asked for it; that step runs even with nothing left to schedule (vLLM's engine
-core also runs one to report a finish), and its ``finished`` lists the abort.
+the trace then ends with a summary marked ``partial``. A request's abort reaches its scheduler once, before a step
+is scheduled, when its ``abort_step`` is due or ``abort`` asked for it, and each family ends it as its engine does:
+vLLM's at once (that step runs even with nothing left to schedule, as vLLM's engine core runs one to report a
+finish, and its ``finished`` lists the abort); SGLang's at once if it waits or is the chunked request mid-prompt,
+else after the step in which it next samples (``batchscope.sglang_family.scheduler``, rule 8).
 
 On CPU the header also records ``cpu_share``: the process's CPU time during the steps over their wall time times
 PyTorch's thread count (about 1 when the run had its cores to itself; ``batchscope.steplog.timing`` judges it).
@@ -88,11 +90,13 @@ class LLMEngine:
         self._abort_asked: list[str] = []  # ``abort`` calls not yet applied (taken before the next step)
         self._abort_lock = threading.Lock()
         self._arrived_ids: set[str] = set()  # requests handed to the scheduler, this run
+        self._abort_sent: set[str] = set()  # requests whose abort the scheduler has had, this run (once each)
 
     def abort(self, request_id: str) -> None:
         """Abort ``request_id`` before the step ``run`` builds next, whatever its state, as a server aborts a request
-        whose client went away (the Playground's Cancel of one request). The scheduler frees its blocks as vLLM's
-        ``Scheduler.finish_requests(..., FINISHED_ABORTED)`` does (``Scheduler.abort``); the step's ``finished``
+        whose client went away (the Playground's Cancel of one request). The scheduler takes it as its engine does
+        (vLLM's ``Scheduler.finish_requests(..., FINISHED_ABORTED)`` frees its blocks at once; SGLang's
+        ``abort_request`` may only mark it to finish after its next step); the ``finished`` of the step it ends in
         lists it with reason ``abort``. Thread-safe. A request not yet arrived is aborted when it arrives; an id
         that has finished by then, or is unknown, is ignored (as vLLM ignores it), and so is a call made while no
         run is going (the next run starts afresh)."""
@@ -217,15 +221,15 @@ class LLMEngine:
     def _reset_aborts(self) -> None:
         """A new run: nothing has arrived, and a Cancel that came after the last run must not abort a request of
         this one."""
-        self._arrived_ids = set()
+        self._arrived_ids, self._abort_sent = set(), set()
         with self._abort_lock:
             self._abort_asked = []
 
     def _abort_due(self, requests: list[Request], step: int, t0: float) -> list[FinishedRecord]:
-        """Abort, in arrival order (ties in workload order), the arrived requests whose ``abort_step`` is due
-        (``abort`` calls set it to this step); returns their ``finished`` entries
-        (``batchscope.steplog.records.AbortRecord`` under ``aborted``). The order decides the order their blocks go back
-        to the free queue."""
+        """Hand the scheduler, once each and in arrival order (ties in workload order), the aborts of the arrived
+        requests whose ``abort_step`` is due (``abort`` calls set it to this step); returns the ``finished`` entries
+        (``batchscope.steplog.records.AbortRecord`` under ``aborted``) of those that ended at once. The order decides
+        the order their blocks go back to the free queue."""
         with self._abort_lock:
             asked, self._abort_asked = set(self._abort_asked), []
         out: list[FinishedRecord] = []
@@ -234,6 +238,9 @@ class LLMEngine:
                 req.abort_step = step
             if req.abort_step is None or req.abort_step > step or req.request_id not in self._arrived_ids:
                 continue
+            if req.request_id in self._abort_sent:
+                continue
+            self._abort_sent.add(req.request_id)
             facts = self.scheduler.abort(req)
             if facts is not None:
                 req.finish_time = time.perf_counter() - t0

@@ -17,6 +17,7 @@ from batchscope.scheduling.scheduler import ScheduledRequest, SchedulerOutput
 from batchscope.steplog.records import (
     ConfigRecord,
     DecisionsRecord,
+    FinishedRecord,
     HeaderRecord,
     KVRecord,
     RequestSpecRecord,
@@ -114,7 +115,7 @@ def step_record(
         ],
         "admitted": out.admitted_req_ids,
         "num_prefix_hit_tokens": out.prefix_hit_tokens,
-        "finished": [{"request_id": rid, "reason": reason.value} for rid, reason in finished],
+        "finished": [finished_record(rid, reason, out) for rid, reason in finished],
         "preempted": out.preempted_req_ids,
         "waiting": [r.request_id for r in sched.waiting],
         "running": running,
@@ -122,6 +123,14 @@ def step_record(
         "kv": kv,
         "decisions": decisions_record(out),
     }
+
+
+def finished_record(rid: str, reason: FinishReason, out: SchedulerOutput) -> FinishedRecord:
+    """A request that ended in the step; one that ends by an abort marked earlier carries its ``aborted`` record."""
+    record: FinishedRecord = {"request_id": rid, "reason": reason.value}
+    if rid in out.aborted:
+        record["aborted"] = out.aborted[rid]
+    return record
 
 
 def scheduled_record(s: ScheduledRequest) -> ScheduledRecord:
@@ -144,6 +153,8 @@ def scheduled_record(s: ScheduledRequest) -> ScheduledRecord:
 def decisions_record(out: SchedulerOutput) -> DecisionsRecord:
     """Why the step looks as it does, as the scheduler recorded it where it decided (``batchscope.steplog.reasons``)."""
     record: DecisionsRecord = {"admissions": out.admissions, "preemptions": out.preemptions}
+    if out.request_limits:
+        record["request_limits"] = out.request_limits
     if out.head is not None:
         record["head"] = out.head
     if out.batch is not None:

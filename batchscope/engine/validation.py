@@ -11,6 +11,7 @@ from batchscope.engine.config import EngineConfig
 from batchscope.engine.request import INT_RANGES, FieldError, Request, is_int, range_text
 from batchscope.scheduling.block_manager import blocks_needed
 from batchscope.sglang_family.prefill_adder import min_pool_tokens
+from batchscope.sglang_family.request_handling import STAND_IN_PROMPT, RequestLimits, handle
 from batchscope.steplog.checks import WORKLOAD_ID_CHARS, request_id_problem
 
 
@@ -170,8 +171,9 @@ def _check_pool_and_budget(req: Request, config: EngineConfig, max_model_len: in
     """The request fits the whole pool alone (else it would preempt itself forever), and without chunked prefill
     its prompt fits the budget."""
     where, rid = f"request {req.request_id!r}", req.request_id
-    if config.batching == "sglang":
-        _check_sglang_pool(req, config)
+    if config.batching == "sglang":  # SGLang clips, or refuses with an abort, what does not fit: its own rules
+        _check_sglang_pool(req, config, max_model_len)
+        return
     tokens = max_kv_tokens_with_drafts(req, config, max_model_len)
     held_back = 1 if config.batching == "tgi" else 0  # TGI keeps block 0 back
     to_completion = config.batching == "trtllm" and config.capacity_policy != "max_utilization"
@@ -219,20 +221,30 @@ def pool_note(config: EngineConfig) -> str:
     return ""
 
 
-def _check_sglang_pool(req: Request, config: EngineConfig) -> None:
-    """SGLang's admission charges prompt + max_tokens + 1 and needs it below the pool; an ignore_eos request without
-    the prefix cache needs 1 more for its simulated run (``batchscope.sglang_family.prefill_adder.min_pool_tokens``)."""
-    fixed = req.sampling.ignore_eos and not config.enable_prefix_caching
-    need = min_pool_tokens(req.num_prompt_tokens, req.sampling.max_tokens, fixed)
-    if need > config.num_kv_blocks:
-        extra = "3: ignore_eos without the prefix cache" if fixed else "2"
-        raise RequestError(
-            f"request {req.request_id!r}: SGLang admits it only into a pool of >= {need} tokens (prompt "
-            f"{req.num_prompt_tokens} + max_tokens {req.sampling.max_tokens} + {extra}) but num_kv_blocks="
-            f"{config.num_kv_blocks} (block_size 1); raise num_kv_blocks to >= {need} or lower max_tokens",
-            req.request_id,
-            "num_kv_blocks",
-            config.num_kv_blocks,
-            f">= {need}",
-            need,
-        )
+def _check_sglang_pool(req: Request, config: EngineConfig, max_model_len: int | None) -> None:
+    """SGLang takes any request whose prompt and max_tokens fit the model's context (``_check_context``): it clips
+    the output to the pool, or refuses a prompt too long for it by ending it with an abort
+    (``batchscope.sglang_family.request_handling``: the run shows both). One request it accepts can never run: an
+    ``ignore_eos`` request without the prefix cache, clipped to the pool, is judged by a simulated run that wants
+    more than the clip leaves (``batchscope.sglang_family.prefill_adder.min_pool_tokens``), so it waits forever."""
+    if not req.sampling.ignore_eos or config.enable_prefix_caching:
+        return
+    limits = RequestLimits(config.num_kv_blocks, max_model_len)
+    handled = handle(limits, req.num_prompt_tokens, req.sampling.max_tokens)
+    prompt = len(STAND_IN_PROMPT) if handled.error else req.num_prompt_tokens
+    need = min_pool_tokens(prompt, handled.max_new_tokens, fixed_length_run=True)
+    if need <= config.num_kv_blocks:
+        return
+    at_most = config.num_kv_blocks - prompt - 3
+    fix = f"lower max_tokens to <= {at_most}" if at_most >= 1 else f"raise num_kv_blocks to >= {prompt + 4}"
+    clip = "" if handled.max_new_tokens == req.sampling.max_tokens else ", its max_tokens clipped by SGLang"
+    raise RequestError(
+        f"request {req.request_id!r}: SGLang would never admit it: with ignore_eos and the prefix cache off, its "
+        f"simulated run needs a pool of >= {need} tokens (prompt {prompt} + max_new_tokens {handled.max_new_tokens}"
+        f"{clip} + 3) but num_kv_blocks={config.num_kv_blocks} (block_size 1), so it would wait forever; {fix}, "
+        "or turn the prefix cache on",
+        req.request_id,
+        "max_tokens" if at_most >= 1 else "num_kv_blocks",
+        req.sampling.max_tokens if at_most >= 1 else config.num_kv_blocks,
+        f"[1, {at_most}]" if at_most >= 1 else f">= {prompt + 4}",
+    )

@@ -145,6 +145,8 @@ def _admitted(view: TraceView, step: int, s: ScheduledRecord, a: AdmissionRecord
             f"{pool_unit(view.header)}s, "
             f"not computed again) and prefills {rest} {n}{samples}"
         )
+    if narration_sglang.stand_in(view, step, rid):
+        return f"{rid} is admitted with the one-token prompt SGLang put in place of its refused one{samples}"
     return f"{rid} is admitted and prefills {_span(view, step, s)}{samples}"
 
 

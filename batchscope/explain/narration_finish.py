@@ -68,6 +68,8 @@ def _abort(view: TraceView, step: int, f: FinishedRecord, r: Release) -> str:
     state, its tokens and the blocks it gave back (``batchscope.steplog.records.AbortRecord``; a block it shares with
     another ending request is counted once, ``given_back``)."""
     rid, record = f["request_id"], f["aborted"]
+    if record.get("to_finish"):
+        return _marked_to_finish(view, step, f, r)
     cause = abort_cause(view.header, view.request_info.get(rid, {}), view.step_number(step))
     when = "before this step was scheduled" if aborted_before(f) else "while this step ran (its work is discarded)"
     n = record["num_freed_blocks"]
@@ -84,6 +86,27 @@ def _abort(view: TraceView, step: int, f: FinishedRecord, r: Release) -> str:
     k, state = record["num_output_tokens"], record["state"]
     tokens = f", after {plural(k, 'output token')}" if k else ", before its first token" if state != "waiting" else ""
     return f"{rid} {cause}, {when}, {ABORT_STATES[state]}{tokens}; {gave}."
+
+
+def _marked_to_finish(view: TraceView, step: int, f: FinishedRecord, r: Release) -> str:
+    """An SGLang abort that ends after the step (``AbortRecord.to_finish``): a running request SGLang only marked to
+    finish when the abort came, or a prompt its request handling refused (``error``), whose one-token stand-in ran
+    this step. It keeps the token it sampled and gives back its slots as a finished request does."""
+    rid, record = f["request_id"], f["aborted"]
+    k, unit = record["num_output_tokens"], pool_unit(view.header)
+    gave = f"releasing {given_back(r, unit)}{_kept(r, ' more')}"
+    if "error" in record:
+        return f"{rid} ends with SGLang's abort of its refused prompt after its one-token prefill; {gave}."
+    info: dict = dict(view.request_info.get(rid, {}))
+    asked = info.get("abort_step")
+    cause = abort_cause(view.header, info, asked if asked is not None else view.step_number(step))
+    cache_on = view.header["config"].get("enable_prefix_caching", True)
+    cached = " (its K/V enters the radix cache, as a finished request's)" if cache_on else ""
+    return (
+        f"{rid} {cause}, before this step was scheduled, while running; SGLang only marks a running request to "
+        f"finish, so {rid} ran this step with its batch and ended after it with {plural(k, 'output token')}, "
+        f"{gave}{cached}."
+    )
 
 
 def handed_on_sentence(view: TraceView, step: int, victim: str) -> str:

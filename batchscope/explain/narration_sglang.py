@@ -1,5 +1,6 @@
-"""The SGLang family's sentences (``policy`` ``sglang``), from the step's ``decisions``: the prefill-first wait, the
-decodes that ran inside a prefill batch (``--enable-mixed-chunk``) and what each admission's estimate reserved
+"""The SGLang family's sentences (``policy`` ``sglang``), from the step's ``decisions``: what SGLang's request handling
+did to requests as they arrived (``RequestLimitRecord``: an output budget clipped, a prompt refused), the prefill-first
+wait, the decodes that ran inside a prefill batch (``--enable-mixed-chunk``) and what each admission's estimate reserved
 (``batchscope.steplog.records.BatchRecord``, ``AdmissionRecord``), and retractions (``PreemptionRecord`` with rule
 ``sglang_retract``) with the rule that chose them and what their comeback costs; the words are
 ``batchscope.steplog.reasons``'.
@@ -22,7 +23,7 @@ from batchscope.steplog.reasons import (
     RETRACTION_CAUSE,
     VICTIM_RULES,
 )
-from batchscope.steplog.records import AdmissionRecord, PreemptionRecord
+from batchscope.steplog.records import AdmissionRecord, PreemptionRecord, RequestLimitRecord
 from batchscope.steplog.view import TraceView
 
 
@@ -43,7 +44,36 @@ def batch_sentences(view: TraceView, step: int) -> list[str]:
         whose = "decode of {} runs" if len(mixed) == 1 else "decodes of {} run"
         out.append(f"The {whose.format(join(mixed))} inside the prefill batch: {MIXED_CHUNK}.")
     ratio = batch.get("new_token_ratio")
-    return out + [s for a in d.get("admissions", []) if (s := admission(a, ratio))]
+    limits = [request_limit(view, x) for x in d.get("request_limits", [])]
+    return limits + out + [s for a in d.get("admissions", []) if (s := admission(a, ratio))]
+
+
+def request_limit(view: TraceView, x: RequestLimitRecord) -> str:
+    """ "SGLang cut R's max_tokens from 20 to 18: the pool holds 40 tokens ..." for a request SGLang's request
+    handling clipped as it arrived, or the refusal of a prompt too long for the pool
+    (``batchscope.sglang_family.request_handling``)."""
+    rid, prompt, max_req_len = x["request_id"], x["num_prompt_tokens"], x["max_req_len"]
+    if x["bound"] == "pool":
+        holds = f"the pool holds {view.header['config']['num_kv_blocks']} tokens"
+    else:
+        holds = f"the model's context is {view.header.get('max_model_len')} tokens"
+    most = f"a request may hold at most {max_req_len} tokens, min(context − 1, pool − 1)"
+    if "error" in x:
+        return (
+            f"SGLang refused {rid} as it arrived ({prompt}-token prompt; {holds} and {most}): “{x['error']}” "
+            "It does not drop the request: it swaps the prompt for a single token and marks it to finish, so "
+            f"{rid} runs a one-token prefill when admitted and then ends with an abort."
+        )
+    return (
+        f"SGLang cut {rid}'s max_tokens from {x['max_tokens']} to {x['max_new_tokens']} as it arrived: {holds} "
+        f"({most}, so its output gets {max_req_len} − {prompt} − 1)."
+    )
+
+
+def stand_in(view: TraceView, step: int, rid: str) -> bool:
+    """Whether ``rid`` runs, in ``step``, the one-token prompt SGLang swapped in for a prompt it refused: the step
+    that runs it is the one it ends in, with the refusal's message on its abort."""
+    return any(f["request_id"] == rid and "error" in f.get("aborted", {}) for f in view.steps[step]["finished"])
 
 
 def admission(a: AdmissionRecord, ratio: float | None) -> str | None:

@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from batchscope.engine.request import Request
-from batchscope.steplog.records import AdmissionRecord, BatchRecord, HeadWaitRecord, PreemptionRecord
+from batchscope.steplog.records import (
+    AbortRecord,
+    AdmissionRecord,
+    BatchRecord,
+    HeadWaitRecord,
+    PreemptionRecord,
+    RequestLimitRecord,
+)
 
 
 @dataclass
@@ -61,6 +68,10 @@ class SchedulerOutput:
     )
     scheduling_call: dict | None = None  # TGI and TensorRT-LLM families: their call's own record (``forward_plan``)
     running_prefill: bool = False  # a running request continued its prefill this step (vLLM's prefill_scheduled)
+    # SGLang family: requests its request handling clipped or refused as they arrived before this step
+    request_limits: list[RequestLimitRecord] = field(default_factory=list)
+    # SGLang family: requests that end in this step by an abort they were marked with earlier (``to_finish``)
+    aborted: dict[str, AbortRecord] = field(default_factory=dict)
 
     @property
     def num_batched_tokens(self) -> int:

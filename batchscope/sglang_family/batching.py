@@ -23,10 +23,19 @@ prefix hit
 - **Batch rows** (the trace's ``slot``): held from admission to finish or retraction, by the running requests, the
   EXTEND batch's members and the chunked request (SGLang's ``max_running_requests`` counts the same).
 
-Decision records (``batchscope.steplog.records``): ``batch`` (kind, ``new_token_ratio``, the decodes that wait, and with
-mixed chunks on the decodes that ran inside the EXTEND batch), admissions with ``num_reserved_output_tokens`` (and
-``output_ratio`` 1.0 for an ``ignore_eos`` request, whose remaining output later admissions charge whole), retractions,
-and the head's limit (``batchscope.steplog.reasons``).
+- **Arrival** (SGLang's request handling, ``batchscope.sglang_family.request_handling``): the request runs with the
+  ``max_new_tokens`` SGLang grants it (its ``max_tokens`` clipped to the pool or the context); a prompt SGLang
+  refuses has its prompt swapped for SGLang's one-token stand-in (the runner computes that token, as SGLang's
+  forward does) and ends with an abort when that prefill samples. Both are recorded as ``request_limits``.
+- **Abort** (``abort``, SGLang's ``abort_request``): a waiting or retracted request and the chunked request
+  mid-prompt end before the step (the step's ``finished`` lists them with their ``aborted`` record); any other running
+  request is marked to finish, runs on with its batch, and ends after the step in which it next samples, with that
+  token, its ``aborted`` record marked ``to_finish`` and its K/V cached as a finish's.
+
+Decision records (``batchscope.steplog.records``): ``request_limits``, ``batch`` (kind, ``new_token_ratio``, the decodes
+that wait, and with mixed chunks on the decodes that ran inside the EXTEND batch), admissions with
+``num_reserved_output_tokens`` (and ``output_ratio`` 1.0 for an ``ignore_eos`` request, whose remaining output later
+admissions charge whole), retractions, and the head's limit (``batchscope.steplog.reasons``).
 """
 
 from __future__ import annotations
@@ -38,10 +47,11 @@ from batchscope.engine.config import ConfigError, EngineConfig
 from batchscope.engine.request import FinishReason, Request, RequestStatus
 from batchscope.scheduling.scheduler_output import ScheduledRequest, SchedulerOutput, admission_record
 from batchscope.sglang_family.policy import POLICIES
+from batchscope.sglang_family.request_handling import RequestLimits
 from batchscope.sglang_family.scheduler import SGLangScheduler, SglStep
 from batchscope.sglang_family.slots import SlotMemory
 from batchscope.sglang_family.state import SglRequest
-from batchscope.steplog.records import AbortRecord, AbortState, KVExtras
+from batchscope.steplog.records import AbortRecord, AbortState, KVExtras, RequestLimitRecord
 
 RETRACT_RULE = (
     "sglang_retract"  # fewest output tokens, then longest prompt (``batchscope.steplog.reasons.VICTIM_RULES``)
@@ -61,6 +71,8 @@ def validate_sglang(config: EngineConfig) -> None:
         raise ConfigError("block_size", config.block_size, "1 under batching sglang (SGLang's page_size 1)")
     if not config.enable_chunked_prefill:
         raise ConfigError("enable_chunked_prefill", False, "true under batching sglang (chunked_prefill_size)")
+    if config.num_kv_blocks < 2:  # TpModelWorker: max_req_len = pool - 1 must be > 0, or SGLang does not start
+        raise ConfigError("num_kv_blocks", config.num_kv_blocks, ">= 2 token slots under batching sglang")
     if config.enable_mixed_chunk and config.max_num_batched_tokens <= config.max_num_seqs:
         allowed = (
             f"> max_num_seqs={config.max_num_seqs} with enable_mixed_chunk (each mixed decode takes a chunk token)"
@@ -119,6 +131,8 @@ class SGLangBatching:
         self.running: list[Request] = []  # requests holding a batch row, in admission order
         self.rows: dict[str, int] = {}
         self.last: SglStep | None = None
+        self.limit_records: list[RequestLimitRecord] = []  # handled since the last step (its ``request_limits``)
+        self.abort_states: dict[str, AbortState] = {}  # marked to finish -> its state when the abort came
 
     @property
     def waiting(self) -> list[Request]:
@@ -126,12 +140,31 @@ class SGLangBatching:
         return [self.requests[r.request_id] for r in self.core.waiting]
 
     def add_request(self, request: Request) -> None:
+        """SGLang's request handling (``SGLangScheduler.handle_request``), then the waiting queue. A clip or a
+        refusal is recorded for the next step (``request_limits``); a refused request's prompt becomes SGLang's
+        one-token stand-in, which is what the runner computes for it."""
         request.status, request.arrival_seq = RequestStatus.WAITING, len(self.requests)
         sp = request.sampling
         sgl = SglRequest(request.request_id, list(request.prompt_token_ids), sp.max_tokens, self.eos_token_ids)
         sgl.ignore_eos = sp.ignore_eos
         self.requests[request.request_id], self.sgl[request.request_id] = request, sgl
-        self.core.add_request(sgl)
+        self.core.limits = limits = RequestLimits(self.config.num_kv_blocks, self.max_model_len)
+        handled = self.core.handle_request(sgl, sp.max_tokens)
+        if handled.max_new_tokens == sp.max_tokens and handled.error is None:
+            return
+        record: RequestLimitRecord = {
+            "request_id": request.request_id,
+            "num_prompt_tokens": request.num_prompt_tokens,
+            "max_tokens": sp.max_tokens,
+            "max_new_tokens": handled.max_new_tokens,
+            "max_req_len": limits.max_req_len,
+            "bound": limits.bound,
+        }
+        if handled.error is not None:
+            record["error"] = handled.error
+            request.prompt_token_ids = list(sgl.prompt_token_ids)
+            self.abort_states[request.request_id] = "waiting"
+        self.limit_records.append(record)
 
     def has_unfinished(self) -> bool:
         return bool(self.core.waiting or self.running)
@@ -160,6 +193,7 @@ class SGLangBatching:
             out.batch["decodes_mixed"] = step.mixed
         self._hold_head(out)
         self.block_manager.block_tables = {rid: self.memory.table(self.sgl[rid]) for rid in self.rows}
+        out.request_limits, self.limit_records = self.limit_records, []
         return out
 
     def _admit(self, req: Request, out: SchedulerOutput, step: SglStep) -> None:
@@ -224,12 +258,27 @@ class SGLangBatching:
             if token is not None:
                 req.output_token_ids.append(token)
             if req.request_id in done:
-                stop = token in self.eos_token_ids and not req.sampling.ignore_eos
                 req.status = RequestStatus.FINISHED
-                req.finish_reason = FinishReason.STOP if stop else FinishReason.LENGTH
+                req.finish_reason = FinishReason(self.sgl[req.request_id].finish_reason)
+                if req.finish_reason is FinishReason.ABORT:
+                    out.aborted[req.request_id] = self._ended_by_abort(req)
                 self._leave(req)
                 finished.append((req.request_id, req.finish_reason))
         return finished
+
+    def _ended_by_abort(self, req: Request) -> AbortRecord:
+        """The record of a request marked to finish that ended in this step: its state when the abort came, the
+        tokens it sampled (this step's included), its table during the step (its K/V now cached as a finish's)."""
+        record: AbortRecord = {
+            "state": self.abort_states.pop(req.request_id),
+            "num_output_tokens": len(req.output_token_ids),
+            "num_freed_blocks": len(self.block_manager.block_tables.get(req.request_id, ())),
+            "to_finish": True,
+        }
+        error = self.sgl[req.request_id].error
+        if error is not None:
+            record["error"] = error
+        return record
 
     def _leave(self, req: Request) -> None:
         self.running.remove(req)
@@ -237,12 +286,21 @@ class SGLangBatching:
         self.block_manager.block_tables.pop(req.request_id, None)
 
     def abort(self, req: Request) -> AbortRecord | None:
-        """End ``req`` between steps (``SGLangScheduler.abort``); its K/V enters the cache as a finished one's."""
+        """An abort between steps, as SGLang's ``abort_request`` takes it (``SGLangScheduler.abort``): the record of a
+        request that ends now (waiting, retracted, or the chunked one mid-prompt, whose chunk in flight is freed);
+        None for one that had finished, or one only marked to finish (its record comes with the step it ends in)."""
         if req.is_finished:
             return None
         state = cast(AbortState, req.status.value)
         held = len(self.memory.table(self.sgl[req.request_id])) if req.request_id in self.rows else 0
-        if self.core.abort(self.sgl[req.request_id]) == "running":
+        how = self.core.abort(self.sgl[req.request_id])
+        if how is None:
+            return None
+        if how == "to_finish":
+            self.abort_states.setdefault(req.request_id, state)
+            return None
+        if how == "chunked":
             self._leave(req)
+        self.abort_states.pop(req.request_id, None)
         req.status, req.finish_reason = RequestStatus.FINISHED, FinishReason.ABORT
         return {"state": state, "num_output_tokens": len(req.output_token_ids), "num_freed_blocks": held}

@@ -29,6 +29,15 @@ The rules of SGLang 0.5.23's ``Scheduler.get_next_batch_to_run`` (sglang/srt/man
    and the two are one batch from then on (its *full* flag is clear, as a replaced running batch's is);
    otherwise the decodes wait, never retracted. A mixed step does not decay the ratio.
 
+7. **Arrival** (``handle_request``): SGLang's request handling clips the output budget to the pool and refuses a
+   prompt too long for it (``batchscope.sglang_family.request_handling``) before the request joins the queue.
+8. **Abort** (``abort``, SGLang's ``Scheduler.abort_request``, scheduler.py:5675-5812): a waiting (or retracted)
+   request leaves the queue at once; the chunked request mid-prompt is dropped as the next step begins
+   (``process_pending_chunked_abort``, :3778-3823, before the chunk it computed last is stashed): that chunk is
+   freed, its earlier chunks stay cached; any other running request is only marked *to finish*: it runs on with
+   its batch until it next samples (a decode, a mixed decode, or after a retraction its recomputed prefill), keeps
+   that token and ends with the abort, its K/V into the radix cache as a finished request's.
+
 ``batchscope.sglang_family.state`` holds the per-request state and the memory bookkeeping this module drives.
 """
 
@@ -39,6 +48,7 @@ from functools import partial
 
 from batchscope.sglang_family.policy import WaitingOrder
 from batchscope.sglang_family.prefill_adder import CONTINUE, NO_TOKEN, OTHER, PrefillAdder
+from batchscope.sglang_family.request_handling import STAND_IN_PROMPT, Handled, RequestLimits, handle
 from batchscope.sglang_family.state import Memory, SglRequest
 
 INIT_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO x schedule_conservativeness 1.0
@@ -78,9 +88,11 @@ class SGLangScheduler:
         prefix_cache: bool,
         memory: Memory | None = None,
         mixed_chunk: bool = False,
+        context_len: int | None = None,
     ):
         """``memory``: a ``Memory`` to keep the K/V bookkeeping in (the engine's ``SlotMemory``; default a new one
-        of ``pool_tokens`` and ``prefix_cache``). ``mixed_chunk``: SGLang's ``--enable-mixed-chunk`` (rule 6)."""
+        of ``pool_tokens`` and ``prefix_cache``). ``mixed_chunk``: SGLang's ``--enable-mixed-chunk`` (rule 6).
+        ``context_len``: the model's context in tokens (None: unbounded), for the request limits (rule 7)."""
         self.max_running, self.chunk_tokens, self.policy = max_running, chunk_tokens, policy
         self.order = WaitingOrder(policy)
         self.mixed_chunk = mixed_chunk
@@ -93,9 +105,22 @@ class SGLangScheduler:
         self._last: SglStep | None = None
         # why the head of the queue stays out this step: (limit of ``batchscope.steplog.reasons``, need, left) or None
         self.held: tuple[str, int | None, int | None] | None = None
+        self.limits = RequestLimits(pool_tokens, context_len)
 
     def add_request(self, req: SglRequest) -> None:
+        """Straight into the waiting queue (no request handling: a retracted request, or a test)."""
         self.waiting.append(req)
+
+    def handle_request(self, req: SglRequest, max_new_tokens: int | None) -> Handled:
+        """Rule 7 (``Scheduler.handle_generate_request``): ``req`` gets the ``max_new_tokens`` SGLang grants it
+        (asked: ``max_new_tokens``, None for unset); a refused prompt is swapped for SGLang's one-token stand-in and
+        marked to finish. Then it joins the waiting queue. Returns what the handling decided."""
+        handled = handle(self.limits, req.num_prompt_tokens, max_new_tokens)
+        req.max_new_tokens = handled.max_new_tokens
+        if handled.error is not None:
+            req.prompt_token_ids, req.to_finish, req.error = list(STAND_IN_PROMPT), True, handled.error
+        self.add_request(req)
+        return handled
 
     def schedule(self) -> SglStep:
         """This step's batch (rules 1-3 of the module docstring)."""
@@ -232,19 +257,22 @@ class SGLangScheduler:
         return sorted(out)
 
     def abort(self, req: SglRequest) -> str | None:
-        """Drop ``req`` between steps (Batchscope's abort; SGLang's differential does not cover it): out of the queue,
-        or, holding K/V, ended as a finished request is (its K/V enters the cache). Returns ``waiting`` /
-        ``running``, or None if it had finished."""
-        if req in self.waiting:
-            self.waiting.remove(req)
-            return "waiting"
+        """Rule 8, an abort between steps: ``waiting`` (out of the queue), ``chunked`` (the chunk in flight freed,
+        the earlier chunks left in the cache), ``to_finish`` (marked; it ends at its next sample), or None (it had
+        finished already)."""
         if req.finished:
             return None
-        req.finished = True
-        if self.chunked is req:
+        if req in self.waiting:
+            self.waiting.remove(req)
+            req.finished, req.finish_reason = True, "abort"
+            return "waiting"
+        if req is self.chunked:
+            self.memory.discard(req)
             self.chunked = None
-        self.memory.release(req)
-        return "running"
+            req.finished, req.finish_reason = True, "abort"
+            return "chunked"
+        req.to_finish = True
+        return "to_finish"
 
     def update(self, step: SglStep, sampled: dict[str, int]) -> list[str]:
         """Apply the step's sampled tokens (``sampled``: request id -> token, for requests that sample); returns

@@ -13,7 +13,8 @@ computed into
 - Allocation (``extend``) takes slots from the free queue after any eviction the rules make (an evicted node's
   slots go back first, ``RadixCache.on_evict``). A checkpoint or a finish hands the own slots to the new cache
   nodes and frees the copies of tokens someone else cached first (SGLang's ``cache_unfinished_req`` /
-  ``cache_finished_req``); a retraction frees the own slots; the cache keeps the rest.
+  ``cache_finished_req``); a retraction, or the abort of the chunked request, frees the own slots; the cache keeps
+  the rest.
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ class SlotMemory(Memory):
         if not self.cache.enabled:
             self.slots.free_blocks(self.own.pop(req, []))
         super().release(req)
+
+    def discard(self, req: SglRequest) -> None:
+        self.slots.free_blocks(self.own.pop(req, []))
+        super().discard(req)
 
     def retract(self, req: SglRequest, evict_tokens: int) -> None:
         self.slots.free_blocks(self.own.pop(req, []))

@@ -33,6 +33,9 @@ class SglRequest:
     cached_len: int = 0  # of those, tokens in the radix cache (the path it locks)
     node: Node | None = None  # the last node of its locked path
     num_retractions: int = 0
+    to_finish: bool = False  # SGLang's ``Req.to_finish``: an abort waits for its next sample (``check_finished``)
+    error: str | None = None  # why its request handling refused it (``batchscope.sglang_family.request_handling``)
+    finish_reason: str | None = None  # "stop", "length" or "abort", once finished
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -47,11 +50,16 @@ class SglRequest:
         return len(self.prompt_token_ids) + len(self.output_token_ids)
 
     def check_finished(self) -> bool:
-        """SGLang's ``Req.update_finish_state`` for token ids: EOS (unless ``ignore_eos``), then the length cap."""
+        """SGLang's ``Req.update_finish_state`` for token ids, after each sample: an abort marked ``to_finish`` first
+        (the token it just sampled is kept), then EOS (unless ``ignore_eos``), then the length cap."""
         last = self.output_token_ids[-1]
-        self.finished = (last in self.eos_token_ids and not self.ignore_eos) or len(
-            self.output_token_ids
-        ) >= self.max_new_tokens
+        if self.to_finish:
+            self.finish_reason = "abort"
+        elif last in self.eos_token_ids and not self.ignore_eos:
+            self.finish_reason = "stop"
+        elif len(self.output_token_ids) >= self.max_new_tokens:
+            self.finish_reason = "length"
+        self.finished = self.finish_reason is not None
         return self.finished
 
 
@@ -124,6 +132,14 @@ class Memory:
         else:
             self._insert(req)
             assert req.node is not None
+            self.cache.unlock(req.node)
+        req.node, req.kv_len, req.cached_len = None, 0, 0
+
+    def discard(self, req: SglRequest) -> None:
+        """An aborted chunked request (``release_kv_cache(checkpoint=False)``): the tokens it computed since its last
+        checkpoint are freed, not cached; the cached path it locked (its earlier chunks) stays, unlocked."""
+        self.free += req.kv_len - req.cached_len
+        if req.node is not None and self.cache.enabled:
             self.cache.unlock(req.node)
         req.node, req.kv_len, req.cached_len = None, 0, 0
 

@@ -3,7 +3,8 @@ definitions (``vllm/v1/metrics/stats.py``, ``vllm/v1/engine/output_processor.py`
 
 - A request's **end** on the step clock (step ``k`` starts at time ``k`` and ends at ``k + 1``): a finish at the
   end of the step that lists it (the one that sampled its last token); an abort made before step ``k`` was
-  scheduled at ``k``; one made while step ``k`` ran (``during_step``) at ``k + 1``. E2E runs to that end, so an
+  scheduled at ``k``; one made while step ``k`` ran (``during_step``), or one SGLang only marked to finish that ran
+  step ``k`` (``to_finish``), at ``k + 1``. E2E runs to that end, so an
   aborted request's E2E is to the abort (vLLM: ``e2e_latency`` is the time since arrival when it is reported).
 - TPOT is vLLM's ``mean_time_per_output_token``: (last token - first token) / (output tokens - 1), the decode
   time between the first and the last token, not the time to the abort.
@@ -27,9 +28,12 @@ FINISHED_ONLY = ("queue_time", "e2e", "tpot")  # aggregated over finished reques
 def aborted_before(entry: Mapping[str, Any]) -> bool:
     """A ``finished`` entry of an abort made before its step was scheduled (``batchscope.steplog.records.AbortRecord``):
     the request is not in the step's batch and its blocks are already out of the step's tables. An abort of an older
-    trace (no ``aborted`` record) is taken as a finish at the step's end, as those traces drew it."""
+    trace (no ``aborted`` record) is taken as a finish at the step's end, as those traces drew it, and so is SGLang's
+    abort of a running request (``to_finish``: it ran the step and ended at its end)."""
     aborted = entry.get("aborted")
-    return entry["reason"] == "abort" and aborted is not None and not aborted.get("during_step", False)
+    if entry["reason"] != "abort" or aborted is None:
+        return False
+    return not aborted.get("during_step", False) and not aborted.get("to_finish", False)
 
 
 def end_steps(steps: list[dict]) -> dict[str, int]:

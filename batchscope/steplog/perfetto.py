@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from batchscope.steplog.decisions import decisions
+from batchscope.steplog.finishes import aborted_before
 from batchscope.steplog.reasons import VICTIM_RULES
 from batchscope.steplog.spec_decode import num_drafts
 from batchscope.steplog.view import TraceView
@@ -153,7 +154,7 @@ def trace_events(view: TraceView, title: str = "") -> dict[str, Any]:
             args = {"request_id": rid, "step": st["step"], "finish_reason": reason}
             if reason == "abort":  # with its record (state, tokens, blocks) where the trace has one
                 record: dict[str, Any] = cast(dict, f).get("aborted") or {}  # absent in older traces
-                at = end if record.get("during_step", "aborted" not in f) else start
+                at = start if aborted_before(f) else end
                 args.update(record, note=ABORT_NOTE)
                 events.append(_instant(f"abort {rid}", at, event_tid["aborts"], args))
             else:

@@ -120,6 +120,10 @@ AbortState = Literal["waiting", "running", "preempted"]
 
 class _AbortOptional(TypedDict, total=False):
     during_step: bool  # aborted while this step ran (after it was scheduled): its work is discarded
+    # SGLang family: the abort came earlier, but SGLang only marked the request to finish (``Req.to_finish``): it ran
+    # this step with its batch, keeps the token it sampled, and ended at the step's end, its K/V cached as a finish's
+    to_finish: bool
+    error: str  # SGLang family: its request handling refused the prompt with this message (``request_limits``)
 
 
 class AbortRecord(_AbortOptional):
@@ -139,6 +143,24 @@ class _FinishedOptional(TypedDict, total=False):
 class FinishedRecord(_FinishedOptional):
     request_id: str
     reason: FinishReason
+
+
+class _RequestLimitOptional(TypedDict, total=False):
+    error: str  # the prompt was refused (SGLang's ``validate_input_length``): it runs a one-token stand-in, then aborts
+
+
+class RequestLimitRecord(_RequestLimitOptional):
+    """SGLang family: what SGLang's request handling did to a request that arrived before this step
+    (``batchscope.sglang_family.request_handling``): its ``max_tokens`` clipped to ``max_new_tokens``, and/or its prompt
+    refused. ``max_req_len``: the most tokens one request may hold, min(context - 1, pool - 1); ``bound``: which of
+    the two sets it."""
+
+    request_id: str
+    num_prompt_tokens: int  # the prompt as sent
+    max_tokens: int  # asked
+    max_new_tokens: int  # granted
+    max_req_len: int
+    bound: Literal["pool", "context"]
 
 
 class PaddingRecord(TypedDict):
@@ -240,6 +262,7 @@ class DecisionsRecord(TypedDict, total=False):
 
     admissions: list[AdmissionRecord]  # in admission order
     preemptions: list[PreemptionRecord]
+    request_limits: list[RequestLimitRecord]  # SGLang family: requests clipped or refused on arrival
     head: HeadWaitRecord  # absent when nobody waits after the step's admissions
     batch: BatchRecord  # SGLang, TGI and TensorRT-LLM families
     scheduling_call: dict[str, Any]  # TGI and TensorRT-LLM families: the scheduling call under the engine's names

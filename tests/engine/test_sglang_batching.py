@@ -176,17 +176,20 @@ def test_lpm_and_mixed_chunks_are_sglang_only_and_pages_are_token_slots():
     assert (mapped.block_size, mapped.num_kv_blocks) == (1, 256)
 
 
-def test_a_request_sglang_could_never_admit_is_refused():
+def test_only_a_request_sglang_would_never_admit_is_refused():
+    """SGLang clips what does not fit and refuses a prompt too long with an abort (tests/engine/test_sglang_edges.py);
+    the one request it takes and never runs is an ignore_eos one without the prefix cache whose output fills the pool
+    to pool - prompt - 2: its simulated run keeps 20 + 1 and its 10 tokens, and wants more than 1 free."""
     from fakes import make_request, run_fake
 
-    with pytest.raises(RequestError, match=">= 32 tokens"):  # 20 + 10 + 1 must be below the pool
-        run_fake([make_request("A", 20, 10)], batching="sglang", block_size=1, num_kv_blocks=31)
-    # ignore_eos without the prefix cache: its simulated run keeps 20 + 1 and its 10 tokens, and more than 1 free
     fixed = make_request("A", 20, 10, ignore_eos=True)
-    with pytest.raises(RequestError, match=r">= 33 tokens \(prompt 20 \+ max_tokens 10 \+ 3: ignore_eos"):
+    with pytest.raises(RequestError, match=r"needs a pool of >= 33 tokens .* lower max_tokens to <= 9") as err:
         run_fake([fixed], batching="sglang", block_size=1, num_kv_blocks=32, enable_prefix_caching=False)
+    assert (err.value.field, err.value.allowed) == ("max_tokens", "[1, 9]") and "\n" not in str(err.value)
     *_, records = run_fake([fixed], batching="sglang", block_size=1, num_kv_blocks=33, enable_prefix_caching=False)
     assert len(records[-1]["requests"][0]["output_token_ids"]) == 10  # it runs alone in exactly that pool
+    *_, records = run_fake([make_request("A", 20, 10)], batching="sglang", block_size=1, num_kv_blocks=31)
+    assert len(records[-1]["requests"][0]["output_token_ids"]) == 9  # clipped: min(10, 30 - 20 - 1), not refused
 
 
 @pytest.mark.real_model
