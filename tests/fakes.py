@@ -94,7 +94,9 @@ def rerun(path: Path, **overrides) -> list[dict]:
         )
         for r in header["requests"]
     ]
-    config = EngineConfig(batching=header["policy"], **{**header["config"], **overrides})
+    settings = dict(header["config"])
+    settings.update({k: v for k, v in settings.pop("speculative_config", {}).items() if k != "method"})
+    config = EngineConfig(batching=header["policy"], **{**settings, **overrides})
     engine = LLMEngine(ReplayRunner(outputs), config, header["eos_token_ids"], max_model_len=header["max_model_len"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # priorities under FCFS

@@ -17,7 +17,7 @@ import streamlit as st
 
 from batchscope.player.export import url_step
 from batchscope.steplog import trace
-from batchscope.steplog.reasons import PROOF, pool_words
+from batchscope.steplog.reasons import PROOF, pool_words, run_name
 from batchscope.steplog.view import TraceView, text_color
 
 TRACE_DIR = Path(__file__).resolve().parent.parent / "assets" / "traces"
@@ -28,7 +28,7 @@ FAMILIES = ("continuous", "sglang")  # vLLM's scheduler and SGLang's: the scenar
 # Runs shipped only for some scenarios (a family's scheduler does not take every scenario's settings, e.g. the priority
 # queue): a batching mode, or a mode and one of its settings (TensorRT-LLM's MAX_UTILIZATION policy, TGI without
 # prefill chunking): batchscope.steplog.reasons.run_name names them
-SOME_SCENARIOS = ("sglang", "tgi", "tgi_no_chunking", "trtllm", "trtllm_max_utilization")
+SOME_SCENARIOS = ("sglang", "tgi", "tgi_no_chunking", "trtllm", "trtllm_max_utilization", "speculative")
 
 
 def recorded_policies(scenario: str) -> tuple[str, ...]:
@@ -107,7 +107,7 @@ def badge(view: TraceView, prefix: str = "") -> None:
     if view.cut_short:  # "cut short at step 6" or "truncated at step 6"
         partial = f" · :orange-badge[{view.cut_short.split(':')[0]}]"
     c = view.header["config"]
-    origin = f"**{label}**{' ' + name if name else ''} · {md(view.policy)} · {md(view.provenance())}"
+    origin = f"**{label}**{' ' + name if name else ''} · {md(run_name(view.header))} · {md(view.provenance())}"
     if view.policy in PROOF and view.engine != "vllm":
         origin += f" · {md(PROOF[view.policy])}"
     if view.engine == "vllm":

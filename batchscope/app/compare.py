@@ -15,6 +15,7 @@ from batchscope.app.common import badge, md
 from batchscope.app.web_player import web_player
 from batchscope.compare.lockstep import family_counters, lockstep_counters, runs_counters
 from batchscope.compare.runs import SIDES, config_diff, metrics_strip, metrics_table, pool_tokens, settings_diff
+from batchscope.steplog.reasons import policy_heading, run_name
 from batchscope.steplog.view import TraceView
 
 FAMILY_LABELS = {"continuous": "vLLM's scheduler (continuous)", "sglang": "SGLang's scheduler (sglang)"}
@@ -87,7 +88,7 @@ def compare_any(a: TraceView, b: TraceView, key: str, initial: int | None = None
         key=key.replace(":", "-").replace(" ", "").replace("/", "-"),
         window=8,
         initial=initial,
-        labels=[f"A · {a.policy}", f"B · {b.policy}"],
+        labels=[f"A · {policy_heading(run_name(a.header))}", f"B · {policy_heading(run_name(b.header))}"],
     )
 
 
@@ -136,7 +137,7 @@ def compare_runs(views: list[TraceView], key: str, initial: int | None = None) -
     scenario = views[0].header.get("scenario") or "trace"
     web_player(
         views,
-        f"{scenario}: " + " vs ".join(f"{side} ({v.policy})" for side, v in zip(SIDES, views)),
+        f"{scenario}: " + " vs ".join(f"{side} ({run_name(v.header)})" for side, v in zip(SIDES, views)),
         key=key.replace(":", "-").replace(" ", "").replace("/", "-"),
         counters=runs_counters(views),
         window=8,

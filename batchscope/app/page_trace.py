@@ -23,6 +23,7 @@ from batchscope.figures.steps_table import CAPTION, columns, step_row
 from batchscope.inputs.workload import list_scenarios
 from batchscope.steplog import trace
 from batchscope.steplog.metric_names import FAMILIES, TITLES, family
+from batchscope.steplog.reasons import run_name
 from batchscope.steplog.view import TraceView
 
 # the upload cap, in MB (MiB, as Streamlit counts): one fact, batchscope.steplog.trace.MAX_TRACE_BYTES;
@@ -204,7 +205,7 @@ def page() -> None:
     header = st.expander("Header", expanded=False, key="trace:header", on_change="rerun")
     if header.open:
         header.json(records[0])
-    title = f"{view.header.get('scenario') or name or 'trace'} ({name if source == 'live' else view.policy})"
+    title = f"{view.header.get('scenario') or name or 'trace'} ({name if source == 'live' else run_name(view.header)})"
     web_player([view], title, key=f"trace-{source}", window=20, span=pick_span(view), gauges=True, table=True)
     st.caption(
         "The steps table under the views follows the player (its row is the current step; click a row to go to "

@@ -13,8 +13,21 @@ finds every candidate in a trace from its records (the scheduler's decision reco
 - ``prefix_hit``: an admission finds prompt tokens in the prefix cache;
 - ``preemption``: the KV pool ran out and the queue's victim rule gave a running request's blocks back;
 - ``recompute``: a preempted request is admitted again and computes its dropped tokens a second time;
+- ``pause``: TensorRT-LLM's MAX_UTILIZATION policy pauses the last started request (its eviction, the family's word
+  from ``batchscope.facts.vocabulary``);
+- ``late_admission``: a request held back at the head of the queue by the KV pool is admitted at last;
+- ``reservation``: an admission sets KV blocks aside for the request's future tokens (TGI: its whole lifetime,
+  TensorRT-LLM: to completion);
+- ``held``: the head of the queue starts waiting for the KV pool (the first step of each hold; SGLang's output
+  estimate has its own, ``reserved_output``);
+- ``drafts`` / ``drafts_rejected``: a decode verifies n-gram draft tokens and keeps them all / rejects some;
+- ``abort``: a request is aborted;
 - ``end``: the last request finishes;
-- SGLang's ``prefill_first``, ``reserved_output`` and ``retraction`` (``batchscope.explain.moments_sglang``).
+- SGLang's ``prefill_first``, ``reserved_output`` and ``retraction``, TGI's ``stall`` (a new batch prefilled alone
+  while the running requests' decodes wait: prefill chunking off) (``batchscope.explain.moments_sglang``).
+
+Which of these a trace holds is the fact model's (``batchscope.facts.occurrences``); tests check that every
+shipped tour stops at each of them and that each note says what its step's facts say.
 
 A scenario's tour (``tour`` in ``batchscope/inputs/scenarios/NAME.json``) picks moments by kind, batching policy and
 request (``{"kind", "policy"?, "request"?, "note"?}``); ``tour_of`` resolves it against the traces, so its steps always
@@ -28,8 +41,11 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from batchscope.explain.moments_sglang import RETRACT, sglang_moments
+from batchscope.explain.words import join
+from batchscope.facts import eviction, facts
+from batchscope.facts.occurrences import KV_LIMITS
 from batchscope.steplog.decisions import decisions
-from batchscope.steplog.reasons import BATCHING_NAMES, cache_name
+from batchscope.steplog.reasons import BATCHING_NAMES, LIMIT_SHORT, LIMIT_WHY, cache_name, run_name
 from batchscope.steplog.view import TraceView
 
 MAX_NOTE = 300  # characters of a teacher's note
@@ -73,7 +89,8 @@ def _work_moments(view: TraceView, k: int) -> list[Moment]:
             hit = a["num_prefix_hit_tokens"]
             known = hit + a["num_recompute_tokens"] + a["num_new_tokens"]
             note = (
-                f"{view.label(rid)} finds {hit} of its {known} prompt tokens in the prefix cache and computes only "
+                f"{view.label(rid)} finds {hit} of its {known} prompt tokens in the {cache_name(view.header)} and "
+                f"computes only "
                 f"{known - hit}."
             )
             out.append(_m(view, k, "prefix_hit", rid, note))
@@ -95,8 +112,12 @@ def _handoffs(view: TraceView, k: int) -> list[Moment]:
     if not new:
         return []
     if len(new) == len(nxt["scheduled"]) and all(s["request_id"] in done for s in st["scheduled"]):
-        names = ", ".join(view.label(s["request_id"]) for s in new)
-        note = f"Every running request finishes here; at the next step only newly admitted ones run: {names}."
+        names = join([view.label(s["request_id"]) for s in new])
+        last = join([view.label(f["request_id"]) for f in st["finished"]])
+        note = (
+            f"{last} finishes, the last of its batch: the batch ends here, and at the next step a new one starts: "
+            f"{names} {'are' if len(new) > 1 else 'is'} admitted."
+        )
         return [_m(view, k, "next_batch", new[0]["request_id"], note)]
     rows = {s["slot"]: s["request_id"] for s in st["scheduled"] if s["request_id"] in done}
     out = []
@@ -113,17 +134,17 @@ def _handoffs(view: TraceView, k: int) -> list[Moment]:
 
 def _kv_moments(view: TraceView, k: int) -> list[Moment]:
     """preemption and recompute moments of step position ``k`` (the decision records)."""
-    out, d = [], decisions(view, k)
+    out, d, words = [], decisions(view, k), eviction(view.header)
     for p in d.get("preemptions", []):
         if p["rule"] == RETRACT:  # SGLang's retraction: its own moment (``moments_sglang``)
             continue
         victim, req = view.label(p["request_id"]), p.get("requester")
         cause = f"{view.label(req)} needed a KV block and none was free" if req else "the KV pool ran out"
         note = (
-            f"{victim} is preempted: {cause}; its {p['num_dropped_blocks']} KV blocks are given back and it "
+            f"{victim} {words.verb}: {cause}; its {p['num_dropped_blocks']} KV blocks are given back and it "
             f"waits again."
         )
-        out.append(_m(view, k, "preemption", p["request_id"], note))
+        out.append(_m(view, k, words.noun, p["request_id"], note))
     for a in d.get("admissions", []):
         if a["resumed"] and a["num_recompute_tokens"]:
             hit = a["num_prefix_hit_tokens"]
@@ -137,9 +158,97 @@ def _kv_moments(view: TraceView, k: int) -> list[Moment]:
 
 
 def _sent_back(view: TraceView, k: int, rid: str) -> str:
-    """ "retraction" if ``rid`` last left the batch before step ``k`` by SGLang's retraction, else "preemption"."""
+    """How ``rid`` last left the batch before step ``k``, in its engine's word: "retraction" (SGLang), "pause"
+    (TensorRT-LLM), else "preemption"."""
     rules = [p["rule"] for j in range(k) for p in decisions(view, j).get("preemptions", []) if p["request_id"] == rid]
-    return "retraction" if rules and rules[-1] == RETRACT else "preemption"
+    return "retraction" if rules and rules[-1] == RETRACT else eviction(view.header).noun
+
+
+def _kv_waits(view: TraceView, k: int) -> list[Moment]:
+    """late_admission, reservation and held moments of step position ``k`` (the decision records)."""
+    d, out = decisions(view, k), []
+    held = _held_steps(view)
+    for a in d.get("admissions", []):
+        rid = a["request_id"]
+        first = held.get(rid, [None])[0]
+        if not a["resumed"] and first is not None and first < k:
+            limit = decisions(view, first)["head"]["limit"]
+            note = (
+                f"{view.label(rid)} is admitted at last, {k - first} steps after it first waited at the head of the "
+                f"queue: {LIMIT_SHORT[limit]}."
+            )
+            out.append(_m(view, k, "late_admission", rid, note))
+        if a.get("num_reserved_blocks"):
+            n, extra, label = a["num_blocks"], a["num_reserved_blocks"], view.label(rid)
+            if view.policy == "tgi":  # TGI's blocks are its whole lifetime, all in its table from the start
+                note = (
+                    f"{label} is admitted with {n} KV blocks, its whole lifetime (prompt + max_tokens - 1 tokens): "
+                    f"{extra} of them for tokens it has not written yet; TGI never preempts."
+                )
+            else:  # TensorRT-LLM's GUARANTEED_NO_EVICT: set aside, not yet in its table
+                note = (
+                    f"{label} is admitted holding {n} KV blocks, and {extra} more are set aside to its completion: "
+                    f"nobody admitted later can take them, so it is never paused."
+                )
+            out.append(_m(view, k, "reservation", rid, note))
+    head = d.get("head")
+    if head and head.get("limit") in KV_LIMITS and head["limit"] != "sglang_reserved_output":
+        rid = head["request_id"]
+        if k - 1 not in held.get(rid, ()):
+            note = f"{view.label(rid)} waits at the head of the queue: {LIMIT_WHY[head['limit']]}."
+            out.append(_m(view, k, "held", rid, note))
+    return out
+
+
+def _held_steps(view: TraceView) -> dict[str, list[int]]:
+    """Request -> the step positions it waited at the head held back by the KV pool (``KV_LIMITS``)."""
+    if "kv_held" not in view.memo:
+        out: dict[str, list[int]] = {}
+        for k in range(view.num_steps):
+            head = decisions(view, k).get("head")
+            if head and head.get("limit") in KV_LIMITS:
+                out.setdefault(head["request_id"], []).append(k)
+        view.memo["kv_held"] = out
+    return view.memo["kv_held"]
+
+
+def _drafts(view: TraceView, k: int) -> list[Moment]:
+    """drafts and drafts_rejected moments of step position ``k`` (the fact model's draft figures)."""
+    out: list[Moment] = []
+    if not view.header.get("config", {}).get("speculative_config"):
+        return out
+    for r in facts(view).requests(k).values():
+        if not r.num_drafts or r.num_accepted is None:
+            continue
+        kept, got = r.num_accepted, r.num_sampled
+        tokens = f"{got} token{'s' if got != 1 else ''}"
+        ends = r.request_id in facts(view).step(k).finished and got < kept + 1  # it ends inside what it verified
+        end = " (it ends there: the tokens after its end are dropped)" if ends else ""
+        if kept == r.num_drafts:
+            note = (
+                f"{view.label(r.request_id)} verifies {r.num_drafts} draft tokens in one forward and keeps all "
+                f"{kept}: {tokens} in one step{end} ({DRAFT_WORDS})."
+            )
+            out.append(_m(view, k, "drafts", r.request_id, note))
+        else:
+            note = (
+                f"{view.label(r.request_id)} verifies {r.num_drafts} draft tokens and keeps {kept}: from the first "
+                f"draft the model disagrees with, its own token is taken instead; {tokens} in this step{end}."
+            )
+            out.append(_m(view, k, "drafts_rejected", r.request_id, note))
+    return out
+
+
+DRAFT_WORDS = "n-gram speculative decoding: the drafts are the tokens that followed the same n-gram earlier"
+
+
+def _aborts(view: TraceView, k: int) -> list[Moment]:
+    out = []
+    for f in view.steps[k]["finished"]:
+        if f["reason"] == "abort":
+            note = f"{view.label(f['request_id'])} is aborted: it leaves without finishing and its KV blocks go back."
+            out.append(_m(view, k, "abort", f["request_id"], note))
+    return out
 
 
 def _padding(view: TraceView, k: int) -> list[Moment]:
@@ -162,12 +271,15 @@ def found_moments(view: TraceView) -> list[Moment]:
     out: list[Moment] = []
     for k in range(view.num_steps):
         out += _work_moments(view, k) + _handoffs(view, k) + _padding(view, k) + _kv_moments(view, k)
+        out += _kv_waits(view, k) + _drafts(view, k) + _aborts(view, k)
         out += [_m(view, k, m["kind"], m["request"], m["note"]) for m in sglang_moments(view, k)]
     if view.steps and view.summary.get("requests"):
         k = view.num_steps - 1
         last = view.steps[k]["finished"]
         if last:
-            name = BATCHING_NAMES.get(view.policy, f"{view.policy.capitalize()} batching")
+            name = BATCHING_NAMES.get(run_name(view.header)) or BATCHING_NAMES.get(
+                view.policy, f"{view.policy.capitalize()} batching"
+            )
             note = f"{name} finishes its last request at step {view.step_number(k)}."
             out.append(_m(view, k, "end", last[-1]["request_id"], note))
     view.memo["moments"] = out
@@ -176,13 +288,14 @@ def found_moments(view: TraceView) -> list[Moment]:
 
 def tour_of(views: list[TraceView], spec: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The tour ``spec`` (a scenario's ``tour``) resolved against ``views``: for each entry the first moment of its
-    kind (and ``policy`` and ``request`` when given), with the entry's own ``note`` if it has one. Entries that match
+    kind (and ``policy``, a run's name ``batchscope.steplog.reasons.run_name`` such as ``trtllm_max_utilization``, and
+    ``request`` when given), with the entry's own ``note`` if it has one. Entries that match
     nothing are left out; the result is ``[{"step", "note"}]`` in step order, one per step (notes of a step joined).
     With two views each note says whose it is."""
     picked: dict[int, list[str]] = {}
     for entry in spec:
         for v in views:
-            if entry.get("policy") not in (None, v.policy):
+            if entry.get("policy") not in (None, run_name(v.header)):
                 continue
             m = next(
                 (
@@ -194,7 +307,7 @@ def tour_of(views: list[TraceView], spec: list[dict[str, Any]]) -> list[dict[str
             )
             if m is not None:
                 note = entry.get("note") or m["note"]
-                picked.setdefault(m["step"], []).append(f"{v.policy}: {note}" if len(views) > 1 else note)
+                picked.setdefault(m["step"], []).append(f"{run_name(v.header)}: {note}" if len(views) > 1 else note)
                 break
     return [{"step": k, "note": " ".join(notes)} for k, notes in sorted(picked.items())]
 
@@ -208,9 +321,10 @@ def default_tour(views: list[TraceView]) -> list[dict[str, Any]]:
     """A tour for traces without a scenario's: the first moment of each kind in each view."""
     kinds = (
         *("first_chunk", "mixed", "prefix_hit", "handoff", "next_batch", "padding", "preemption", "recompute"),
-        *("prefill_first", "reserved_output", "retraction", "end"),
+        *("prefill_first", "stall", "reserved_output", "retraction", "pause", "late_admission", "reservation"),
+        *("held", "drafts", "drafts_rejected", "abort", "end"),
     )
-    return tour_of(views, [{"kind": kind, "policy": v.policy} for v in views for kind in kinds])
+    return tour_of(views, [{"kind": kind, "policy": run_name(v.header)} for v in views for kind in kinds])
 
 
 def check_tour(items: Any, num_steps: int, where: str) -> list[dict[str, Any]]:

@@ -3,7 +3,9 @@
 - ``prefill_first``: a prefill (EXTEND) batch runs alone while running requests' decodes wait (``batch``);
 - ``reserved_output``: the head of the queue is held because the pool cannot hold its prompt plus its output
   estimate beside the running requests' (``head.limit`` ``sglang_reserved_output``), the first step of each hold;
-- ``retraction``: the decode batch outgrew the pool and a request went back to the queue (rule ``sglang_retract``).
+- ``retraction``: the decode batch outgrew the pool and a request went back to the queue (rule ``sglang_retract``);
+- TGI's ``stall``: with prefill chunking off, a new batch is prefilled alone while the running requests' decodes wait
+  (the same ``batch.decodes_waiting`` record, TGI's router).
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ def sglang_moments(view: TraceView, k: int) -> list[dict[str, Any]]:
     d, out = decisions(view, k), []
     waits = d.get("batch", {}).get("decodes_waiting", [])
     run = [s["request_id"] for s in view.steps[k]["scheduled"]]
-    if waits and run:
+    if waits and run and view.policy == "tgi":
+        note = (
+            f"TGI prefills the new batch of {_names(view, run)} alone: the decode{'s' if len(waits) > 1 else ''} of "
+            f"{_names(view, waits)} stall{'' if len(waits) > 1 else 's'} a step (prefill chunking off)."
+        )
+        out.append({"kind": "stall", "request": run[0], "note": note})
+    elif waits and run:
         note = (
             f"Prefill first: SGLang runs the prefill batch of {_names(view, run)} alone; the decode"
             f"{'s' if len(waits) > 1 else ''} of {_names(view, waits)} wait{'' if len(waits) > 1 else 's'} a step."

@@ -47,7 +47,7 @@ from batchscope.figures.slots import grid_bars, grid_cells, grid_range, grid_tit
 from batchscope.figures.step_cost import step_cost_player
 from batchscope.figures.steps_table import steps_table_payload
 from batchscope.figures.timeline import timeline
-from batchscope.steplog.reasons import policy_heading, pool_words
+from batchscope.steplog.reasons import policy_heading, pool_words, run_name
 from batchscope.steplog.view import TraceView, text_color
 
 PAYLOAD_VERSION = 2
@@ -219,7 +219,7 @@ def view_payload(
     ks = loaded(view, span or (0, num_steps - 1))
     c = view.header["config"]
     last = view.num_steps - 1
-    label = label or policy_heading(view.policy)
+    label = label or policy_heading(run_name(view.header))
     return {
         "policy": view.policy,
         "label": label,
@@ -227,7 +227,7 @@ def view_payload(
         "request_ids": view.request_ids,
         "colors": [view.colors[r] for r in view.request_ids],
         "chip_text": [text_color(view.colors[r]) for r in view.request_ids],
-        "caption": f"{view.policy} · {view.provenance()} · {c['max_num_seqs']} slots, token budget "
+        "caption": f"{run_name(view.header)} · {view.provenance()} · {c['max_num_seqs']} slots, token budget "
         f"{c['max_num_batched_tokens']}, {pool_words(view.header)}",
         "finished_note": f"{label} finished at step {last}; holding its final state.",
         "events": event_steps(view),
@@ -251,7 +251,7 @@ MAX_SIDES = 4  # sides A, B, C, D (batchscope.compare.runs.SIDES)
 def side_labels(views: list[TraceView]) -> list[str]:
     """Each side's heading: its policy, or "A · policy", "B · policy", ... (sides A to D) when two runs share a
     policy or there are more than two."""
-    policies = [v.policy for v in views]
+    policies = [run_name(v.header) for v in views]
     lettered = len(set(policies)) < len(policies) or len(views) > 2
     return [f"{side} · {policy_heading(p)}" if lettered else policy_heading(p) for side, p in zip("ABCD", policies)]
 

@@ -84,11 +84,12 @@ def _token_steps(steps: list[dict]) -> dict[str, list[int]]:
 
 
 def _arrival_steps(requests: list[dict], steps: list[dict]) -> dict[str, int]:
-    """request_id -> the first step it was visible to the scheduler (in that step's batch or waiting queue): the
-    engine adds an arrived request right before a step, so for a step-clock workload it is the ``arrival_step``."""
+    """request_id -> the first step it was visible to the scheduler (admitted, in that step's batch or waiting
+    queue; a static batch may admit a member that computes nothing in that step): the engine adds an arrived request
+    right before a step, so for a step-clock workload it is the ``arrival_step``."""
     out: dict[str, int] = {}
     for st in steps:
-        for rid in [s["request_id"] for s in st["scheduled"]] + st["waiting"] + st["preempted"]:
+        for rid in [s["request_id"] for s in st["scheduled"]] + st["admitted"] + st["waiting"] + st["preempted"]:
             out.setdefault(rid, st["step"])
     for r in requests:
         if r["request_id"] not in out and r.get("arrival_step") is not None:

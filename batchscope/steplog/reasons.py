@@ -224,6 +224,7 @@ BATCHING_NAMES = {
     "sglang": "SGLang's scheduler",
     "tgi": "TGI's router",
     "trtllm": "TensorRT-LLM's in-flight batching",
+    "speculative": "Continuous batching with speculative decoding",
 }
 # How each batching mode's schedules are proven (the app's provenance badge, the README's "How each is proven"): what
 # they were checked against, and no more.
@@ -238,19 +239,23 @@ POLICY_HEADINGS = {
     "sglang": "SGLang",
     "tgi": "TGI",
     "trtllm": "TensorRT-LLM",
+    "speculative": "continuous + speculative decoding",
 }  # a policy as a heading names it ("sglang" capitalised read "Sglang")
 
 
 def run_name(header: Mapping[str, Any]) -> str:
     """The name a shipped run of a scenario goes by (its file ``SCENARIO-NAME.jsonl``, the app's ``?policy=``): the
     batching mode; for TensorRT-LLM a capacity policy other than its default (``trtllm_max_utilization``), for TGI
-    prefill chunking turned off (``tgi_no_chunking``: a new batch is prefilled alone while the running ones stall)."""
+    prefill chunking turned off (``tgi_no_chunking``: a new batch is prefilled alone while the running ones stall), for
+    continuous batching n-gram speculative decoding turned on (``speculative``: vLLM's scheduler with draft tokens)."""
     policy, config = header.get("policy", ""), header.get("config", {})
     capacity = config.get("capacity_policy")
     if policy == "trtllm" and capacity not in (None, "guaranteed_no_evict"):
         return f"{policy}_{capacity}"
     if policy == "tgi" and config.get("enable_chunked_prefill") is False:
         return "tgi_no_chunking"
+    if policy == "continuous" and config.get("speculative_config"):
+        return "speculative"
     return policy
 
 

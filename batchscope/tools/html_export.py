@@ -56,6 +56,7 @@ def player_page(paths: list[str], step: int = 0, speed: float = 8.0, tour_file: 
     from batchscope.inputs.workload import scenario_tour
     from batchscope.player.export import player_html
     from batchscope.steplog import trace
+    from batchscope.steplog.reasons import run_name
     from batchscope.steplog.view import TraceView
 
     if not 1 <= len(paths) <= MAX_RUNS:
@@ -79,7 +80,7 @@ def player_page(paths: list[str], step: int = 0, speed: float = 8.0, tour_file: 
         if tour_file
         else tour_for(views, scenario_tour(views[0].header.get("scenario")))
     )
-    title = " vs ".join(f"{v.header.get('scenario') or v.filename} ({v.policy})" for v in views)
+    title = " vs ".join(f"{v.header.get('scenario') or v.filename} ({run_name(v.header)})" for v in views)
     span = span_of(views, step)  # a busy server's long trace: the span holding --step
     html = player_html(views, title, initial_step=step, speed=speed, counters=counters, span=span, tour=tour)
     return html, num_steps, span

@@ -9,6 +9,7 @@ import pytest
 from conftest import RECORDED_TRACES
 
 from batchscope.steplog import trace
+from batchscope.steplog.reasons import run_name
 
 
 def test_all_four_recorded_traces_are_shipped():
@@ -21,7 +22,7 @@ def test_all_four_recorded_traces_are_shipped():
 def test_recorded_traces_validate_and_were_recorded_on_the_real_model(path):
     records = trace.read(path)
     assert records[0]["model"] == "SmolLM2-135M-Instruct"
-    assert records[0]["policy"] in path.stem
+    assert path.stem.endswith("-" + run_name(records[0]))  # the run's name: spec-decode-speculative is continuous
 
 
 @pytest.mark.parametrize("path", [p for p in RECORDED_TRACES if p.stem.startswith("sixteen")], ids=lambda p: p.stem)

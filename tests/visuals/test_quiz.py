@@ -40,7 +40,7 @@ class Raw:
         self.token_steps: dict[str, list[int]] = {}
         self.outputs: dict[str, list[int]] = {}
         for k, st in enumerate(self.steps):  # by the step clock, as the quiz counts steps
-            for rid in [s["request_id"] for s in st["scheduled"]] + st["waiting"] + st["preempted"]:
+            for rid in [s["request_id"] for s in st["scheduled"]] + st["admitted"] + st["waiting"] + st["preempted"]:
                 self.first_seen.setdefault(rid, k)
             for s in st["sampled"]:
                 self.token_steps.setdefault(s["request_id"], []).append(k)
