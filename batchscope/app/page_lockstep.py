@@ -19,9 +19,10 @@ The same requests, the same model, the same limits: a **static** batch is formed
 completely finished, so a finished request's row idles as **padding** (grey, ✕) until the slowest member ends;
 **continuous** batching hands a finished request's slot and KV blocks to the next waiting request at the very next
 step. Run A plays on the left, run B on the right, on one step clock (by default A is static, B continuous).
-**Choose the pair and the runs** picks any other two runs of one workload (a Playground run, or an uploaded trace
-such as your vLLM server's, against a recorded one) to see what a setting changes, or up to four (**Runs**: sides
-A, B, C, D, e.g. one workload under every scheduler recorded for it), all on the step clock of the longest run.
+**Scenario** and **Pair** pick any shipped pair in two clicks (or all four engines of `four-engines`); **Choose
+other runs** picks any other two runs of one workload (a Playground run, or an uploaded trace such as your vLLM
+server's, against a recorded one) to see what a setting changes, or up to four (**Runs**: sides A, B, C, D), all on
+the step clock of the longest run.
 
 **vLLM vs SGLang** puts the same requests under two real schedulers: vLLM's (continuous batching, as above) and
 SGLang's, which runs a prefill batch alone while the decodes wait, admits a request only if the pool can hold its
@@ -30,9 +31,29 @@ decode batch outgrows the pool anyway, retracts a request to the queue instead o
 shared prompts token by token. Each side's narration says what its scheduler decided and why, from its step log.
 """
 
-# The pairs the page opens on: (run A's batching, run B's) for a scenario; ?pair= in the URL.
-PAIRS = {"batching": ("static", "continuous"), "schedulers": ("continuous", "sglang")}
-PAIR_NAMES = {"batching": "static vs continuous", "schedulers": "vLLM vs SGLang"}
+# The runs the page opens on, by the run names of a scenario's shipped traces (batchscope.steplog.reasons.run_name),
+# runs A, B (C, D) in order; ?pair= in the URL. The Pair picker offers those a scenario ships every run of.
+PAIRS = {
+    "batching": ("static", "continuous"),
+    "schedulers": ("continuous", "sglang"),
+    "engines": ("continuous", "sglang", "tgi", "trtllm"),
+    "tgi": ("continuous", "tgi"),
+    "trtllm": ("continuous", "trtllm"),
+    "capacity": ("trtllm", "trtllm_max_utilization"),
+    "chunking": ("tgi", "tgi_no_chunking"),
+    "speculative": ("continuous", "speculative"),
+}
+PAIR_NAMES = {
+    "batching": "static vs continuous",
+    "schedulers": "vLLM vs SGLang",
+    "engines": "four engines",
+    "tgi": "vLLM vs TGI",
+    "trtllm": "vLLM vs TensorRT-LLM",
+    "capacity": "TensorRT-LLM: no evict vs max utilization",
+    "chunking": "TGI: chunked prefill on vs off",
+    "speculative": "vLLM vs vLLM + speculative decoding",
+}
+DEFAULT_SCENARIO = "sixteen"
 
 
 UPLOAD = "upload a file…"
@@ -58,20 +79,56 @@ def _new_pair() -> None:
         st.query_params.pop(name, None)
 
 
-def _count() -> int:
-    """How many runs the page compares, 2 to ``MAX_RUNS`` (``?runs=``; default 2)."""
-    wanted = st.query_params.get("runs", "2")
+def _new_choice() -> None:
+    """Another scenario or pair picked: its own runs and their number."""
+    _new_pair()
+    st.query_params.pop("runs", None)
+
+
+def _new_scenario() -> None:
+    """Another scenario picked: its own default pair, runs and number."""
+    _new_choice()
+    st.query_params.pop("pair", None)
+
+
+def shipped_pairs(scenario: str) -> list[str]:
+    """The ``PAIRS`` whose every run ``scenario`` ships a trace of, in ``PAIRS`` order."""
+    recorded = set(recorded_policies(scenario))
+    return [p for p, runs in PAIRS.items() if set(runs) <= recorded]
+
+
+def _scenario(runs: dict[str, TraceView]) -> str:
+    """The scenario picker (one click: every shipped scenario is a button; ``?scenario=``, default sixteen)."""
+    options = [s for s in list_scenarios() if f"{s} / static" in runs]
+    wanted = st.query_params.get("scenario", DEFAULT_SCENARIO)
+    scenario = st.segmented_control(
+        "Scenario",
+        options,
+        default=wanted if wanted in options else DEFAULT_SCENARIO,
+        key="lock:scenario",
+        on_change=_new_scenario,
+        help="the workload: each scenario is one set of requests, recorded under the runs the Pair picker offers",
+    )
+    scenario = scenario or DEFAULT_SCENARIO
+    st.query_params["scenario"] = scenario
+    return scenario
+
+
+def _count(pair: str) -> int:
+    """How many runs the page compares, 2 to ``MAX_RUNS`` (``?runs=``; default: the pair's)."""
+    own = len(PAIRS[pair])
+    wanted = st.query_params.get("runs", str(own))
     options = list(range(2, MAX_RUNS + 1))
     count = st.segmented_control(
         "Runs",
         options,
-        default=int(wanted) if wanted in [str(n) for n in options] else 2,
-        key="lock:runs",
+        default=int(wanted) if wanted in [str(n) for n in options] else own,
+        key=f"lock:runs:{pair}",
         on_change=_new_pair,
         help="how many runs of one workload play side by side on one step clock (sides A, B, C, D)",
     )
-    count = count or 2
-    if count == 2:
+    count = count or own
+    if count == own:
         st.query_params.pop("runs", None)
     else:
         st.query_params["runs"] = str(count)
@@ -85,40 +142,37 @@ def _defaults(scenario: str, pair: str, count: int) -> list[str]:
 
 
 def _pair(scenario: str) -> str:
-    """Which pair the pickers start from: static vs continuous, or vLLM vs SGLang where ``scenario`` ships an
-    SGLang trace (``?pair=``; by default the scenario's own, ``batchscope.explain.stories.default_pair``)."""
-    options = [p for p, (_, b) in PAIRS.items() if b in recorded_policies(scenario)]
-    own = next(p for p, runs in PAIRS.items() if runs == default_pair(scenario))
+    """The pair picker (one click): each set of runs ``scenario`` ships (``shipped_pairs``), by default the scenario's
+    own (``?pair=``; ``batchscope.explain.stories.default_pair``)."""
+    options = shipped_pairs(scenario)
+    own = next((p for p in options if PAIRS[p] == default_pair(scenario)), options[0])
     wanted = st.query_params.get("pair", own)
-    if len(options) < 2:
-        return options[0]
     pair = st.segmented_control(
         "Pair",
         options,
-        default=wanted if wanted in options else options[0],
+        default=wanted if wanted in options else own,
         format_func=lambda p: PAIR_NAMES[p],
-        key="lock:pair",
-        on_change=_new_pair,
-        help="which two runs of this scenario to start from; any run can be picked below",
+        key=f"lock:pair:{scenario}",
+        on_change=_new_choice,
+        help="which runs of this scenario play side by side; any other run can be picked under Choose other runs",
     )
-    pair = pair or options[0]
+    pair = pair or own
     st.query_params["pair"] = pair
     return pair
 
 
-def _choose(scenario: str, runs: dict[str, TraceView]) -> tuple[list[str], list[TraceView | None]]:
-    """The pickers (in a popover): the pair, how many runs, and each side's run (a recorded one, a live one or an
-    upload); returns each side's name and view (``None``: an upload not yet given)."""
+def _choose(scenario: str, pair: str, runs: dict[str, TraceView]) -> tuple[list[str], list[TraceView | None]]:
+    """The run pickers (in a popover): how many runs, and each side's run (a recorded one, a live one or an upload);
+    returns each side's name and view (``None``: an upload not yet given)."""
     names = [*runs, UPLOAD]
     # the pickers in a popover: closed, Streamlit's frontend does not draw them, and drawn they held the player's
     # frame back by about 0.12 s on every visit (scripts/measure_page_load.py, A/B on 2026-12-04)
     with st.popover(
-        "Choose the pair and the runs",
+        "Choose other runs",
         icon=":material/compare_arrows:",
-        help="static vs continuous, vLLM vs SGLang, or any 2 to 4 runs of one workload (a Playground run, an upload)",
+        help="any 2 to 4 runs of one workload: another recorded run, a Playground run, an upload",
     ):
-        pair = _pair(scenario)
-        count = _count()
+        count = _count(pair)
         columns = st.columns(count)
     picked: list[str] = []
     chosen: list[TraceView | None] = []
@@ -138,11 +192,12 @@ def _choose(scenario: str, runs: dict[str, TraceView]) -> tuple[list[str], list[
 
 def page() -> None:
     st.title("Compare runs: static vs continuous batching, vLLM vs SGLang, and any 2 to 4 runs of one workload")
-    st.markdown(INTRO)
     runs = _runs()
-    scenario = st.query_params.get("scenario", "sixteen")
-    scenario = scenario if f"{scenario} / static" in runs else "sixteen"
-    picked, chosen = _choose(scenario, runs)
+    scenario = _scenario(runs)  # two clicks reach every shipped pair: its scenario, then the pair
+    pair = _pair(scenario)
+    picked, chosen = _choose(scenario, pair, runs)
+    with st.expander("What this page compares", icon=":material/info:"):
+        st.markdown(INTRO)
     if any(v is None for v in chosen):
         st.info("Upload the trace to compare (a Batchscope trace or one from the vLLM tracer).")
         return

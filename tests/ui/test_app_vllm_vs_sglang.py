@@ -35,7 +35,7 @@ def test_compare_runs_puts_vllm_and_sglang_side_by_side():
 
 def test_the_pair_control_switches_to_static_vs_continuous():
     at = page("page_lockstep", scenario="vllm-vs-sglang")
-    at.segmented_control(key="lock:pair").set_value("batching").run()
+    at.segmented_control(key="lock:pair:vllm-vs-sglang").set_value("batching").run()
     assert not at.exception, at.exception
     assert [s.value for s in at.selectbox][:2] == ["vllm-vs-sglang / static", "vllm-vs-sglang / continuous"]
     assert [v["policy"] for v in player_payload(at)["views"]] == ["static", "continuous"]

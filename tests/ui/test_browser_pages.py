@@ -292,7 +292,7 @@ def test_compare_page_takes_an_uploaded_trace_and_refuses_another_workload(brows
     continuous pair; a trace of another workload (sixteen) is refused with the first difference."""
     page = open_page(browser, server + "/compare?a=seed-abcd+%2F+static&b=seed-abcd+%2F+static", 2400)
     player_frame(page, min_charts=4)
-    page.get_by_role("button", name="Choose the pair and the runs").click()  # the pickers' popover
+    page.get_by_role("button", name="Choose other runs").click()  # the run pickers' popover
     page.locator(".st-key-lock-b-batching").click()  # run B's picker of the static vs continuous pair
     page.locator(".st-key-lock-b-batching input").press_sequentially("upload")  # the list shows its first options
     page.get_by_role("option", name="upload a file").click()
