@@ -201,16 +201,8 @@ def run_sglang(
         arrived: list[str] = []
         step = 0
         while unfinished and step < max_steps:
-            limits = {}
-            while pending and pending[0].get("arrival_step", 0) <= step:
-                r = pending.pop(0)
-                s.handle_generate_request(_tokenized(r))
-                arrived.append(r["request_id"])
-                if (handled := _handled(s, r["request_id"], r["max_new_tokens"])) is not None:
-                    limits[r["request_id"]] = handled
-            for rid in [rid for rid in arrived if aborts.get(rid, step + 1) <= step]:
-                s.abort_request(AbortReq(rid=rid))  # once: as the tokenizer manager sends it
-                del aborts[rid]
+            limits = _arrivals(s, pending, arrived, step)
+            _aborts(s, arrived, aborts, step)
             waiting_before = {r.rid for r in s.waiting_queue}
             running_before = {r.rid for r in s.running_batch.reqs}
             if s.last_batch is not None and s.last_batch.forward_mode.is_extend():
@@ -223,21 +215,48 @@ def run_sglang(
             unfinished -= set(rec["aborted"])
             # the head of the queue after the step, and the condition that ended admission (``probe``)
             rec["head"] = {"request_id": s.waiting_queue[0].rid, "stop": probe.stop} if s.waiting_queue else None
-            if batch is not None:
-                rec["finished"] = _process(s, batch, outputs)
-                rec["finish_reasons"] = {rid: _reason(r) for r in batch.reqs if (rid := r.rid) in rec["finished"]}
-                unfinished -= set(rec["finished"])
-                if observe is not None:
-                    observe(s, batch, rec)
-            else:
-                s.new_token_ratio_tracker.reset()  # Scheduler.on_idle
-                rec["finished"], rec["finish_reasons"] = [], {}
-            rec["cached_tokens"] = s.tree_cache.total_size()  # after the step: what eviction has left, and inserts
-            rec["evictable_tokens"] = s.tree_cache.evictable_size()
+            _run_batch(s, batch, outputs, rec)
+            unfinished -= set(rec["finished"])
+            if batch is not None and observe is not None:
+                observe(s, batch, rec)
             s.last_batch = batch
             records.append(rec)
             step += 1
     return records
+
+
+def _arrivals(s: Scheduler, pending: list[dict], arrived: list[str], step: int) -> dict[str, list]:
+    """Hand SGLang the requests due by ``step`` (``pending`` in arrival order, taken from its front) through its
+    request handling; returns what the handling changed (``_handled``), by request id."""
+    limits = {}
+    while pending and pending[0].get("arrival_step", 0) <= step:
+        r = pending.pop(0)
+        s.handle_generate_request(_tokenized(r))
+        arrived.append(r["request_id"])
+        if (handled := _handled(s, r["request_id"], r["max_new_tokens"])) is not None:
+            limits[r["request_id"]] = handled
+    return limits
+
+
+def _aborts(s: Scheduler, arrived: list[str], aborts: dict[str, int], step: int) -> None:
+    """Send SGLang, once each and in arrival order, the aborts due by ``step`` of the requests that have arrived
+    (``aborts``: request id -> abort step, emptied as they are sent), as the tokenizer manager sends an ``AbortReq``."""
+    for rid in [rid for rid in arrived if aborts.get(rid, step + 1) <= step]:
+        s.abort_request(AbortReq(rid=rid))
+        del aborts[rid]
+
+
+def _run_batch(s: Scheduler, batch: Any, outputs: dict[str, list[int]], rec: dict) -> None:
+    """The step's result (the stand-in processor's finishes and their reasons), or an idle step's ratio reset; then
+    the radix cache's sizes after the step: what eviction has left, and inserts."""
+    if batch is not None:
+        rec["finished"] = _process(s, batch, outputs)
+        rec["finish_reasons"] = {rid: _reason(r) for r in batch.reqs if (rid := r.rid) in rec["finished"]}
+    else:
+        s.new_token_ratio_tracker.reset()  # Scheduler.on_idle
+        rec["finished"], rec["finish_reasons"] = [], {}
+    rec["cached_tokens"] = s.tree_cache.total_size()
+    rec["evictable_tokens"] = s.tree_cache.evictable_size()
 
 
 def main(argv: list[str]) -> int:
