@@ -1,4 +1,5 @@
-"""The one owner of per-session state that crosses pages: the Playground's last live run, and the run in progress.
+"""The one owner of per-session state that crosses pages: presenter mode, the Playground's last live run, and the run
+in progress.
 
 Pages read it through ``live_runs()`` and only the Playground writes it (``set_live_runs``), so no page depends on
 another page's key names. (A page's own widget state stays with its widgets' keys; the player keeps the step.)
@@ -18,6 +19,21 @@ RUNS_KEY = "playground:live-runs"  # run label -> trace records of the last live
 SETTINGS_KEY = "playground:live-settings"  # the knobs (JSON) that run was made with
 JOB_KEY = "playground:live-job"  # the LiveRun in progress (or ended and not yet collected)
 KNOBS_KEY = "playground:knobs"  # widget key -> value: the Playground's knobs as last drawn
+PRESENT_KEY = "present"  # presenter mode (the toggle on every page, batchscope.app.main), mirrored as ?present=1
+
+
+def presenting() -> bool:
+    """Whether this session is in presenter mode: the URL's ``?present=1`` when the session starts, then the
+    toggle's value (``PRESENT_KEY``). Mirrored into the URL on every run (a page switch drops the query), so each
+    page's player reads ``?present=1`` (``batchscope.app.web_player``) and a copied address opens presenting."""
+    if PRESENT_KEY not in st.session_state:
+        st.session_state[PRESENT_KEY] = st.query_params.get("present") == "1"
+    on = bool(st.session_state[PRESENT_KEY])
+    if on:
+        st.query_params["present"] = "1"
+    else:
+        st.query_params.pop("present", None)
+    return on
 
 
 def live_runs() -> dict[str, list[dict]]:
