@@ -6,8 +6,9 @@ PowerPoint, Keynote and Google Slides cannot embed an HTML player; this writes w
 ``-blocks``, vector, from plotly's own SVG export), and ``--gif`` / ``--mp4`` an animation of the steps at ``--fps``
 frames per second. Every image is a screenshot of the exported player itself (``html``), opened from ``file://`` in
 Debian's headless Chromium (``batchscope.tools.app_server.launch_chromium``), so it looks exactly like the app;
-``--present`` takes presenter mode, the tour's note of a key moment included. GIF and MP4 are written with imageio (MP4
-with its bundled ffmpeg, H.264).
+``--present`` takes presenter mode, the tour's note of a key moment included; ``--crop`` leaves the control bar out
+(its buttons, step slider and keys line: the views take the whole image); ``--theme dark`` takes the player's dark
+page (``?theme=dark``, for dim halls). GIF and MP4 are written with imageio (MP4 with its bundled ffmpeg, H.264).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ import numpy as np
 MAX_SIZE = (3840, 2160)
 MAX_FRAMES = 2000
 CHARTS = ("slots", "budget", "blocks")
+THEMES = ("light", "dark")
+# --crop: the player's control bar and its keys line are not drawn (batchscope/player/web/player.html), so the views
+# lay out in the whole image
+CROP_CSS = "<style>.bs-controls, .bs-keys {display: none !important}</style>"
 
 
 def add_frames(sub) -> None:
@@ -42,6 +47,8 @@ def add_frames(sub) -> None:
     f.add_argument("--out", required=True, help="the folder to write into (created; refused if it holds stills)")
     f.add_argument("--size", default="1280x720", help="viewport WIDTHxHEIGHT in CSS pixels (default 1280x720)")
     f.add_argument("--present", action="store_true", help="presenter mode (large type, the tour's notes)")
+    f.add_argument("--crop", action="store_true", help="leave the control bar out: the views fill the image")
+    f.add_argument("--theme", default="light", help="light (default) or dark: the player's dark page, for dim halls")
     f.add_argument("--svg", action="store_true", help="also each chart of each step as SVG")
     f.add_argument("--gif", action="store_true", help="also an animation of the steps, frames.gif")
     f.add_argument("--mp4", action="store_true", help="also an animation of the steps, frames.mp4 (H.264)")
@@ -80,6 +87,8 @@ def parse_size(text: str) -> tuple[int, int]:
 
 def _check(args) -> tuple[Path, tuple[int, int]]:
     size = parse_size(args.size)
+    if args.theme not in THEMES:
+        raise ValueError(f"--theme={args.theme!r}: must be one of {', '.join(THEMES)}")
     if not 0.2 <= args.fps <= 30:
         raise ValueError(f"--fps={args.fps} is out of range: a number in [0.2, 30] frames per second")
     out = Path(args.out)
@@ -107,7 +116,7 @@ def _frames(args) -> int:
                 f"--steps={args.steps!r}: a long trace is drawn a span at a time; give steps within {span[0]}-{span[1]}"
             )
     out.mkdir(parents=True, exist_ok=True)
-    pngs = render_stills(html, steps, out, size, present=args.present, svg=args.svg)
+    pngs = render_stills(html, steps, out, size, args.present, args.svg, crop=args.crop, theme=args.theme)
     if args.gif or args.mp4:
         write_animations(pngs, out, args.fps, gif=args.gif, mp4=args.mp4)
     made = " + ".join(
@@ -118,16 +127,27 @@ def _frames(args) -> int:
 
 
 def render_stills(
-    html: str, steps: list[int], out: Path, size: tuple[int, int], present: bool = False, svg: bool = False
+    html: str,
+    steps: list[int],
+    out: Path,
+    size: tuple[int, int],
+    present: bool = False,
+    svg: bool = False,
+    crop: bool = False,
+    theme: str = "light",
 ) -> list[Path]:
     """Open the player page ``html`` in headless Chromium at ``size`` and screenshot each step of ``steps`` once it
     is drawn (the player's own ``bsPlayer.state.drawn``); with ``svg`` also each chart through plotly's
-    ``toImage``. Returns the PNG paths in step order."""
+    ``toImage``; ``crop``: without the control bar (``CROP_CSS``); ``theme``: ``light`` or ``dark`` (the player's
+    ``?theme=``). Returns the PNG paths in step order."""
     from playwright.sync_api import sync_playwright
 
     from batchscope.tools.app_server import launch_chromium
 
-    query = urllib.parse.urlencode({"step": steps[0], **({"present": 1} if present else {})})
+    if crop:
+        html = html.replace("</head>", CROP_CSS + "</head>", 1)
+    params = {"step": steps[0], **({"present": 1} if present else {}), **({"theme": "dark"} if theme == "dark" else {})}
+    query = urllib.parse.urlencode(params)
     pngs = []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
         page_file = Path(tmp) / "player.html"

@@ -244,8 +244,9 @@ BS.Player = class {
   }
 
   /* "Download stills": the charts of this step (slot grid, token budget, KV blocks; one column per side) drawn by
-   * plotly's own export at twice their size on the screen into one PNG, named by the page's title and the step, for
-   * a slide (one file: browsers hold back several downloads at once). Resolves to the file name. */
+   * plotly's own export at twice their size on the screen into one PNG under a heading of the page's title and the
+   * step (and each side's label), on the page's background (dark with ?theme=dark), named by the title and the
+   * step, for a slide (one file: browsers hold back several downloads at once). Resolves to the file name. */
   async downloadStills() {
     const k = this.state.step, scale = 2, kinds = ["slots", "budget", "blocks"];
     const cols = await Promise.all(this.sides.map((side) => Promise.all(kinds.map(async (kind) => {
@@ -256,14 +257,23 @@ BS.Player = class {
       return img;
     }))));
     const width = cols.reduce((a, c) => a + Math.max(...c.map((i) => i.width)), 0);
-    const height = Math.max(...cols.map((c) => c.reduce((a, i) => a + i.height, 0)));
+    // a heading band: the page's title and the step (as the control bar says it), then each side's label
+    const line = 30 * scale, band = line * (this.sides.length > 1 ? 2 : 1) + 8 * scale;
+    const height = band + Math.max(...cols.map((c) => c.reduce((a, i) => a + i.height, 0)));
     const canvas = Object.assign(document.createElement("canvas"), { width, height });
-    const g = canvas.getContext("2d");
-    g.fillStyle = "#fff";
+    const g = canvas.getContext("2d"), dark = document.body.classList.contains("dark");
+    g.fillStyle = dark ? "#15181D" : "#fff";
     g.fillRect(0, 0, width, height);
+    g.fillStyle = dark ? "#E6E8EB" : "#1f2430";
+    g.textBaseline = "middle";
+    g.font = `600 ${22 * scale}px sans-serif`;
+    g.fillText(`${this.P.p.title || "Batchscope"} · step ${k} / ${this.n - 1}`, 8 * scale, 4 * scale + line / 2);
+    g.font = `600 ${18 * scale}px sans-serif`;
     let x = 0;
-    for (const c of cols) {
-      let y = 0;
+    for (const [i, c] of cols.entries()) {
+      const label = this.sides[i].v.label || "", y0 = 4 * scale + line * 1.5;
+      if (this.sides.length > 1) g.fillText(label.charAt(0).toUpperCase() + label.slice(1), x + 8 * scale, y0);
+      let y = band;
       for (const img of c) { g.drawImage(img, x, y); y += img.height; }
       x += Math.max(...c.map((i) => i.width));
     }
