@@ -11,7 +11,7 @@ computed style). Screenshots go to artifacts/screenshots/toggle-*.png.
 from __future__ import annotations
 
 import pytest
-from conftest import ROOT
+from conftest import RECORDED, ROOT
 
 from batchscope.tools.app_server import streamlit_app
 
@@ -95,4 +95,23 @@ def test_an_address_with_present_opens_presenting_with_the_toggle_on(browser, se
     page = opened(browser, f"{server}/glossary?present=1")
     page.wait_for_function(SIDEBAR_GONE)
     assert page.locator(".st-key-bs-present input").is_checked()
+    page.close()
+
+
+def test_a_bad_tour_in_the_apps_address_is_reported_in_its_player(browser, server):
+    """The app's player reads ``?tour=`` from the page's address: a step past the end is one visible line in the
+    frame, naming the parameter and the range (the longer run of vllm-vs-sglang, counted in its trace file)."""
+    last = (
+        max(
+            sum('"type":"step"' in line.replace(" ", "") for line in (RECORDED / f"vllm-vs-sglang-{p}.jsonl").open())
+            for p in ("continuous", "sglang")
+        )
+        - 1
+    )
+    page = opened(browser, f"{server}/compare?scenario=vllm-vs-sglang&tour=5:fine;999:too+late")
+    frame = page.frame_locator("iframe").first
+    line = frame.locator("#bs-tour-error")
+    line.wait_for()
+    text = line.inner_text()
+    assert text.startswith("?tour=: step 999 is out of range") and f"from 0 to {last}" in text, text
     page.close()
