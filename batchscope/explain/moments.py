@@ -43,7 +43,7 @@ from typing import Any, TypedDict
 from batchscope.explain.moments_sglang import RETRACT, sglang_moments
 from batchscope.explain.words import join
 from batchscope.facts import eviction, facts
-from batchscope.facts.occurrences import KV_LIMITS
+from batchscope.facts.occurrences import kv_held_steps, occurrences
 from batchscope.steplog.decisions import decisions
 from batchscope.steplog.reasons import BATCHING_NAMES, LIMIT_SHORT, LIMIT_WHY, cache_name, run_name
 from batchscope.steplog.view import TraceView
@@ -165,20 +165,21 @@ def _sent_back(view: TraceView, k: int, rid: str) -> str:
 
 
 def _kv_waits(view: TraceView, k: int) -> list[Moment]:
-    """late_admission, reservation and held moments of step position ``k`` (the decision records)."""
+    """late_admission, reservation and held moments of step position ``k``: where the fact model has them
+    (``batchscope.facts.occurrences``), told with the decision records' numbers."""
     d, out = decisions(view, k), []
-    held = _held_steps(view)
+    held = kv_held_steps(view)
+    found = {(o.kind, o.request_id) for o in occurrences(facts(view), k)}
     for a in d.get("admissions", []):
         rid = a["request_id"]
-        first = held.get(rid, [None])[0]
-        if not a["resumed"] and first is not None and first < k:
-            limit = decisions(view, first)["head"]["limit"]
+        if ("late_admission", rid) in found:
+            first = held[rid][0]
             note = (
                 f"{view.label(rid)} is admitted at last, {k - first} steps after it first waited at the head of the "
-                f"queue: {LIMIT_SHORT[limit]}."
+                f"queue: {LIMIT_SHORT[decisions(view, first)['head']['limit']]}."
             )
             out.append(_m(view, k, "late_admission", rid, note))
-        if a.get("num_reserved_blocks"):
+        if ("reservation", rid) in found:
             n, extra, label = a["num_blocks"], a["num_reserved_blocks"], view.label(rid)
             if view.policy == "tgi":  # TGI's blocks are its whole lifetime, all in its table from the start
                 note = (
@@ -192,24 +193,12 @@ def _kv_waits(view: TraceView, k: int) -> list[Moment]:
                 )
             out.append(_m(view, k, "reservation", rid, note))
     head = d.get("head")
-    if head and head.get("limit") in KV_LIMITS and head["limit"] != "sglang_reserved_output":
+    if head and ("kv_hold", head["request_id"]) in found and head["limit"] != "sglang_reserved_output":
         rid = head["request_id"]
-        if k - 1 not in held.get(rid, ()):
+        if k - 1 not in held.get(rid, ()):  # the first step of each hold
             note = f"{view.label(rid)} waits at the head of the queue: {LIMIT_WHY[head['limit']]}."
             out.append(_m(view, k, "held", rid, note))
     return out
-
-
-def _held_steps(view: TraceView) -> dict[str, list[int]]:
-    """Request -> the step positions it waited at the head held back by the KV pool (``KV_LIMITS``)."""
-    if "kv_held" not in view.memo:
-        out: dict[str, list[int]] = {}
-        for k in range(view.num_steps):
-            head = decisions(view, k).get("head")
-            if head and head.get("limit") in KV_LIMITS:
-                out.setdefault(head["request_id"], []).append(k)
-        view.memo["kv_held"] = out
-    return view.memo["kv_held"]
 
 
 def _drafts(view: TraceView, k: int) -> list[Moment]:
@@ -243,11 +232,12 @@ DRAFT_WORDS = "n-gram speculative decoding: the drafts are the tokens that follo
 
 
 def _aborts(view: TraceView, k: int) -> list[Moment]:
+    """abort moments of step position ``k`` (the fact model's events)."""
     out = []
-    for f in view.steps[k]["finished"]:
-        if f["reason"] == "abort":
-            note = f"{view.label(f['request_id'])} is aborted: it leaves without finishing and its KV blocks go back."
-            out.append(_m(view, k, "abort", f["request_id"], note))
+    for e in facts(view).step(k).events:
+        if e.kind == "aborted":
+            note = f"{view.label(e.request_id)} is aborted: it leaves without finishing and its KV blocks go back."
+            out.append(_m(view, k, "abort", e.request_id, note))
     return out
 
 

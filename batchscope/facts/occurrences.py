@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from batchscope.facts.model import Facts
 from batchscope.steplog.decisions import decisions
+from batchscope.steplog.view import TraceView
 
 # The head-of-queue limits (``batchscope.steplog.reasons.LIMIT_WHY``) that are the KV pool's: the request waits
 # because the pool cannot hold what the scheduler charges for it (its next chunk, its whole prompt, a worst case, an
@@ -105,21 +106,30 @@ def kinds_of(f: Facts) -> dict[tuple[str, str], list[int]]:
     return memo["occurrence_kinds"]
 
 
+def kv_held_steps(view: TraceView) -> dict[str, list[int]]:
+    """Request -> the step positions of ``view`` (a ``TraceView``) it waited at the head of the queue held back by
+    the KV pool (a ``KV_LIMITS`` limit), in order. Built once per view."""
+    if "kv_held" not in view.memo:
+        out: dict[str, list[int]] = {}
+        for k in range(view.num_steps):
+            head = decisions(view, k).get("head")
+            if head and head.get("limit") in KV_LIMITS:
+                out.setdefault(head["request_id"], []).append(k)
+        view.memo["kv_held"] = out
+    return view.memo["kv_held"]
+
+
 def _held_before(f: Facts) -> dict[str, int]:
     """Request -> the first step position it waited at the head held by a ``KV_LIMITS`` limit."""
-    memo = f.view.memo
-    if "kv_held_first" not in memo:
-        first: dict[str, int] = {}
-        for k in range(f.view.num_steps):
-            head = decisions(f.view, k).get("head")
-            if head and head.get("limit") in KV_LIMITS:
-                first.setdefault(head["request_id"], k)
-        memo["kv_held_first"] = first
-    return memo["kv_held_first"]
+    return {rid: steps[0] for rid, steps in kv_held_steps(f.view).items()}
 
 
 def _drafts(f: Facts) -> bool:
-    """Whether the run verifies drafts at all (speculative decoding on): only then are requests' facts read."""
-    return bool(f.view.header.get("config", {}).get("speculative_config")) or any(
-        s.get("draft_token_ids") for st in f.view.steps for s in st["scheduled"]
-    )
+    """Whether the run verifies drafts at all (speculative decoding on): only then are requests' facts read. Once
+    per view."""
+    memo = f.view.memo
+    if "verifies_drafts" not in memo:
+        memo["verifies_drafts"] = bool(f.view.header.get("config", {}).get("speculative_config")) or any(
+            s.get("draft_token_ids") for st in f.view.steps for s in st["scheduled"]
+        )
+    return memo["verifies_drafts"]
