@@ -63,14 +63,17 @@ def run() -> None:
     ]
     navigation = st.navigation(pages)
     on = presenting()
-    with st.container(key="bs-present"):
-        st.toggle(
-            ":material/co_present: Presenter mode",
-            key=PRESENT_KEY,
-            help="large type, no sidebar; the player alone, edge to edge, its tour's notes on (same as ?present=1)",
-        )
+    corner = st.container(key="bs-present")  # the toggle, drawn after the page: before, it held a player back
     st.html(TOGGLE_CSS + (PRESENT_PAGE_CSS if on else ""))
-    navigation.run()
+    try:
+        navigation.run()
+    finally:
+        with corner:
+            st.toggle(
+                ":material/co_present: Presenter mode",
+                key=PRESENT_KEY,
+                help="large type, no sidebar; the player alone, edge to edge, its tour's notes on (same as ?present=1)",
+            )
 
 
 if __name__ == "__main__":

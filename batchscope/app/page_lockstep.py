@@ -79,16 +79,21 @@ def _new_pair() -> None:
         st.query_params.pop(name, None)
 
 
-def _new_choice() -> None:
-    """Another scenario or pair picked: its own runs and their number."""
+def _new_choice(key: str, param: str) -> None:
+    """Another pair picked (the widget ``key``, the URL's ``param``): its own runs and their number. A click on the
+    pair already picked keeps it (a segmented control would unselect it)."""
+    if st.session_state.get(key) is None:
+        st.session_state[key] = st.query_params.get(param)
+        return
     _new_pair()
     st.query_params.pop("runs", None)
 
 
 def _new_scenario() -> None:
     """Another scenario picked: its own default pair, runs and number."""
-    _new_choice()
-    st.query_params.pop("pair", None)
+    if st.session_state.get("lock:scenario") is not None:
+        st.query_params.pop("pair", None)
+    _new_choice("lock:scenario", "scenario")
 
 
 def shipped_pairs(scenario: str) -> list[str]:
@@ -98,18 +103,10 @@ def shipped_pairs(scenario: str) -> list[str]:
 
 
 def _scenario(runs: dict[str, TraceView]) -> str:
-    """The scenario picker (one click: every shipped scenario is a button; ``?scenario=``, default sixteen)."""
+    """The scenario the page plays: the Scenario picker's (``_pickers``), else ``?scenario=``, else sixteen."""
     options = [s for s in list_scenarios() if f"{s} / static" in runs]
-    wanted = st.query_params.get("scenario", DEFAULT_SCENARIO)
-    scenario = st.segmented_control(
-        "Scenario",
-        options,
-        default=wanted if wanted in options else DEFAULT_SCENARIO,
-        key="lock:scenario",
-        on_change=_new_scenario,
-        help="the workload: each scenario is one set of requests, recorded under the runs the Pair picker offers",
-    )
-    scenario = scenario or DEFAULT_SCENARIO
+    wanted = st.session_state.get("lock:scenario") or st.query_params.get("scenario", DEFAULT_SCENARIO)
+    scenario = wanted if wanted in options else DEFAULT_SCENARIO
     st.query_params["scenario"] = scenario
     return scenario
 
@@ -142,23 +139,38 @@ def _defaults(scenario: str, pair: str, count: int) -> list[str]:
 
 
 def _pair(scenario: str) -> str:
-    """The pair picker (one click): each set of runs ``scenario`` ships (``shipped_pairs``), by default the scenario's
-    own (``?pair=``; ``batchscope.explain.stories.default_pair``)."""
+    """The runs the page plays: the Pair picker's (``_pickers``), else ``?pair=``, else the scenario's own
+    (``batchscope.explain.stories.default_pair``), among those ``scenario`` ships (``shipped_pairs``)."""
     options = shipped_pairs(scenario)
     own = next((p for p in options if PAIRS[p] == default_pair(scenario)), options[0])
-    wanted = st.query_params.get("pair", own)
-    pair = st.segmented_control(
+    wanted = st.session_state.get(f"lock:pair:{scenario}") or st.query_params.get("pair", own)
+    pair = wanted if wanted in options else own
+    st.query_params["pair"] = pair
+    return pair
+
+
+def _pickers(scenario: str, pair: str, runs: dict[str, TraceView]) -> None:
+    """The Scenario and Pair pickers: two clicks reach every shipped pair (every shipped scenario is one button, then
+    each set of runs it ships). Drawn last, into their place above the player: drawn before it, they held its frame
+    back on every visit (as the run pickers did, ``_choose``)."""
+    st.segmented_control(
+        "Scenario",
+        [s for s in list_scenarios() if f"{s} / static" in runs],
+        default=scenario,
+        key="lock:scenario",
+        on_change=_new_scenario,
+        help="the workload: each scenario is one set of requests, recorded under the runs the Pair picker offers",
+    )
+    st.segmented_control(
         "Pair",
-        options,
-        default=wanted if wanted in options else own,
+        shipped_pairs(scenario),
+        default=pair,
         format_func=lambda p: PAIR_NAMES[p],
         key=f"lock:pair:{scenario}",
         on_change=_new_choice,
+        args=(f"lock:pair:{scenario}", "pair"),
         help="which runs of this scenario play side by side; any other run can be picked under Choose other runs",
     )
-    pair = pair or own
-    st.query_params["pair"] = pair
-    return pair
 
 
 def _choose(scenario: str, pair: str, runs: dict[str, TraceView]) -> tuple[list[str], list[TraceView | None]]:
@@ -193,8 +205,18 @@ def _choose(scenario: str, pair: str, runs: dict[str, TraceView]) -> tuple[list[
 def page() -> None:
     st.title("Compare runs: static vs continuous batching, vLLM vs SGLang, and any 2 to 4 runs of one workload")
     runs = _runs()
-    scenario = _scenario(runs)  # two clicks reach every shipped pair: its scenario, then the pair
+    scenario = _scenario(runs)
     pair = _pair(scenario)
+    top = st.container()  # the Scenario and Pair pickers, drawn after the player
+    try:
+        _play(scenario, pair, runs)
+    finally:
+        with top:
+            _pickers(scenario, pair, runs)
+
+
+def _play(scenario: str, pair: str, runs: dict[str, TraceView]) -> None:
+    """The run pickers, then the player of the runs they pick (or why they cannot play together)."""
     picked, chosen = _choose(scenario, pair, runs)
     with st.expander("What this page compares", icon=":material/info:"):
         st.markdown(INTRO)
