@@ -17,7 +17,7 @@ from batchscope.app.common import (
 )
 from batchscope.app.state import live_runs
 from batchscope.app.web_player import web_player
-from batchscope.figures.gauges import DRAWN
+from batchscope.figures.gauges import series
 from batchscope.figures.packing import span_size, spans
 from batchscope.figures.steps_table import CAPTION, columns, step_row
 from batchscope.inputs.workload import list_scenarios
@@ -218,10 +218,9 @@ def page() -> None:
         table = steps_table(records, view)
         steps.dataframe(table, hide_index=True, width="stretch", height=260, column_config=column_config(table))
         steps.caption(CAPTION)
-    names = FAMILIES[family(view.header)]
     st.caption(
         f"Under the request timeline, the player draws {TITLES[family(view.header)]} (`batchscope/steplog/gauges.py`: "
-        + ", ".join(f"`{names[key][0]}`" for key, *_ in DRAWN)
+        + ", ".join(f"`{FAMILIES[family(view.header)][key][0]}`" for key, *_ in series(view))
         + "), with the player's cursor on the current step."
     )
     raw = st.expander("Raw record of a step", key="trace:raw-open", on_change="rerun")

@@ -144,9 +144,9 @@ class StepFacts:
 
 
 class Facts:
-    """The facts of one trace: ``family`` (``vllm``, ``sglang``), ``words`` (its ``Eviction`` words),
-    ``num_steps`` (the clock's length: Metrics' ``num_steps``), ``counters`` (one per step position), and per step
-    position ``k``, each built on first use: ``step(k)`` (``StepFacts``), ``requests(k)`` (every request's
+    """The facts of one trace: ``family`` (``vllm``, ``sglang``, ``tgi``, ``trtllm``), ``words`` (its ``Eviction``
+    words), ``num_steps`` (the clock's length: Metrics' ``num_steps``), ``counters`` (one per step position), and per
+    step position ``k``, each built on first use: ``step(k)`` (``StepFacts``), ``requests(k)`` (every request's
     ``RequestFacts``, in the trace's order) and ``pool(k)`` (``PoolFacts``). ``totals``: the counters of the
     run."""
 

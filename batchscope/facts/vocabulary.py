@@ -36,6 +36,8 @@ EVICTION: dict[str, Eviction] = {
     "sglang": Eviction("is retracted", "retracted", "retraction", "retractions", "Retracted now"),
     "trtllm": Eviction("is paused", "paused", "pause", "pauses", "Paused now"),
 }
+EVICTION["tgi"] = EVICTION["vllm"]  # TGI's router never evicts: its traces have nothing to name, the general word
+
 
 # A request's state in one step, as every view prints it. The eviction state is the family's ``Eviction.past``.
 NOT_ARRIVED, WAITING, RUNNING, FINISHED, ABORTED, IDLE = "not arrived", "waiting", "running", "finished", "aborted", ""
@@ -45,6 +47,4 @@ CUT_SHORT = "cut short"  # still in flight when a cut-short trace stops
 def eviction(header: Any) -> Eviction:
     """The eviction words of the engine family of a trace with ``header``
     (``batchscope.steplog.metric_names.family``: the one place that says which family a trace belongs to)."""
-    if header.get("policy") == "trtllm":  # the scheduler's own word (its metrics are not modelled: ``family``)
-        return EVICTION["trtllm"]
     return EVICTION[family(header)]

@@ -1,11 +1,14 @@
 """A server's metrics over the steps of a trace (``batchscope.steplog.gauges`` computes them; this only draws), under
-the names the trace's engine family exports them with (``batchscope.steplog.metric_names``: vLLM's, or SGLang's for an
-SGLang trace).
+the names the trace's engine family exports them with (``batchscope.steplog.metric_names``: vLLM's, SGLang's, TGI's
+or TensorRT-LLM's).
 
-Four panels on one step axis: requests running and waiting; KV-cache (token slot) usage and the prefix-cache hit
-rate (percent); the tokens of each step (``vllm:iteration_tokens_total``'s observation, the increase of
-``sglang:realtime_tokens_total``); the preemption (retraction) counter. The last shape is a dotted vertical line at
-the current step, which the browser player turns into its cursor (``views.js``).
+Panels on one step axis, per family (``DRAWN_BY``). vLLM and SGLang: requests running and waiting; KV-cache (token
+slot) usage and the prefix-cache hit rate (percent); the tokens of each step (``vllm:iteration_tokens_total``'s
+observation, the increase of ``sglang:realtime_tokens_total``); the preemption (retraction) counter. TGI: its batch
+and queue gauges with each new batch's size; the running batch's KV tokens under the pool's; its prefill calls and
+concatenations. TensorRT-LLM: its active list, queue and scheduled batch; KV-block utilization; the context tokens and
+the pauses of each iteration. The last shape is a dotted vertical line at the current step, which the browser player
+turns into its cursor (``views.js``).
 """
 
 from __future__ import annotations
@@ -29,14 +32,45 @@ DRAWN = (
     (g.PREEMPTIONS, " (cumulative)", 4, "#D55E00", 1),
 )
 PANELS = ("requests", "percent", "tokens", "preemptions")
+DRAWN_BY = {
+    "vllm": DRAWN,
+    "sglang": DRAWN,
+    "tgi": (
+        (g.RUNNING, "", 1, "#0072B2", 1),
+        (g.WAITING, "", 1, "#E69F00", 1),
+        ("next_batch_size", " (this step)", 1, "#56B4E9", 1),
+        ("batch_max_tokens", "", 2, "#009E73", 1),
+        ("max_total_tokens", "", 2, "#999999", 1),
+        ("prefill_calls", " (cumulative)", 3, "#CC79A7", 1),
+        ("concat", " (cumulative)", 3, "#D55E00", 1),
+    ),
+    "trtllm": (
+        (g.RUNNING, "", 1, "#0072B2", 1),
+        (g.WAITING, "", 1, "#E69F00", 1),
+        ("scheduled", "", 1, "#CC79A7", 1),
+        (g.KV_USAGE, " × 100", 2, "#009E73", 100),
+        ("context_tokens", " (this step)", 3, "#56B4E9", 1),
+        ("paused", " (this step)", 4, "#D55E00", 1),
+    ),
+}
+# Each family's panel titles (the last of vLLM's and SGLang's: their table's word for the counter), and the series
+# drawn as bars (one observation of the step) rather than as lines
+AXES = {"tgi": ("requests", "tokens", "calls"), "trtllm": ("requests", "%", "tokens", "pauses")}
+BARS = {g.ITERATION_TOKENS, "next_batch_size", "context_tokens", "paused"}
 FONT = 12  # px: legible at 1280x720
 
 
 def series(view: TraceView) -> list[tuple[str, str, int, str, int]]:
     """(metric key, legend label, panel row, colour, scale) of each drawn metric: the label is the name the trace's
     engine family exports it with (``batchscope.steplog.metric_names``), so it can be found on a dashboard."""
-    table = FAMILIES[family(view.header)]
-    return [(key, table[key][0] + more, row, color, scale) for key, more, row, color, scale in DRAWN]
+    kin = family(view.header)
+    table = FAMILIES[kin]
+    return [(key, table[key][0] + more, row, color, scale) for key, more, row, color, scale in DRAWN_BY[kin]]
+
+
+def _axes(kin: str) -> tuple[str, ...]:
+    """The family's panel titles, top to bottom."""
+    return AXES.get(kin) or ("requests", "%", "tokens", FAMILIES[kin][g.PREEMPTIONS][2])
 
 
 def _add_series(fig: go.Figure, view: TraceView, values: dict[str, list]) -> None:
@@ -46,10 +80,10 @@ def _add_series(fig: go.Figure, view: TraceView, values: dict[str, list]) -> Non
         ys = [None if y is None else round(y * scale, 4) for y in values[name]]
         common = dict(x=list(range(view.num_steps)), y=ys, name=esc(label), customdata=steps, marker_color=color)
         hover = f"step %{{customdata}}: %{{y}}<extra>{esc(label)}</extra>"
-        if name == g.ITERATION_TOKENS:
+        if name in BARS:
             fig.add_bar(**common, hovertemplate=hover, row=row, col=1)
             continue
-        shape = "hv" if name in (g.PREEMPTIONS, g.RUNNING, g.WAITING) else "linear"
+        shape = "linear" if name in (g.KV_USAGE, g.HIT_RATE) else "hv"
         line = dict(color=color, width=2, shape=shape)
         fig.add_scatter(**common, mode="lines", line=line, hovertemplate=hover, row=row, col=1)
 
@@ -65,9 +99,10 @@ def gauge_figure(view: TraceView, step: int | None = None, num_steps: int | None
     ``step``. ``num_steps``: the length of the shared step axis (default the trace's)."""
     values = g.gauges(view)
     n = num_steps or view.num_steps
-    fig = make_subplots(rows=len(PANELS), cols=1, shared_xaxes=True, vertical_spacing=0.05)
-    _add_series(fig, view, values)
     kin = family(view.header)
+    axes = _axes(kin)
+    fig = make_subplots(rows=len(axes), cols=1, shared_xaxes=True, vertical_spacing=0.05)
+    _add_series(fig, view, values)
     unknown = g.unknown_note(view)
     notes = [f"not known: {unknown}" if unknown else "", CADENCE[kin] or ""]
     note = "; ".join(esc(x) for x in notes if x)
@@ -87,19 +122,17 @@ def gauge_figure(view: TraceView, step: int | None = None, num_steps: int | None
         bargap=0.1,
         legend=dict(orientation="h", y=1.01, yanchor="bottom", x=0, xanchor="left", font=dict(size=FONT)),
     )
-    ticks = {
-        1: _count_ticks([values[g.RUNNING], values[g.WAITING]]),
-        2: {"range": [0, 100]},
-        4: _count_ticks([values[g.PREEMPTIONS]]),
-    }
-    counted = FAMILIES[kin][g.PREEMPTIONS][2]  # preemptions, or SGLang's retractions
-    for row, axis_title in enumerate(("requests", "%", "tokens", counted), start=1):
+    drawn = series(view)
+    for row, axis_title in enumerate(axes, start=1):
         font = dict(size=FONT)
         fig.update_yaxes(title_text=axis_title, title_font=font, tickfont=font, rangemode="tozero", row=row, col=1)
         fig.update_yaxes(automargin=False, row=row, col=1)  # the timeline's left margin: aligned step axes
-        fig.update_yaxes(**ticks.get(row, {}), row=row, col=1)
+        if axis_title == "%":
+            fig.update_yaxes(range=[0, 100], row=row, col=1)
+        elif axis_title != "tokens":  # whole-number ticks for a panel of counts
+            fig.update_yaxes(**_count_ticks([values[key] for key, _, r, *_ in drawn if r == row]), row=row, col=1)
     fig.update_xaxes(range=[-0.5, n - 0.5], tickfont=dict(size=FONT), **view.step_ticks(0, n - 1))
-    fig.update_xaxes(title_text="step", title_font=dict(size=FONT), row=len(PANELS), col=1)
+    fig.update_xaxes(title_text="step", title_font=dict(size=FONT), row=len(axes), col=1)
     if step is not None:
         cursor = dict(color="#D00", width=2, dash="dot")
         fig.add_shape(type="line", x0=step, x1=step, xref="x", yref="paper", y0=0, y1=1, line=cursor)

@@ -18,7 +18,7 @@ from batchscope.glossary.term import Found
 from batchscope.quiz.facts import known_tokens
 from batchscope.steplog.decisions import decisions
 from batchscope.steplog.gauges import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, gauges
-from batchscope.steplog.metric_names import name_of
+from batchscope.steplog.metric_names import family, name_of
 from batchscope.steplog.step_cost import decode_by_batch, step_costs
 from batchscope.steplog.view import TraceView
 
@@ -134,9 +134,9 @@ def head_of_line(view: TraceView) -> Found:
 def vllm_metrics(view: TraceView) -> Found:
     """The first preemption, read as vLLM's gauges and counters would be after the step (``batchscope.steplog.gauges``:
     vLLM samples them once the step's finished requests are gone, and counts a preemption at the victim's next
-    output)."""
+    output); only in a trace of vLLM's family (``batchscope.steplog.metric_names.family``)."""
     k = next((k for k, st in enumerate(view.steps) if st["preempted"]), None)
-    if k is None:
+    if k is None or family(view.header) != "vllm":
         return None
     g, kv = gauges(view), view.steps[k]["kv"]
     before = g[PREEMPTIONS][k - 1] if k else 0

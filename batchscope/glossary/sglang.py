@@ -7,7 +7,7 @@ from __future__ import annotations
 from batchscope.glossary.term import Found, Term
 from batchscope.steplog.decisions import decisions
 from batchscope.steplog.gauges import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, gauges
-from batchscope.steplog.metric_names import SGLANG
+from batchscope.steplog.metric_names import SGLANG, family
 from batchscope.steplog.view import TraceView
 
 HOME = (("vllm-vs-sglang", "sglang"),)
@@ -73,9 +73,9 @@ def ratio_jump(view: TraceView) -> Found:
 def sglang_metrics(view: TraceView) -> Found:
     """The first retraction, read as SGLang's scheduler reports its metrics after the step
     (``batchscope.steplog.gauges_sglang``: the running batch, the waiting queue with the retracted request in it, token
-    usage, the retraction counter)."""
+    usage, the retraction counter); only in a trace of SGLang's family."""
     k = next((k for k, st in enumerate(view.steps) if st["preempted"]), None)
-    if k is None:
+    if k is None or family(view.header) != "sglang":
         return None
     g = gauges(view)
     name = {key: SGLANG[key][0] for key in (RUNNING, WAITING, KV_USAGE, PREEMPTIONS)}
