@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from appkit import page, player_payload
 from conftest import step_records
 
 from batchscope.app.common import TRACE_DIR
-from batchscope.figures.gauges import gauge_figure
+from batchscope.figures.gauges import gauge_figure, series
 from batchscope.steplog import gauges as g
 from batchscope.steplog import trace
 from batchscope.steplog.metric_names import TGI, family
@@ -97,3 +98,13 @@ def test_the_figure_names_tgis_metrics():
     assert labels[:2] == ["tgi_batch_current_size", "tgi_queue_size"]
     assert all(label.startswith("tgi_") for label in labels) and "TGI's router metrics" in fig.layout.title.text
     assert {label.split(" ")[0] for label in labels} <= {name for name, _what, _ours in TGI.values()}
+
+
+@pytest.mark.app
+def test_the_trace_pages_player_draws_them_under_their_names():
+    """The Trace page's player carries the raw lines' series, each under the name the engine exports it with."""
+    (view,) = player_payload(page("page_trace", scenario="four-engines", policy="tgi"))["views"]
+    drawn = {tr["name"]: tr["y"] for tr in view["gauges"]["data"]}
+    want = from_raw_lines(raw("four-engines-tgi"))
+    for key, label, _row, _color, scale in series(TraceView(trace.read(TRACE_DIR / "four-engines-tgi.jsonl"))):
+        assert drawn[label] == [None if y is None else round(y * scale, 4) for y in want[key]], key

@@ -10,10 +10,11 @@ import json
 import math
 
 import pytest
+from appkit import page, player_payload
 from conftest import step_records
 
 from batchscope.app.common import TRACE_DIR
-from batchscope.figures.gauges import gauge_figure
+from batchscope.figures.gauges import gauge_figure, series
 from batchscope.steplog import gauges as g
 from batchscope.steplog import trace
 from batchscope.steplog.metric_names import TRTLLM, family
@@ -119,3 +120,14 @@ def test_the_figure_names_trtllms_metrics():
     assert labels[:2] == ["trtllm_num_requests_running", "trtllm_num_requests_waiting"]
     assert all(label.startswith("trtllm_") for label in labels) and "TensorRT-LLM" in fig.layout.title.text
     assert {label.split(" ")[0] for label in labels} <= {name for name, _what, _ours in TRTLLM.values()}
+
+
+@pytest.mark.app
+def test_the_trace_pages_player_draws_them_under_their_names():
+    """The Trace page's player carries the raw lines' series, each under the name the engine exports it with."""
+    (view,) = player_payload(page("page_trace", scenario="four-engines", policy="trtllm_max_utilization"))["views"]
+    drawn = {tr["name"]: tr["y"] for tr in view["gauges"]["data"]}
+    want = from_raw_lines(raw("four-engines-trtllm_max_utilization"))
+    shipped = TraceView(trace.read(TRACE_DIR / "four-engines-trtllm_max_utilization.jsonl"))
+    for key, label, _row, _color, scale in series(shipped):
+        assert drawn[label] == [None if y is None else round(y * scale, 4) for y in want[key]], key
