@@ -33,6 +33,17 @@ def test_policies_give_identical_tokens(path):
     assert [r["output_token_ids"] for r in a] == [r["output_token_ids"] for r in b]
 
 
+def test_speculative_decoding_gives_the_tokens_of_plain_decoding():
+    """spec-decode (its description says so): the run with n-gram drafts writes every request's tokens exactly as
+    the runs without drafts, in fewer steps."""
+    runs = {p: trace.read(RECORDED_TRACES[0].with_name(f"spec-decode-{p}.jsonl")) for p in ("continuous", "static")}
+    runs["speculative"] = trace.read(RECORDED_TRACES[0].with_name("spec-decode-speculative.jsonl"))
+    tokens = {p: [r["output_token_ids"] for r in records[-1]["requests"]] for p, records in runs.items()}
+    assert tokens["speculative"] == tokens["continuous"] == tokens["static"]
+    steps = {p: sum(1 for r in records if r.get("type") == "step") for p, records in runs.items()}
+    assert steps["speculative"] < steps["continuous"]
+
+
 def good_text():
     return RECORDED_TRACES[0].read_text()
 
