@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 TARGET = "sglang.srt.managers.scheduler.Scheduler"
@@ -42,19 +44,51 @@ def run_traced_scheduler_process(*args: Any, **kwargs: Any) -> Any:
     return run_scheduler_process(*args, **kwargs)
 
 
+def _children(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux: read from /proc, standard library only)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def stop_schedulers(timeout: float) -> None:
     """SIGTERM every scheduler process below this one, then wait up to ``timeout`` seconds for them to exit."""
-    import psutil
-
     found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if " ".join(child.cmdline()).startswith(SCHEDULER_TITLE):
-                child.send_signal(signal.SIGTERM)
+    for child in _children(os.getpid()):
+        if _cmdline(child).startswith(SCHEDULER_TITLE):
+            try:
+                os.kill(child, signal.SIGTERM)
                 found.append(child)
-        except psutil.Error:
-            pass
-    psutil.wait_procs(found, timeout=timeout)
+            except OSError:
+                pass
+    deadline = time.monotonic() + timeout
+    while found and time.monotonic() < deadline:
+        found = [pid for pid in found if Path(f"/proc/{pid}").exists() and _state(pid) != "Z"]
+        time.sleep(0.1)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"
 
 
 def main(argv: list[str]) -> int:

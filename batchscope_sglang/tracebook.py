@@ -265,18 +265,7 @@ class TraceBook:
             self.rows[req.rid] = next(i for i in range(len(self.rows) + 1) if i not in self.rows.values())
             self.live[req.rid] = req
         entries = self._entries(batch, kind, reqs, set(mixed), t_start)
-        batch_record: dict[str, Any] = {
-            "kind": kind,
-            "new_token_ratio": float(s.new_token_ratio_tracker.current),
-            "decodes_waiting": [r.rid for r in running.reqs] if kind == "extend" else [],
-        }
-        if self.mixed:
-            batch_record["decodes_mixed"] = mixed
-        decisions: dict[str, Any] = {
-            "admissions": [self._admission(r, e) for r, e in zip(reqs, entries) if r in admitted],
-            "preemptions": [rec for rec, _ in self.retractions],
-            "batch": batch_record,
-        }
+        decisions = self._decisions(kind, running, mixed, [(r, e) for r, e in zip(reqs, entries) if r in admitted])
         waiting = [r.rid for r in s.waiting_queue]
         if batch is None:  # an idle loop: a record only when there is news (the server polls while idle)
             news = ([a["request_id"] for a in self.arrived], [f["request_id"] for f in self.finished], waiting)
@@ -313,6 +302,21 @@ class TraceBook:
             self._flush()
         else:
             self.in_flight.append((record, reqs))
+
+    def _decisions(self, kind: str, running: Any, mixed: list[str], admitted: list[tuple[Any, dict]]) -> dict:
+        """The step's decisions but its head: the batch SGLang formed, its admissions and retractions."""
+        batch_record: dict[str, Any] = {
+            "kind": kind,
+            "new_token_ratio": float(self.sched.new_token_ratio_tracker.current),
+            "decodes_waiting": [r.rid for r in running.reqs] if kind == "extend" else [],
+        }
+        if self.mixed:
+            batch_record["decodes_mixed"] = mixed
+        return {
+            "admissions": [self._admission(r, e) for r, e in admitted],
+            "preemptions": [rec for rec, _ in self.retractions],
+            "batch": batch_record,
+        }
 
     def _sweep_finished(self) -> None:
         """Row holders SGLang ended outside a batch's results (an aborted chunked request, a request retraction

@@ -76,10 +76,10 @@ def _ranks() -> tuple[int | None, bool]:
 def _device(s: Any) -> str:
     args = getattr(s, "server_args", None)  # None: built without its constructor (model-free, on the CPU)
     kind = str(getattr(args, "device", None) or ("cpu" if args is None else "cuda"))
-    try:
-        import torch
+    try:  # SGLang's own name for the device it runs on (None on a CPU)
+        from sglang.srt.utils.common import get_device_name
 
-        name = torch.cuda.get_device_name() if kind == "cuda" and torch.cuda.is_available() else ""
+        name = (get_device_name() or "") if kind != "cpu" else ""
     except Exception:
         name = ""
     return f"{kind} ({name})" if name else kind

@@ -76,15 +76,7 @@ def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[di
     records: list[dict] = []
     step = 0
     while unfinished and step < max_steps:
-        limits: dict[str, list] = {}
-        while pending and pending[0].get("arrival_step", 0) <= step:
-            r = pending.pop(0)
-            req = SglRequest(r["request_id"], list(r["prompt_token_ids"]), 0, eos)
-            req.ignore_eos = bool(r.get("ignore_eos"))
-            handled = s.handle_request(req, r["max_new_tokens"])
-            if handled.max_new_tokens != r["max_new_tokens"] or handled.error is not None:
-                limits[req.request_id] = [handled.max_new_tokens, handled.error]
-            arrived[req.request_id] = req
+        limits = _arrive(s, pending, step, eos, arrived)
         aborted = []
         for rid in [rid for rid in arrived if aborts.get(rid, step + 1) <= step]:
             del aborts[rid]
@@ -116,6 +108,23 @@ def run_batchscope(workload: dict[str, Any], max_steps: int = 10_000) -> list[di
         records.append(rec)
         step += 1
     return records
+
+
+def _arrive(
+    s: SGLangScheduler, pending: list[dict], step: int, eos: frozenset, arrived: dict[str, SglRequest]
+) -> dict[str, list]:
+    """The requests of ``pending`` that arrive by ``step``, through the family's request handling (SGLang's limits):
+    request id -> [max_new_tokens it set, its refusal] for those it clipped or refused."""
+    limits: dict[str, list] = {}
+    while pending and pending[0].get("arrival_step", 0) <= step:
+        r = pending.pop(0)
+        req = SglRequest(r["request_id"], list(r["prompt_token_ids"]), 0, eos)
+        req.ignore_eos = bool(r.get("ignore_eos"))
+        handled = s.handle_request(req, r["max_new_tokens"])
+        if handled.max_new_tokens != r["max_new_tokens"] or handled.error is not None:
+            limits[req.request_id] = [handled.max_new_tokens, handled.error]
+        arrived[req.request_id] = req
+    return limits
 
 
 def first_difference(ours: list[dict], theirs: list[dict], retracted: str | None = None) -> str:

@@ -113,10 +113,10 @@ def show_me(view: TraceView, step: int) -> Target:
     (named by their label, the view's ``filename``: a policy or "run A"), nothing for an imported file."""
     source = getattr(view, "source", "recorded")
     scenario = view.header.get("scenario")
-    story = STORIES.get(scenario or "")
-    if source == "recorded" and story and view.policy in story.policies:
+    story, name = STORIES.get(scenario or ""), run_name(view.header)  # a story names its runs (trtllm_max_utilization)
+    if source == "recorded" and story and name in story.policies:
         extra = {} if scenario == "seed-abcd" else {"story": story.scenario}
-        return Target("walkthrough", {**extra, "policy": view.policy, "step": str(step)})
+        return Target("walkthrough", {**extra, "policy": name, "step": str(step)})
     if source == "recorded" and scenario:
         return Target("trace", {"scenario": scenario, "policy": run_name(view.header), "step": str(step)})
     if source == "live":

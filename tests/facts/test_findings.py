@@ -329,10 +329,13 @@ def test_the_docs_date_the_shipped_traces_as_their_badges_do():
     sglang, pair, others = (d.rstrip(",") for d in said.groups())
     four = re.search(r"the `four-engines` traces were recorded on (\S+?)[,.;]", text)
     assert four, "the docs' sentence on when the four-engines traces were recorded"
+    spec = re.search(r"the `spec-decode` traces on (\S+?)[,.;)]", text)
+    assert spec, "the docs' sentence on when the spec-decode traces were recorded"
     for path in RECORDED_TRACES:
         created = raw(path)[0]["created"][:10]
         want = sglang if path.stem.endswith("-sglang") else pair if path.stem.startswith("vllm-vs-sglang") else others
         want = four.group(1) if path.stem.startswith("four-engines") else want
+        want = spec.group(1) if path.stem.startswith("spec-decode") else want
         assert created == want, path.stem
 
 

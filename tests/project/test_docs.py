@@ -46,8 +46,9 @@ def _commands() -> list[tuple[str, int, list[str]]]:
     for name, line, code in blocks("bash"):
         for command in code.replace("\\\n", " ").splitlines():
             command = command.split("#")[0].strip()
-            if "-m batchscope" in command:
-                out.append((name, line, shlex.split(command.split("-m batchscope", 1)[1])))
+            found = re.search(r"-m batchscope(\s|$)", command)  # not -m batchscope_sglang.serve, another program
+            if found:
+                out.append((name, line, shlex.split(command[found.end() :])))
     return out
 
 

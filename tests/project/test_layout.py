@@ -217,14 +217,28 @@ def test_batchscope_vllm_imports_only_the_standard_library_and_vllm():
 
 
 def test_batchscope_sglang_imports_only_the_standard_library_and_sglang():
-    """It runs in SGLang's own venv (``make test-sglang``): nothing of Batchscope's, torch or anything else."""
+    """It runs in SGLang's own venv (``make test-sglang``): nothing of Batchscope's, torch or anything else; the one
+    exception is the vLLM tracer's trace writer (one writer, one size cap for both tracers), itself standard library
+    only (``test_the_shared_trace_writer_imports_only_the_standard_library``)."""
     allowed = set(sys.stdlib_module_names) | {"__future__", "sglang", "batchscope_sglang"}
     for path in _sources("batchscope_sglang"):
-        bad = _imports(path) - allowed
+        modules = {
+            node.module
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+        }
+        vllm = {m for m in modules if m.split(".")[0] == "batchscope_vllm"}
+        writer = {"batchscope_vllm"} if vllm == {"batchscope_vllm.tracewriter"} else set()
+        bad = _imports(path) - allowed - writer
         assert not bad, (
             f"{path.relative_to(ROOT)} imports {sorted(bad)}; batchscope_sglang may import the standard library and "
             "sglang"
         )
+
+
+def test_the_shared_trace_writer_imports_only_the_standard_library():
+    path = ROOT / "batchscope_vllm" / "tracewriter.py"
+    assert not _imports(path) - set(sys.stdlib_module_names) - {"__future__"}
 
 
 def test_batchscope_sglang_functions_stay_small():

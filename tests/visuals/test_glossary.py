@@ -180,7 +180,7 @@ def test_every_see_it_link_lands_on_a_step_where_the_term_is_visible(views):
         if term.key == "batching":
             assert url.path == "/compare" and query["scenario"] == where.scenario
             other = recorded(where.scenario, "static").steps
-        elif where.scenario in ("seed-abcd", "vllm-vs-sglang"):  # the Walkthrough's stories
+        elif where.scenario in ("seed-abcd", "vllm-vs-sglang", "four-engines"):  # the Walkthrough's stories
             assert url.path == "/walkthrough" and query["policy"] == where.policy
         else:
             assert url.path == "/trace" and (query["scenario"], query["policy"]) == (where.scenario, where.policy)
