@@ -176,7 +176,7 @@ BS.Player = class {
         const kids = c === s.grid ? [...c.children] : [c];
         for (const e of kids) {
           if (!e.offsetParent) continue;
-          const r = e.getBoundingClientRect(), mb = parseFloat(getComputedStyle(e).marginBottom) || 0;
+          const r = e.getBoundingClientRect(), m = parseFloat(getComputedStyle(e).marginBottom), mb = Number.isFinite(m) ? m : 0;
           bottom = Math.max(bottom, r.bottom + mb - top);
         }
       }
