@@ -115,3 +115,26 @@ def test_a_bad_tour_in_the_apps_address_is_reported_in_its_player(browser, serve
     text = line.inner_text()
     assert text.startswith("?tour=: step 999 is out of range") and f"from 0 to {last}" in text, text
     page.close()
+
+
+def test_keys_step_the_player_right_after_the_switch_is_clicked(browser, server):
+    """Found by a lecturer's trial: after a click on the switch the keyboard stayed on it, so the arrows did nothing
+    and Space (a clicker's key) switched presenter mode off again. Now the arrow steps the player at once, and Space
+    plays it while presenter mode stays on."""
+    page = opened(browser, f"{server}/compare?scenario=vllm-vs-sglang&step=5")
+    page.locator(".st-key-bs-present label").click()
+    page.wait_for_function(f"{PRESENT} === '1'")
+    page.wait_for_function(IDLE)
+    ready = """() => [...document.querySelectorAll('iframe')].some((f) => { try { const w = f.contentWindow;
+      return w.bsPlayer && w.bsPlayer.state.complete && f.contentDocument.body.classList.contains('present')
+        && w.bsPlayer.state.drawn === STEP; } catch (e) { return false; } })"""
+    page.wait_for_function(ready.replace("STEP", "5"))
+    page.keyboard.press("ArrowRight")  # no click anywhere since the switch's
+    page.wait_for_function(ready.replace("STEP", "6"))
+    page.keyboard.press(" ")
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('iframe')].some((f) => { try {
+             return f.contentWindow.bsPlayer.state.playing; } catch (e) { return false; } })"""
+    )
+    assert page.evaluate(PRESENT) == "1" and page.locator(".st-key-bs-present input").is_checked()
+    page.close()

@@ -128,9 +128,13 @@ BS.Player = class {
     const onKey = (e) => {
       const frame = window.frameElement;
       if (!frame || !frame.isConnected) { doc.removeEventListener("keydown", onKey); return; }
-      const t = e.target, typing = "input, textarea, select, [contenteditable], [role='combobox'], [role='slider']";
+      const t = e.target, typing = "input:not([type='checkbox']), textarea, select, [contenteditable], [role='combobox'], "
+        + "[role='slider']";
       if (t && t.closest && t.closest(typing)) return;
       this.key(e);
+      // a switch just clicked (the page's presenter switch) keeps the keys: a key the player took leaves it, so
+      // Space plays instead of switching presenter mode off and the arrows step at once
+      if (e.defaultPrevented && t && t.matches && t.matches("input[type='checkbox']")) t.blur();
     };
     doc.addEventListener("keydown", onKey);
   }
