@@ -45,7 +45,7 @@ from batchscope.explain.words import join
 from batchscope.facts import eviction, facts
 from batchscope.facts.occurrences import kv_held_steps, occurrences
 from batchscope.steplog.decisions import decisions
-from batchscope.steplog.reasons import BATCHING_NAMES, LIMIT_SHORT, LIMIT_WHY, cache_name, run_name
+from batchscope.steplog.reasons import BATCHING_NAMES, LIMIT_SHORT, LIMIT_WHY, cache_name, policy_heading, run_name
 from batchscope.steplog.view import TraceView
 
 MAX_NOTE = 300  # characters of a teacher's note
@@ -297,7 +297,8 @@ def tour_of(views: list[TraceView], spec: list[dict[str, Any]]) -> list[dict[str
             )
             if m is not None:
                 note = entry.get("note") or m["note"]
-                picked.setdefault(m["step"], []).append(f"{run_name(v.header)}: {note}" if len(views) > 1 else note)
+                side = policy_heading(run_name(v.header))  # the side's own heading: "TGI", not "tgi"
+                picked.setdefault(m["step"], []).append(f"{side}: {note}" if len(views) > 1 else note)
                 break
     return [{"step": k, "note": " ".join(notes)} for k, notes in sorted(picked.items())]
 

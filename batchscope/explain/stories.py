@@ -70,7 +70,11 @@ STORIES = {s.scenario: s for s in (CONTINUOUS, SCHEDULERS, RESERVING)}
 
 # The two runs a scenario is compared as by default (Compare runs, the course site): static vs continuous batching,
 # but vLLM's scheduler vs SGLang's for the scenario made to show them apart.
-DEFAULT_PAIRS = {"vllm-vs-sglang": ("continuous", "sglang"), "four-engines": ("continuous", "sglang")}
+DEFAULT_PAIRS = {
+    "vllm-vs-sglang": ("continuous", "sglang"),
+    "four-engines": ("continuous", "sglang"),
+    "spec-decode": ("continuous", "speculative"),  # the scenario is about drafts: with and without them
+}
 
 
 def default_pair(scenario: str) -> tuple[str, str]:

@@ -240,7 +240,9 @@ POLICY_HEADINGS = {
     "tgi": "TGI",
     "trtllm": "TensorRT-LLM",
     "speculative": "continuous + speculative decoding",
-}  # a policy as a heading names it ("sglang" capitalised read "Sglang")
+    "tgi_no_chunking": "TGI, no chunked prefill",
+    "trtllm_max_utilization": "TensorRT-LLM, max utilization",
+}  # a run as a heading names it ("sglang" capitalised read "Sglang"; a variant of a setting in words)
 
 
 def run_name(header: Mapping[str, Any]) -> str:

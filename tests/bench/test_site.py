@@ -48,8 +48,11 @@ def test_the_index_links_every_scenario_and_each_player_plays_offline(site, offl
         page.click(f"text={name}")
         page.wait_for_function(READY)
         assert page.url.endswith(f"/{name}.html")
-        # the scenarios made to set the engines apart play vLLM's and SGLang's pair; every other one both modes
-        pair = ["continuous", "sglang"] if name in ("vllm-vs-sglang", "four-engines") else ["static", "continuous"]
+        # the scenarios made to set the engines apart play vLLM's and SGLang's pair, the speculative one vLLM with and
+        # without drafts (both vLLM's continuous batching); every other one both batching modes
+        pair = {"vllm-vs-sglang": ["continuous", "sglang"], "four-engines": ["continuous", "sglang"]}.get(
+            name, ["continuous", "continuous"] if name == "spec-decode" else ["static", "continuous"]
+        )
         assert page.evaluate("bsPlayer.sides.map((s) => s.v.policy)") == pair
         page.keyboard.press("PageDown")  # the scenario's tour: the first moment after step 0
         page.wait_for_function("document.getElementById('bs-moment').textContent.startsWith('★ Moment')")

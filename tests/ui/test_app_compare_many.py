@@ -58,3 +58,12 @@ def test_four_engines_start_from_each_engines_own_scheduler():
     MAX_UTILIZATION) before another engine."""
     at = page("page_lockstep", scenario="four-engines", runs="4")
     assert [v["policy"] for v in player_payload(at)["views"]] == ["continuous", "sglang", "tgi", "trtllm"]
+
+
+def test_the_speculative_scenario_opens_on_its_drafts():
+    """Found in a lecturer's trial: spec-decode opened on static vs continuous, so none of its tour's draft moments
+    showed; it opens on vLLM with and without speculative decoding."""
+    at = page("page_lockstep", scenario="spec-decode")
+    p = player_payload(at)
+    assert [v["label"] for v in p["views"]] == ["A · continuous", "B · continuous + speculative decoding"]
+    assert any("draft" in m["note"] for m in p["tour"])

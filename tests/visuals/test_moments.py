@@ -16,6 +16,7 @@ from batchscope.inputs.workload import list_scenarios, scenario_tour
 from batchscope.player.export import player_html
 from batchscope.player.playback import player_payload
 from batchscope.steplog import trace
+from batchscope.steplog.reasons import policy_heading, run_name
 from batchscope.steplog.view import TraceView
 
 
@@ -35,7 +36,8 @@ def test_every_entry_of_a_shipped_tour_finds_its_moment_in_the_recorded_runs(sce
         assert tour_of([view], [entry]), (scenario, entry)
     tour = tour_for(recorded_pair(scenario), spec)
     assert [m["step"] for m in tour] == sorted({m["step"] for m in tour})
-    assert all(m["note"].startswith(tuple(f"{v.policy}: " for v in recorded_pair(scenario))) for m in tour)
+    heads = tuple(f"{policy_heading(run_name(v.header))}: " for v in recorded_pair(scenario))
+    assert all(m["note"].startswith(heads) for m in tour)
 
 
 def test_the_seed_tour_is_the_seed_story():

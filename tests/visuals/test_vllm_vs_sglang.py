@@ -111,8 +111,8 @@ def test_each_side_is_narrated_from_its_own_records():
 
 def test_the_tour_shows_each_difference_on_its_side():
     notes = {m["step"]: m["note"] for m in tour_for([view("continuous"), view("sglang")], None)}
-    assert "sglang: Prefill first: SGLang runs the prefill batch of C alone" in notes[3]
-    assert notes[6].startswith("sglang: D waits: the pool cannot hold its prompt plus its whole output budget")
+    assert "SGLang: Prefill first: SGLang runs the prefill batch of C alone" in notes[3]
+    assert notes[6].startswith("SGLang: D waits: the pool cannot hold its prompt plus its whole output budget")
 
 
 def test_sglang_quiz_questions_answer_from_the_lines():
