@@ -6,6 +6,12 @@ headline keeps what a step *did*, in the order the narration tells it, and nothi
 
     Step 53: A and B decode. C is retracted. D waits: the pool cannot hold its prompt and estimated output.
 
+Where even that is too long (four runs on a 960x540 screen) ``headline(view, step, short=True)`` keeps the events
+alone, without their token counts and without why the head waits; the why is in the headline and the narration, one
+key away:
+
+    Step 53: A and B decode. C is retracted. D waits.
+
 Its parts come from the step's facts (``batchscope.facts``: each request's work and the step's events, in the
 engine's own words) and the head's recorded decision (``batchscope.steplog.decisions``, its limit in
 ``batchscope.steplog.reasons.LIMIT_SHORT``); the long form stays one key away in the player.
@@ -26,10 +32,12 @@ def _names(view: TraceView, ids: list[str] | tuple[str, ...]) -> str:
     return join([view.label(r) for r in ids], MAX_NAMED)
 
 
-def headline(view: TraceView, step: int) -> str:
+def headline(view: TraceView, step: int, short: bool = False) -> str:
     """The headline of step position ``step`` (plain text, one to three short sentences): the work of the step
     (decodes, each admission and its prefill, prefill chunks, recomputes, speculative decodes, padding rows), the
-    evictions and endings in the engine's words, and why the head of the queue waits."""
+    evictions and endings in the engine's words, and why the head of the queue waits. ``short``: the same events
+    without token counts, draft counts or the why (``D waits.``, not said of a request evicted in the step), and no
+    list of the other waiting requests (the queues show them)."""
     f = facts(view)
     sf = f.step(step)
     which = f"Step {sf.number}" if sf.idle_steps == 1 else f"Steps {sf.number}–{sf.number + sf.idle_steps - 1}"
@@ -52,13 +60,16 @@ def headline(view: TraceView, step: int) -> str:
             what = _compute("recompute" if kinds == {"recompute"} else "prefill", sum(work[r].num_tokens for r in ids))
             be = "is" if len(ids) == 1 else "are"
             found = f"{hit} cached, " if hit else ""
-            parts.append(f"{_names(view, ids)} {be} admitted{' again' if again else ''} ({found}{what})")
+            how = "" if short else f" ({found}{what})"
+            parts.append(f"{_names(view, ids)} {be} admitted{' again' if again else ''}{how}")
     for rid, w in work.items():
         if w.work in ("prefill", "recompute") and rid not in admitted:
-            parts.append(f"{view.label(rid)} {_compute(w.work, w.num_tokens, verb=True)}")
+            did = f"{w.work}s" if short else _compute(w.work, w.num_tokens, verb=True)
+            parts.append(f"{view.label(rid)} {did}")
         elif w.work == "speculative":
-            kept = "" if w.num_accepted is None else f", {w.num_accepted} kept"
-            parts.append(f"{view.label(rid)} verifies {plural(w.num_drafts, 'draft')}{kept}")
+            kept = "" if w.num_accepted is None or short else f", {w.num_accepted} kept"
+            drafts = "drafts" if short else plural(w.num_drafts, "draft")
+            parts.append(f"{view.label(rid)} verifies {drafts}{kept}")
     padding = [r for r, w in work.items() if w.work == "padding"]
     if padding:
         parts.append(f"{plural(len(padding), 'padding row')}")
@@ -75,13 +86,17 @@ def headline(view: TraceView, step: int) -> str:
                 if kind == "finished"
                 else f"{_names(view, ids)} {'is' if len(ids) == 1 else 'are'} aborted."
             )
-    head = decisions(view, step).get("head")
-    if head is not None and sf.waiting:
-        why = LIMIT_SHORT.get(head["limit"], head["limit"]).replace("the head's", "its")
-        sentences.append(f"{view.label(head['request_id'])} waits: {why}.")
-    elif sf.waiting:
-        sentences.append(f"Waiting: {_names(view, sf.waiting)}.")
-    return " ".join(sentences)
+    return " ".join(sentences + _waits(view, step, short))
+
+
+def _waits(view: TraceView, step: int, short: bool) -> list[str]:
+    """Who waits and why: the head's recorded limit (``short``: the head alone, and nothing of a request evicted in
+    the step: its eviction says it), else the waiting requests (``short``: none; the queues show them)."""
+    sf, head = facts(view).step(step), decisions(view, step).get("head")
+    if head is not None and sf.waiting and not (short and head["request_id"] in sf.evicted):
+        why = "" if short else ": " + LIMIT_SHORT.get(head["limit"], head["limit"]).replace("the head's", "its")
+        return [f"{view.label(head['request_id'])} waits{why}."]
+    return [f"Waiting: {_names(view, sf.waiting)}."] if sf.waiting and not short else []
 
 
 def _compute(work: str, n: int, verb: bool = False) -> str:

@@ -165,16 +165,17 @@ QUEUES = ("waiting", "running", "preempted")
 
 
 def step_columns(view: TraceView, intern: Interner, ks: range) -> dict[str, list[int]]:
-    """Per-step columns of ``T`` indices: narration and its headline (presenter mode's short form,
-    ``batchscope.explain.headline``), teaching beats and their names, the checklist, and the waiting, running and
-    preempted queues as lists of request indices (positions in ``request_ids``). Who has finished by a step, and
-    each request's state, the client derives from ``request_steps`` (a busy server's trace would otherwise carry
-    thousands of ids per step)."""
+    """Per-step columns of ``T`` indices: narration, its headline (presenter mode's short form,
+    ``batchscope.explain.headline``) and the headline's events alone (``short=True``: a crowded screen's), teaching
+    beats and their names, the checklist, and the waiting, running and preempted queues as lists of request indices
+    (positions in ``request_ids``). Who has finished by a step, and each request's state, the client derives from
+    ``request_steps`` (a busy server's trace would otherwise carry thousands of ids per step)."""
     beats = story_beats(view)
     index = {r: i for i, r in enumerate(view.request_ids)}
     cols: dict[str, list[int]] = {
         "narration": fill(view, ks, lambda k: intern(narrate(view, k))),
         "headline": fill(view, ks, lambda k: intern(headline(view, k))),
+        "headline_short": fill(view, ks, lambda k: intern(headline(view, k, short=True))),
         "beats": fill(view, ks, lambda k: intern([intern(BEAT_TEXT[b]) for b in beats.get(k, [])])),
         "beat_names": fill(view, ks, lambda k: intern([intern(BEAT_NAME[b]) for b in beats.get(k, [])])),
         "checklist": fill(view, ks, lambda k: intern(checklist_text(view, k))),

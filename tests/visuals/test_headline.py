@@ -5,6 +5,8 @@ finished, the head of the queue when one waits, and stays short enough for a col
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import RECORDED_TRACES, recorded
 
@@ -37,3 +39,29 @@ def test_the_headline_names_what_the_record_shows(path):
         head = (st.get("decisions") or {}).get("head")
         if head and st["waiting"]:
             assert f"{head['request_id']} waits:" in said, (k, said)
+
+
+@pytest.mark.parametrize("path", RECORDED_TRACES, ids=lambda p: p.stem)
+def test_the_short_headline_keeps_the_events_without_counts_or_why(path):
+    """``short=True`` (four runs on a 960x540 screen): the same requests named from the raw record (scheduled,
+    evicted, finished, the head that waits, unless it was evicted in the step), no token or draft count, no why (one
+    colon: the step's), never longer than the headline."""
+    header, steps, _ = recorded(*path.stem.rsplit("-", 1))
+    raw = {st["step"]: st for st in steps}
+    view = TraceView(trace.read(path))
+    for k in range(len(view.steps)):
+        said, full = headline(view, k, short=True), headline(view, k)
+        st = raw.get(view.steps[k]["step"])
+        assert said.startswith(f"Step {view.steps[k]['step']}") and len(said) <= len(full), (k, said, full)
+        assert said.count(":") == 1 and not re.search(r"\d+ (token|draft)|cached", said), (k, said)
+        if st is None or st.get("idle"):
+            continue
+        for s in st["scheduled"]:
+            assert s["request_id"] in said or "more" in said, (k, s["request_id"], said)
+        for rid in st["preempted"]:
+            assert f"{rid} " in said and WORDS.get(header["policy"], "preempted") in said, (k, said)
+        for f in st["finished"]:
+            assert f["request_id"] in said and ("finish" in said or "aborted" in said), (k, said)
+        head = (st.get("decisions") or {}).get("head")
+        if head and st["waiting"] and head["request_id"] not in st["preempted"]:
+            assert f"{head['request_id']} waits." in said, (k, said)

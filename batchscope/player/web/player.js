@@ -46,10 +46,11 @@ BS.Player = class {
     root.classList.toggle("multi", P.views.length > 1);
     this.$("bs-counters").classList.toggle("multi", P.views.length > 2); // cards with a value per side
     this.details = false; // presenter mode: the long texts instead of the figures (i)
+    this.brief = false; // presenter mode: the headlines' events alone (reserve: where the headlines crowd the sides)
     document.body.classList.add(`sides-${P.views.length}`);
     const opts = { present: this.present, compact: P.views.length > 1, beats: P.views.length === 1 || this.present,
       hideFuture: () => this.hideFuture, contrast: this.present && q.get("palette") !== "standard", dark: this.dark,
-      details: () => this.details };
+      details: () => this.details, brief: () => this.brief };
     this.sides = P.views.map((v) => new BS.Side(P, v, root, opts));
     if (this.present) {
       BS.presentKey(this.$("bs-key"), P.views, this.sides[0].paint, P.t(P.views[0].slots.titles[this.lo]));
@@ -170,69 +171,115 @@ BS.Player = class {
    * text leaves (BS.presentRoom): measured after the text is drawn; a side whose room changed is drawn again. */
   fit(k) {
     if (!this.present || this.details) return;
-    if (!this.reserved) this.reserve();
-    for (const side of this.sides) {
-      const s = side.dom, figs = ["slots", "budget", "blocks"].map((kind) => s[kind].parentNode);
-      const top = s.root.getBoundingClientRect().top;
-      let bottom = 0, figH = 0, titles = 0;
-      for (const c of s.root.children) {
-        if (!c.offsetParent && c !== s.grid) continue;
-        const kids = c === s.grid ? [...c.children] : [c];
-        for (const e of kids) {
-          if (!e.offsetParent) continue;
-          const r = e.getBoundingClientRect(), m = parseFloat(getComputedStyle(e).marginBottom), mb = Number.isFinite(m) ? m : 0;
-          bottom = Math.max(bottom, r.bottom + mb - top);
-        }
-      }
-      for (const f of figs) {
-        if (!f.offsetParent) continue;
-        figH += f.offsetHeight;
-        titles += f.offsetHeight - f.lastChild.offsetHeight;
-      }
-      let plots = Math.floor(s.root.clientHeight - (bottom - figH) - titles - 2);
-      // too short for the figures' titles as well (three or four runs on a 960x540 screen): the plots alone
-      const tight = plots + (s.root.classList.contains("bs-tight") ? 0 : titles) < 150;
-      if (tight !== s.root.classList.contains("bs-tight")) {
-        s.root.classList.toggle("bs-tight", tight);
-        plots += tight ? titles : -25 * figs.slice(1).filter((f) => f.offsetParent).length; // a title: 25 px
-      }
-      const nSlots = side.v.slots.layout.yaxis.categoryarray.length;
-      const room = BS.presentRoom(plots, nSlots), was = side.room;
-      if (was && Math.abs(was.blocks - room.blocks) < 3 && was.slotRow === room.slotRow && was.budget === room.budget) {
-        continue;
-      }
-      side.room = room;
-      side.plotted = -1;
-      side.slotWindow = undefined;
-      side.plotPhase(k);
-      side.drawn = -1;
-      side.textPhase(k);
+    if (!this.reserved) {
+      const was = this.brief;
+      this.reserve();
+      if (this.brief !== was) for (const side of this.sides) { side.drawn = -1; side.last = {}; side.textPhase(k); }
     }
+    // twice at most again: a redraw can show a figure (the budget bar) whose title the first measure did not see
+    for (const side of this.sides) for (let pass = 0; pass < 3 && this.fitSide(side, k); pass++);
+  }
+
+  /* One side of fit: its room measured, its figures drawn again where the room changed; whether they were. */
+  fitSide(side, k) {
+    const s = side.dom, tightNow = () => s.root.classList.contains("bs-tight");
+    let { plots, titles } = this.plotRoom(s);
+    // too short for the figures' titles as well (three or four runs on a 960x540 screen), or titles that would take
+    // 40 % of the room (a narrow column wraps them): the plots alone; the titles measured as they wrap, not guessed
+    const bare = plots + (tightNow() ? 0 : titles);
+    if (bare >= 150 && tightNow()) {
+      s.root.classList.remove("bs-tight");
+      ({ plots, titles } = this.plotRoom(s));
+    }
+    if (bare < 150 || titles > 0.4 * bare) {
+      s.root.classList.add("bs-tight");
+      plots = bare;
+    }
+    const nSlots = side.v.slots.layout.yaxis.categoryarray.length;
+    let room = BS.presentRoom(plots, nSlots);
+    // a budget bar not drawn yet brings its title (two lines in a narrow column): only where the room has both, so
+    // that the bar does not come and go from one measure to the next
+    if (room.budget && s.budget.parentNode.hidden && !tightNow()) room = BS.presentRoom(plots - 50, nSlots);
+    const was = side.room;
+    if (was && Math.abs(was.blocks - room.blocks) < 3 && was.slotRow === room.slotRow && was.budget === room.budget) {
+      return false;
+    }
+    side.room = room;
+    side.plotted = -1;
+    side.slotWindow = undefined;
+    side.plotPhase(k);
+    side.drawn = -1;
+    side.textPhase(k);
+    return true;
+  }
+
+  /* A side's room for its three plots (px; the side's height less its text and the figures' titles) and the titles'
+   * height, measured on the page as drawn. */
+  plotRoom(s) {
+    const figs = ["slots", "budget", "blocks"].map((kind) => s[kind].parentNode);
+    const top = s.root.getBoundingClientRect().top;
+    let bottom = 0, figH = 0, titles = 0;
+    for (const c of s.root.children) {
+      if (!c.offsetParent && c !== s.grid) continue;
+      const kids = c === s.grid ? [...c.children] : [c];
+      for (const e of kids) {
+        if (!e.offsetParent) continue;
+        const r = e.getBoundingClientRect(), m = parseFloat(getComputedStyle(e).marginBottom), mb = Number.isFinite(m) ? m : 0;
+        bottom = Math.max(bottom, r.bottom + mb - top);
+      }
+    }
+    for (const f of figs) {
+      if (!f.offsetParent) continue;
+      figH += f.offsetHeight;
+      titles += f.offsetHeight - f.lastChild.offsetHeight;
+    }
+    return { plots: Math.floor(s.root.clientHeight - (bottom - figH) - titles - 2), titles };
   }
 
   /* The room (min-height) of the headline and of the callouts of every side: the most lines any step of any side
-   * takes at its width (BS.linesOf), the same on every side. */
+   * takes at its width (BS.linesOf), the same on every side. Where the headlines would take more than 30 % of a side
+   * (four runs on a 960x540 screen), every side says the headline's events alone (the payload's headline_short,
+   * batchscope.explain.headline short=True: "Step 53: B and A decode. C is retracted. D waits."); the why stays
+   * one key away (i), with the long narration. */
   reserve() {
-    const T = this.P.T;
-    let lines = 1, beats = 0;
+    const T = this.P.T, lh = (e) => parseFloat(getComputedStyle(e).lineHeight) || 30;
+    // a side's height without the tour's moment above it (as long as the step the page opens at has it): the same
+    // room whichever step is drawn first
+    const bar = this.$("bs-moment"), room = (side) => side.dom.root.clientHeight + (bar.offsetParent ? bar.offsetHeight : 0);
+    const most = Math.min(...this.sides.map((side) => Math.max(2, Math.floor((0.3 * room(side)) /
+      lh(side.dom.narration)))));
+    const linesOf = (col) => {
+      let lines = 1;
+      for (const side of this.sides) {
+        const box = side.dom.narration, cs = getComputedStyle(box);
+        const font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`, width = box.clientWidth - 2;
+        for (const i of new Set(side.v.steps[col])) lines = Math.max(lines, BS.linesOf(T[i], font, width));
+      }
+      return lines;
+    };
+    let lines = linesOf("headline");
+    this.brief = lines > most && this.sides.every((side) => side.v.steps.headline_short);
+    document.body.classList.toggle("brief", this.brief);
+    if (this.brief) lines = linesOf("headline_short");
+    let beats = 0;
     for (const side of this.sides) {
-      const cols = side.v.steps, box = side.dom.narration, cs = getComputedStyle(box);
-      const font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`, width = box.clientWidth - 2;
-      for (const i of new Set(cols.headline)) lines = Math.max(lines, BS.linesOf(T[i], font, width));
+      const cols = side.v.steps;
+      if (this.brief) { // the callouts' bulbs in one line (views.js mark)
+        if (cols.beat_names.some((i) => T[i].length)) beats = Math.max(beats, 1.25 * BS.PRESENT.font + 4);
+        continue;
+      }
       const probe = side.dom.beats.appendChild(side.beat("x")), bcs = getComputedStyle(probe);
       const bfont = `${bcs.fontWeight} ${bcs.fontSize} ${bcs.fontFamily}`, bwidth = side.dom.beats.clientWidth - 40;
-      const lh = parseFloat(bcs.lineHeight) || 1.45 * parseFloat(bcs.fontSize), pad = 16; // padding and margins
+      const blh = parseFloat(bcs.lineHeight) || 1.45 * parseFloat(bcs.fontSize), pad = 16; // padding and margins
       probe.remove();
       for (const i of new Set(cols.beat_names)) {
-        beats = Math.max(beats, T[i].reduce((a, j) => a + BS.linesOf(T[j], bfont, bwidth) * lh + pad, 0));
+        beats = Math.max(beats, T[i].reduce((a, j) => a + BS.linesOf(T[j], bfont, bwidth) * blh + pad, 0));
       }
     }
     // at most 30 % of a side for the headline and 15 % for the callouts: a step that needs more takes it from the
-    // figures for that step (a narrow column of four runs on a small screen)
-    const lh = (e) => parseFloat(getComputedStyle(e).lineHeight) || 30;
+    // figures for that step
     for (const side of this.sides) {
-      const H = side.dom.root.clientHeight, line = lh(side.dom.narration);
-      const most = Math.max(2, Math.floor((0.3 * H) / line));
+      const H = room(side), line = lh(side.dom.narration);
       side.dom.narration.style.minHeight = `${Math.ceil(Math.min(lines, most) * line)}px`;
       side.dom.beats.style.minHeight = beats ? `${Math.ceil(Math.min(beats, 0.15 * H))}px` : "";
     }

@@ -244,7 +244,9 @@ BS.Side = class {
   textPhase(k) {
     const v = this.v, s = this.P.shown(v, k);
     const ended = this.opts.present && k > s ? " (ended)" : ""; // presenter mode: its note with the details
-    this.dom.head.textContent = `${v.label[0].toUpperCase()}${v.label.slice(1)} · step ${s}${ended}`;
+    // presenter mode's brief (four runs on a small screen): the label in one line; the headline starts with the step
+    const step = this.opts.present && this.opts.brief() ? "" : ` · step ${s}`;
+    this.dom.head.textContent = `${v.label[0].toUpperCase()}${v.label.slice(1)}${step}${ended}`;
     this.dom.note.hidden = k <= s;
     if (s === this.drawn) return;
     for (const [kind, label] of Object.entries(this.titles)) {
@@ -355,24 +357,27 @@ BS.Side = class {
   /* Narration, teaching beats, queues and the text table: DOM updates only where the step changed them. */
   drawText(s) {
     const v = this.v, cols = v.steps, T = this.P.T;
-    // presenter mode: the headline and the callouts' names (batchscope.explain.headline, beats.BEAT_NAME); the long
-    // narration and the callouts' text with the details (i)
+    // presenter mode: the headline (its events alone where the screen is crowded: the player's brief) and the
+    // callouts' names (batchscope.explain.headline, beats.BEAT_NAME); the long narration and the callouts' text with
+    // the details (i)
     const short = this.opts.present && !this.opts.details() && cols.headline;
-    const said = short ? cols.headline : cols.narration, beats = short ? cols.beat_names : cols.beats;
-    if (this.last.narration !== said[s] || this.last.short !== short) {
+    const form = !short ? "narration" : this.opts.brief() && cols.headline_short ? "headline_short" : "headline";
+    const said = cols[form], beats = short ? cols.beat_names : cols.beats;
+    if (this.last.narration !== said[s] || this.last.form !== form) {
       this.dom.narration.textContent = T[said[s]];
     }
     if (cols.checklist && this.last.checklist !== cols.checklist[s]) {
       this.dom.checklist.textContent = T[cols.checklist[s]];
       this.last.checklist = cols.checklist[s];
     }
-    if (this.opts.beats && (this.last.beats !== beats[s] || this.last.short !== short)) {
-      this.dom.beats.replaceChildren(...T[beats[s]].map((i) => this.beat(T[i])));
+    if (this.opts.beats && (this.last.beats !== beats[s] || this.last.form !== form)) {
+      const brief = form === "headline_short"; // a bulb per callout, its name on hover and with the details (i)
+      this.dom.beats.replaceChildren(...T[beats[s]].map((i) => (brief ? this.mark(T[i]) : this.beat(T[i]))));
     }
     const key = ["waiting", "running", "preempted"].map((q) => cols[q][s]).join(",") + "," +
       BS.lowerBound(v._finishSteps, s + 1);
     if (this.last.queues !== key) this.drawQueues(s);
-    this.last = Object.assign(this.last, { narration: said[s], beats: beats[s], queues: key, short });
+    this.last = Object.assign(this.last, { narration: said[s], beats: beats[s], queues: key, form });
     this.drawTexts(s);
   }
 
@@ -381,6 +386,15 @@ BS.Side = class {
     const div = el("div", "bs-beat");
     div.append(BS.bulb(), " " + text);
     return div;
+  }
+
+  /* A callout as its bulb alone (presenter mode's brief): its name on hover; with the details (i), its sentence. */
+  mark(name) {
+    const span = el("span", "bs-beat bs-beat-mark");
+    span.title = name;
+    span.setAttribute("aria-label", name);
+    span.append(BS.bulb());
+    return span;
   }
 
   drawQueues(s) {
@@ -394,6 +408,7 @@ BS.Side = class {
     for (const [name, q] of rows) {
       const idx = q === "finished" || q === "aborted" ? ended.filter((i) => how[i] === q) : T[cols[q][s]];
       if (!idx.length && (q === "preempted" || q === "aborted" || (q === "finished" && this.opts.present))) continue;
+      if (q === "finished" && this.opts.present && this.opts.brief()) continue; // the headline says who finishes
       const div = el("div", "bs-queue", f);
       el("b", "", div, name + ": ");
       div.appendChild(this.chips(idx));
