@@ -99,7 +99,10 @@ def test_four_sides_step_on_one_clock_without_drift(browser, views, tmp_path):
     page.evaluate(PLAY_AND_RECORD, n - 1)
     page.wait_for_function(f"!bsPlayer.state.playing && bsPlayer.state.drawn === {n - 1} && window.__seen.length > 1")
     seen = page.evaluate("window.__seen")
-    assert len({s[0] for s in seen}) > n // 2  # many steps were seen while playing
+    # steps were seen while playing, in order (how many depends on the machine's frame rate: a loaded CI machine
+    # drew 6 of 27; the frames drawn, however few, must each be right)
+    clock = [s[0] for s in seen]
+    assert len(set(clock)) >= 2 and clock == sorted(clock)
     for s in seen:  # every frame: every side at the clock's step, or holding its last
         assert s == expected(views, s[0]), s
     page.close()
