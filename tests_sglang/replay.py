@@ -18,29 +18,10 @@ from batchscope.sglang_family.state import SglRequest
 from batchscope.steplog.finishes import aborted_before
 from batchscope_sglang.driver import DEFAULT_CONFIG
 from batchscope_sglang.shell import MAX_CONTEXT
+from batchscope_sglang.tracebook import STOP_LIMITS  # SGLang's stop condition -> the head's limit, one table
 
 AFTER_STEP = ("cached_tokens", "evictable_tokens")  # the radix cache's sizes (tokens) once the step is over
 
-# The condition that ended SGLang's admission (``batchscope_sglang.probe``) -> the limit Batchscope records for the
-# head of the queue (``batchscope.steplog.reasons``). None: nothing held the head at the prefill attempt (the queue was
-# empty or emptied); a head after the step was retracted into it by the decode batch, which the engine's trace names
-# ``preempted_this_step``. The memory budget spent after an admission is the output estimate's, whatever the rule
-# that admitted the last request.
-STOP_LIMITS: dict[str, str | None] = {
-    "batch_is_full": "sglang_batch_full",
-    "no_row": "max_num_seqs",
-    "budget_state OTHER": "token_budget",
-    "add_one_req OTHER": "token_budget",
-    "add_one_req OTHER after admitting": "token_budget",
-    "add_one_req_ignore_eos OTHER": "token_budget",
-    "add_one_req_ignore_eos OTHER after admitting": "token_budget",
-    "add_one_req NO_TOKEN": "sglang_reserved_output",
-    "add_one_req NO_TOKEN after admitting": "sglang_reserved_output",
-    "add_one_req_ignore_eos NO_TOKEN": "sglang_fixed_length_run",
-    "add_one_req_ignore_eos NO_TOKEN after admitting": "sglang_reserved_output",
-    "queue_empty": None,
-    "queue_done": None,
-}
 RETRACTED_HEAD = "preempted_this_step"  # the trace's limit for a head the step's decode retracted into the queue
 
 

@@ -212,10 +212,16 @@ def present_keys(view: TraceView, marks: list[tuple[str, str]]) -> list[list[str
 
 
 def block_map_title(view: TraceView, step: int) -> str:
-    """The block map's title at ``step``: blocks used (and reserved by a static batch) out of the pool."""
+    """The block map's title at ``step``: blocks used out of the pool, and the free blocks a static batch or
+    TensorRT-LLM sets aside (the map's *res* cells: the reservation beyond the blocks in use, which
+    ``kv.num_reserved_blocks`` counts too, so "14 reserved" beside "6 used" read as 20 of the pool)."""
     kv = view.steps[step]["kv"]
     who = "TensorRT-LLM" if view.policy == "trtllm" else "the static batch"
-    reserved = f", {kv['num_reserved_blocks']} reserved by {who}" if "num_reserved_blocks" in kv else ""
+    reserved = ""
+    if "num_reserved_blocks" in kv:
+        used = kv["num_used_blocks"]  # as block_map_cells marks them: the first free cells stand for the count
+        aside = min(max(0, kv["num_reserved_blocks"] - used), kv["num_blocks"] - used)
+        reserved = f", {aside} more set aside by {who}"
     unit = pool_unit(view.header)  # KV blocks, or an SGLang trace's token slots
     return (
         f"{esc(view.policy)}: {unit}s at step {view.step_number(step)}: {kv['num_used_blocks']}/{kv['num_blocks']} "
