@@ -429,3 +429,19 @@ def test_the_dark_page_keeps_every_text_and_colour_apart(browser, files, present
         check_legible(page, "sixteen dark")
     shot(page, f"sixteen-12-dark{'-present' if present == '1' else ''}")
     page.close()
+
+
+def test_the_key_names_one_freed_mark_for_every_engine(browser, tmp_path):
+    """Found in a lecturer's trial: vLLM vs SGLang listed "⟲ (dark outline)" twice, freed by preemption and freed by
+    retraction. One item now names both words, each taken from its side's run (the vLLM run preempts, SGLang's
+    retracts: read from their trace files)."""
+    views = recorded_pair("vllm-vs-sglang")
+    evicting = [v for v in views if any(st["preempted"] for st in v.steps)]
+    assert len(evicting) == 2
+    path = tmp_path / "pair.html"
+    path.write_text(player_html(views, "vllm-vs-sglang"), encoding="utf-8")
+    page = open_file(browser, path, "?present=1&step=53")
+    items = page.evaluate("[...document.querySelectorAll('#bs-key .bs-key-item')].map((e) => e.textContent)")
+    freed = [t for t in items if t.startswith("⟲")]
+    assert len(freed) == 1 and "preemption" in freed[0] and "retraction" in freed[0], items
+    page.close()

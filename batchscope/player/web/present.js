@@ -119,6 +119,19 @@ BS.presentKey = function (box, views, paint, slotTitle) {
   const patterns = (/\(([^)]*)\)\s*$/.exec(title) || ["", ""])[1];
   const seen = new Map();
   for (const v of views) for (const [color, label] of v.blocks.keys || []) if (!seen.has(label)) seen.set(label, color);
+  // one ⟲ item for every side: "freed by preemption / retraction", not one item per engine's word
+  const freed = [...seen.keys()].filter((label) => label.startsWith("⟲"));
+  if (freed.length > 1) {
+    const words = freed.map((label) => label.split(" freed by ")[1]).filter(Boolean);
+    const merged = `${freed[0].split(" freed by ")[0]} freed by ${words.join(" / ")}`;
+    const rebuilt = new Map();
+    for (const [label, color] of seen) {
+      if (!label.startsWith("⟲")) rebuilt.set(label, color);
+      else if (!rebuilt.has(merged)) rebuilt.set(merged, color);
+    }
+    seen.clear();
+    for (const [label, color] of rebuilt) seen.set(label, color);
+  }
   box.replaceChildren();
   if (patterns) {
     const item = document.createElement("span");
