@@ -72,3 +72,30 @@ def test_a_good_tour_shows_no_error_line(browser, exported):
     page.wait_for_function("bsPlayer.state.drawn === 3")
     assert not errors
     page.close()
+
+
+@pytest.mark.parametrize(
+    "step,said,plays",
+    [
+        ("abc", '"abc" is not a number', 0),
+        ("-5", "step -5 is out of range", 0),
+        ("99", "step 99 is out of range", None),
+    ],
+)
+def test_a_bad_step_is_one_visible_line_too(browser, exported, step, said, plays):
+    """Found in a lecturer's trial: ``?step=abc`` and ``?step=-5`` opened step 0 without a word. The line names
+    ``?step=``, the range (counted in the raw trace) and the step that plays instead (past the end: the last)."""
+    page, errors = opened(browser, exported, f"?step={step}")
+    plays = LAST if plays is None else plays
+    line = page.locator("#bs-step-error")
+    assert line.is_visible()
+    text = line.inner_text()
+    assert text == f"?step=: {said}: a step is a whole number from 0 to {LAST}; step {plays} plays.", text
+    assert page.evaluate("bsPlayer.state.drawn") == plays and not errors
+    page.close()
+
+
+def test_a_good_step_shows_no_error_line(browser, exported):
+    page, errors = opened(browser, exported, "?step=4")
+    assert page.locator("#bs-step-error").count() == 0 and page.evaluate("bsPlayer.state.drawn") == 4 and not errors
+    page.close()

@@ -13,6 +13,16 @@ BS.urlNumber = (text, dflt, lo, hi) =>
   (typeof text === "string" && /^[ \t\n\r]*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[ \t\n\r]*$/.test(text)
     ? Math.min(Math.max(Number(text), lo), hi) : dflt);
 
+/* What is wrong with a ?step= of the URL (text: the parameter, null when absent) for a run of steps lo..hi, in one
+ * line naming the parameter, the range and the step that plays instead ("" when nothing is). */
+BS.stepProblem = (text, lo, hi, plays) => {
+  if (text === null || text === undefined) return "";
+  const number = BS.urlNumber(text, NaN, -Infinity, Infinity);
+  if (number >= lo && number <= hi) return "";
+  const what = Number.isNaN(number) ? `"${text}" is not a number` : `step ${text} is out of range`;
+  return `?step=: ${what}: a step is a whole number from ${lo} to ${hi}; step ${plays} plays.`;
+};
+
 /* The query of the page around the player's frame (the app's URL), or an empty one (no frame, or cross-origin). */
 BS.parentQuery = () => {
   try { return new URLSearchParams(window.parent === window ? "" : window.parent.location.search); } catch (err) {
@@ -58,6 +68,9 @@ BS.Player = class {
     }
     const tour = BS.readTour([q, BS.parentQuery()], payload.tour, this.lo, this.hi);
     this.tour = new BS.Tour(tour, root, (k) => this.seek(k));
+    const stepText = q.get("step") !== null ? q.get("step") : BS.parentQuery().get("step");
+    const stepProblem = BS.stepProblem(stepText, this.lo, this.hi, this.state.step);
+    if (stepProblem) this.tour.report(stepProblem, "bs-step-error");
     this.table = new BS.StepTable(P, payload.table, (k) => this.seek(k));
     this.bindControls();
     this.frame = this.frame.bind(this);

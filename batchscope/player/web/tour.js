@@ -62,10 +62,11 @@ BS.Tour = class {
     if (tour.problem) this.report(tour.problem);
   }
 
-  /* A bad ?tour= in one visible line above the tour's bar (role alert), with the parameter and the allowed range. */
-  report(text) {
+  /* A bad ?tour= (or ?step=: id) in one visible line above the tour's bar (role alert), with the parameter and the
+   * allowed range. */
+  report(text, id = "bs-tour-error") {
     const line = document.createElement("div");
-    line.id = "bs-tour-error";
+    line.id = id;
     line.className = "bs-tour-error";
     line.setAttribute("role", "alert");
     line.textContent = text;
