@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from batchscope.facts import eviction
 from batchscope.figures import blockgroups
-from batchscope.figures.pool import block_map_cells
+from batchscope.figures.pool import block_map_cells, set_aside
 from batchscope.figures.safe import esc
 from batchscope.steplog.reasons import pool_unit
 from batchscope.steplog.view import FREE_COLOR, TraceView
@@ -219,9 +219,7 @@ def block_map_title(view: TraceView, step: int) -> str:
     who = "TensorRT-LLM" if view.policy == "trtllm" else "the static batch"
     reserved = ""
     if "num_reserved_blocks" in kv:
-        used = kv["num_used_blocks"]  # as block_map_cells marks them: the first free cells stand for the count
-        aside = min(max(0, kv["num_reserved_blocks"] - used), kv["num_blocks"] - used)
-        reserved = f", {aside} more set aside by {who}"
+        reserved = f", {set_aside(kv)} more set aside by {who}"
     unit = pool_unit(view.header)  # KV blocks, or an SGLang trace's token slots
     return (
         f"{esc(view.policy)}: {unit}s at step {view.step_number(step)}: {kv['num_used_blocks']}/{kv['num_blocks']} "

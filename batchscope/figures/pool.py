@@ -10,6 +10,7 @@ blocks. Both read a block's state from here, so a group counts exactly the block
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from batchscope.facts import facts
@@ -57,6 +58,14 @@ def kv_tokens(view: TraceView, step: int) -> dict[str, int]:
     }
 
 
+def set_aside(kv: Mapping[str, Any]) -> int:
+    """Free blocks a static batch or TensorRT-LLM sets aside at a step (``kv``: the step's ``kv`` record): its
+    reservation (``num_reserved_blocks``, which counts the blocks in use too) beyond the blocks in use, at most the
+    free blocks. The block map marks that many free cells *res* and its title counts them."""
+    used = kv["num_used_blocks"]
+    return min(max(0, kv.get("num_reserved_blocks", 0) - used), kv["num_blocks"] - used)
+
+
 def block_map_cells(view: TraceView, step: int) -> list[dict]:
     """Every block of the pool at ``step``: owner (or None), and how many of its slots hold K/V."""
     st = view.steps[step]
@@ -76,9 +85,8 @@ def block_map_cells(view: TraceView, step: int) -> list[dict]:
                 cells[b].update(owner=rid, fill=max(0, min(bs, n - i * bs)), new=b in flags["new"])
     refs = {int(b): n for b, n in kv.get("ref_counts", {}).items()}
     # a static batch reserves a number of blocks, not particular ones: the first free cells stand for that count
-    spare = max(0, kv.get("num_reserved_blocks", 0) - kv["num_used_blocks"])
     free = [c["block"] for c in cells if c["owner"] is None]
-    reserved = set(free[:spare])
+    reserved = set(free[: set_aside(kv)])
     cached_free = set(kv.get("cached_free_blocks", ()))
     for b in range(len(cells)):
         cells[b]["refs"] = refs.get(b, 1 if cells[b]["owner"] else 0)  # prefix caching: a block in N tables
