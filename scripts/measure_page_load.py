@@ -142,6 +142,7 @@ def main() -> int:
     ap.add_argument("--visits", type=int, default=5, help="later visits per page (each a new session), at least 3")
     ap.add_argument("--root", type=Path, default=ROOT, help="the tree whose app runs (another commit's, to compare)")
     ap.add_argument("--bare", action="store_true", help="time a bare Streamlit page with one small frame instead")
+    ap.add_argument("--only", default="", help="only the pages whose name holds this text (e.g. 'four engines')")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -165,7 +166,7 @@ def main() -> int:
             profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, **size
         )
         rows = []
-        for name, path in PAGES:
+        for name, path in [p for p in PAGES if args.only.lower() in p[0].lower()]:
             first = first_frame_s(browser.new_context(**size), base + path)  # a new visitor, the server's first
             later = [first_frame_s(student, base + path) for _ in range(max(3, args.visits))]
             settled = statistics.median(later[-3:])
@@ -180,7 +181,7 @@ def main() -> int:
         tab.set_default_timeout(180_000)
         tab.goto(base + "/")
         player_frame_at(tab)
-        for i, name in enumerate(SIDEBAR):
+        for i, name in enumerate(SIDEBAR if not args.only else ()):
             when = "again" if i >= len(SIDEBAR) // 2 else "first"
             print(f"in one tab, {when}: {name:18s} {in_tab_s(tab, name):6.2f} s", flush=True)
         browser.close()

@@ -13,6 +13,7 @@ import re
 import threading
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
 from batchscope.player.export import url_step
@@ -127,6 +128,23 @@ def badge(view: TraceView, prefix: str = "") -> None:
             f"{f'{md(prefix)}: ' if prefix else ''}{name or 'This trace'}: {md(view.cut_short)}",
             icon=":material/warning:",
         )
+
+
+# A small table's look: Streamlit's type, a line between rows, the header's line stronger; colours from the theme's text
+TABLE_CSS = """<style>
+table.bs-table {border-collapse: collapse; font-size: 0.875rem; margin: 0 0 0.5rem 0; color: inherit}
+table.bs-table th {text-align: left; font-weight: 600; border-bottom: 1px solid rgba(128, 128, 128, 0.55)}
+table.bs-table td {border-bottom: 1px solid rgba(128, 128, 128, 0.2)}
+table.bs-table th, table.bs-table td {padding: 0.25rem 1rem 0.25rem 0.5rem; vertical-align: top}
+</style>"""
+
+
+def small_table(frame: pd.DataFrame) -> None:
+    """A table of a few rows (a metrics strip, the settings that differ) drawn as plain HTML, its text escaped
+    (``pandas.DataFrame.to_html``), without the index. ``st.dataframe``'s grid (and ``st.table``: both pass the
+    frame as Arrow) held the player's frame under it back by about 0.1 s on every visit of the four-way Compare
+    page (scripts/measure_page_load.py, 2026-12-06): the page's Arrow and grid scripts loaded and ran first."""
+    st.html(TABLE_CSS + frame.to_html(index=False, border=0, classes="bs-table", escape=True))
 
 
 MAX_CHIPS = 40  # a server's queues hold hundreds of requests: show the first ones and count the rest

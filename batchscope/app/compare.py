@@ -11,8 +11,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from batchscope.app.common import badge, md
-from batchscope.app.web_player import web_player
+from batchscope.app.common import badge, md, small_table
+from batchscope.app.web_player import content_key, web_player
 from batchscope.compare.lockstep import family_counters, lockstep_counters, runs_counters
 from batchscope.compare.runs import SIDES, config_diff, metrics_strip, metrics_table, pool_tokens, settings_diff
 from batchscope.steplog.reasons import policy_heading, run_name
@@ -33,7 +33,7 @@ def compare(views: dict[str, TraceView], key: str, initial: int | None = None) -
         pair,
         f"{scenario}: {pair[0].policy} vs {pair[1].policy} batching",
         key=key.replace(":", "-"),
-        counters=lockstep_counters(views["static"], views["continuous"]),
+        counters=lambda: lockstep_counters(views["static"], views["continuous"]),
         window=8,
         initial=initial,
     )
@@ -49,9 +49,7 @@ def compare_families(a: TraceView, b: TraceView, key: str, initial: int | None =
         f"{c['continuous']['num_kv_blocks']} blocks of {c['continuous']['block_size']} tokens for vLLM, "
         f"{c['sglang']['num_kv_blocks']} slots of 1 token for SGLang (its `page_size` 1)."
     )
-    strip = pd.DataFrame(metrics_strip(a, b)).rename(columns={"a": "A", "b": "B", "delta": "B − A"})
-    strip["better"] = strip["better"].map({"a": "A", "b": "B"}).fillna("tie")
-    st.dataframe(strip, hide_index=True, width="stretch")
+    small_table(cached_pair_strip(content_key([a, b]), a, b))
     badge(a, "A")
     badge(b, "B")
     by = {v.policy: v for v in (a, b)}
@@ -59,7 +57,7 @@ def compare_families(a: TraceView, b: TraceView, key: str, initial: int | None =
         [a, b],
         f"{a.header.get('scenario') or 'trace'}: vLLM vs SGLang scheduling",
         key=key.replace(":", "-").replace(" ", "").replace("/", "-"),
-        counters=family_counters(by["continuous"], by["sglang"]),
+        counters=lambda: family_counters(by["continuous"], by["sglang"]),
         window=8,
         initial=initial,
         labels=[f"{side} · {FAMILY_LABELS[v.policy]}" for side, v in zip("AB", (a, b))],
@@ -71,9 +69,7 @@ def compare_pair(a: TraceView, b: TraceView, key: str, initial: int | None = Non
     step clock (``compare_any``)."""
     diff = config_diff(a, b)
     st.markdown("**What differs (A → B):** " + (md("; ".join(diff)) if diff else "nothing but the run itself"))
-    strip = pd.DataFrame(metrics_strip(a, b)).rename(columns={"a": "A", "b": "B", "delta": "B − A"})
-    strip["better"] = strip["better"].map({"a": "A", "b": "B"}).fillna("tie")
-    st.dataframe(strip, hide_index=True, width="stretch")
+    small_table(cached_pair_strip(content_key([a, b]), a, b))
     compare_any(a, b, key=key, initial=initial)
 
 
@@ -121,17 +117,47 @@ def runs_tables(views: list[TraceView]) -> tuple[pd.DataFrame | None, pd.DataFra
     return settings, pd.DataFrame(rows)
 
 
+def pair_strip(a: TraceView, b: TraceView) -> pd.DataFrame:
+    """The metrics strip of two runs as the page shows it (``batchscope.compare.runs.metrics_strip``): A, B, B − A
+    (``n/a`` where a trace cannot tell) and the better side ("tie" on a tie)."""
+    rows = [
+        {
+            "metric": r["metric"],
+            "unit": r["unit"],
+            "A": _fmt_value(r["a"]),
+            "B": _fmt_value(r["b"]),
+            "B − A": _fmt_value(r["delta"]),
+            "better": {"a": "A", "b": "B"}.get(r["better"] or "", "tie"),
+        }
+        for r in metrics_strip(a, b)
+    ]
+    return pd.DataFrame(rows)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_pair_strip(key: str, _a: TraceView, _b: TraceView) -> pd.DataFrame:
+    """``pair_strip``, built once per ``key`` (``batchscope.app.web_player.content_key`` of both runs)."""
+    return pair_strip(_a, _b)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_runs_tables(key: str, _views: list[TraceView]) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+    """``runs_tables`` of ``_views``, built once per ``key`` (``batchscope.app.web_player.content_key``): about 35 ms a
+    visit of the four-way page on this 2-core machine (every run's metrics), which the player's frame waited for."""
+    return runs_tables(_views)
+
+
 def compare_runs(views: list[TraceView], key: str, initial: int | None = None) -> None:
     """Three or four runs of one workload (sides A, B, C, D in the order given): what differs among their settings,
     a metrics strip with a column per run, a badge per side, then all of them on one step clock (the longest run's;
     a run that ended holds its final state) with each run's counters (``batchscope.compare.lockstep.runs_counters``)."""
-    settings, strip = runs_tables(views)
+    settings, strip = cached_runs_tables(content_key(views), views)
     if settings is None:
         st.markdown("**What differs:** nothing but the runs themselves")
     else:
         st.markdown("**What differs** (each setting that is not the same in every run, with each run's value):")
-        st.dataframe(settings, hide_index=True, width="stretch")
-    st.dataframe(strip, hide_index=True, width="stretch")
+        small_table(settings)
+    small_table(strip)
     for side, v in zip(SIDES, views):
         badge(v, side)
     scenario = views[0].header.get("scenario") or "trace"
@@ -139,7 +165,7 @@ def compare_runs(views: list[TraceView], key: str, initial: int | None = None) -
         views,
         f"{scenario}: " + " vs ".join(f"{side} ({run_name(v.header)})" for side, v in zip(SIDES, views)),
         key=key.replace(":", "-").replace(" ", "").replace("/", "-"),
-        counters=runs_counters(views),
+        counters=lambda: runs_counters(views),
         window=8,
         initial=initial,
     )

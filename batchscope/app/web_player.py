@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
@@ -51,7 +52,7 @@ def cached_payload(
     _views: list[TraceView],
     title: str,
     window: int,
-    _counters: list[dict] | None,
+    _counters: list[dict] | Callable[[], list[dict]] | None,
     labels: tuple | None,
     span: tuple[int, int] | None,
     gauges: bool = False,
@@ -67,7 +68,7 @@ def cached_payload(
         _views,
         title,
         window=window,
-        counters=_counters,
+        counters=_counters() if callable(_counters) else _counters,
         labels=labels_,
         span=span,
         tour=tour,
@@ -118,7 +119,7 @@ def web_player(
     views: list[TraceView],
     title: str,
     key: str,
-    counters: list[dict] | None = None,
+    counters: list[dict] | Callable[[], list[dict]] | None = None,
     window: int = 12,
     initial: int | None = None,
     speed: float = 8,
@@ -128,12 +129,13 @@ def web_player(
     table: bool = False,
     cost: bool = False,
 ) -> None:
-    """Embed the player for ``views`` (one trace, or 2 to 4 on one step clock) and a download button for the same
-    page as a single HTML file. ``initial``: the first step (default: the URL's ``?step=``); ``labels``: each
-    side's heading; ``span``: the steps packed (a long trace's, ``playback.player_payload``); ``gauges``: with
-    vLLM's metrics over the steps under the views (``batchscope.figures.gauges``); ``table``: with the steps table of
-    the first trace, which follows the player's step (``batchscope.figures.steps_table``); ``cost``: with the step-cost
-    chart, a ring on the current step (``batchscope.figures.step_cost``)."""
+    """Embed the player for ``views`` (one trace, or 2 to 4 on one step clock) and a download button for the same page
+    as a single HTML file. ``counters``: the cards over the views, or a function that makes them (called only when the
+    payload is built, not on every visit); ``initial``: the first step (default: the URL's ``?step=``); ``labels``: each
+    side's heading; ``span``: the steps packed (a long trace's, ``playback.player_payload``); ``gauges``: with vLLM's
+    metrics over the steps under the views (``batchscope.figures.gauges``); ``table``: with the steps table of the first
+    trace, which follows the player's step (``batchscope.figures.steps_table``); ``cost``: with the step-cost chart, a
+    ring on the current step (``batchscope.figures.step_cost``)."""
     num_steps = max(v.num_steps for v in views)
     lo, hi = span or (0, num_steps - 1)
     ck = f"{content_key(views)}:{window}:{title}:{bool(counters)}:{gauges}:{table}:{cost}"

@@ -144,7 +144,7 @@ STRIP = (
     ("mean TTFT", "ttft_steps", "mean", "steps", True),
     ("mean TPOT", "tpot_steps", "mean", "steps", True),
     ("throughput", "output_throughput_tok_step", None, "tokens/step", False),
-    ("preemptions", "num_preemptions", None, "events", True),
+    ("evictions (preempt / retract / pause)", "num_preemptions", None, "events", True),  # each engine's word
     ("padding slot-steps", "padding_slot_steps", None, "rows", True),
 )
 

@@ -7,7 +7,7 @@ were (no ``runs`` in the URL, the pair's own counters)."""
 from __future__ import annotations
 
 import pytest
-from appkit import page, player_payload
+from appkit import page, player_payload, small_tables
 
 pytestmark = pytest.mark.app
 
@@ -16,12 +16,12 @@ def test_three_runs_of_a_scenario_play_on_one_clock_with_a_column_each():
     at = page("page_lockstep", scenario="sixteen", runs="3", step="300")
     assert [s.value for s in at.selectbox] == ["sixteen / static", "sixteen / continuous", "sixteen / sglang"]
     assert (at.query_params["runs"], at.query_params["c"]) == ("3", "sixteen / sglang")
-    settings, strip = (d.value for d in at.dataframe)
+    settings, strip = small_tables(at)
     assert list(settings.columns) == ["setting", "A", "B", "C"]
     assert settings.set_index("setting").loc["batching"].tolist() == ["static", "continuous", "sglang"]
     steps = strip.set_index("metric").loc["steps"]
     assert (steps["A"], steps["B"], steps["best"]) == ("1222", "531", "B")  # README: 1222 and 531 steps
-    assert strip.set_index("metric").loc["preemptions", "best"] == "tie"
+    assert strip.set_index("metric").loc["evictions (preempt / retract / pause)", "best"] == "tie"
     assert [c.value.split(" · ")[0] for c in at.caption[:3]] == [f":material/verified: **{s}**" for s in "ABC"]
     p = player_payload(at)
     assert [v["label"] for v in p["views"]] == ["A · static", "B · continuous", "C · SGLang"]
@@ -67,3 +67,13 @@ def test_the_speculative_scenario_opens_on_its_drafts():
     p = player_payload(at)
     assert [v["label"] for v in p["views"]] == ["A · continuous", "B · continuous + speculative decoding"]
     assert any("draft" in m["note"] for m in p["tour"])
+
+
+def test_a_pairs_metrics_strip_reads_as_its_table():
+    """The pair's strip (``small_table``): each run's figure, B − A and the better side, as docs/engines-compared.md
+    gives TensorRT-LLM's two capacity policies on four-engines (125 and 84 steps, 0 and 2 evictions)."""
+    at = page("page_lockstep", scenario="four-engines", pair="capacity")
+    (strip,) = small_tables(at)
+    assert list(strip.columns) == ["metric", "unit", "A", "B", "B − A", "better"]
+    steps = strip.set_index("metric").loc["steps"]
+    assert (steps["A"], steps["B"], steps["B − A"], steps["better"]) == ("125", "84", "-41", "B")

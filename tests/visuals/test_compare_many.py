@@ -102,7 +102,10 @@ def test_metrics_table_has_a_column_per_run_and_the_best_sides(sixteen):
         "C",
         "D",
     ]
-    assert rows["preemptions"]["values"] == [0, 0, 0, 0] and rows["preemptions"]["best"] == []
+    assert (
+        rows["evictions (preempt / retract / pause)"]["values"] == [0, 0, 0, 0]
+        and rows["evictions (preempt / retract / pause)"]["best"] == []
+    )
     assert rows["throughput"]["best"] == ["B", "D"]  # the same tokens in fewer steps: higher is better
     tokens = sum(len(st["sampled"]) for st in raw_steps("sixteen", "continuous"))
     assert rows["throughput"]["values"][1] == pytest.approx(tokens / 531)

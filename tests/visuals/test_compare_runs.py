@@ -11,6 +11,8 @@ from batchscope.steplog import trace
 from batchscope.steplog.metrics import summarize
 from batchscope.steplog.view import TraceView
 
+EVICTIONS = "evictions (preempt / retract / pause)"  # one row for each engine's word: a retraction is no preemption
+
 
 def load(name: str) -> list[dict]:
     return trace.read(RECORDED / f"{name}.jsonl")
@@ -102,7 +104,7 @@ def test_same_workload_accepts_two_policies_and_names_the_first_difference():
 def test_metrics_strip_reads_summarize_for_both_runs():
     s, c = TraceView(load("sixteen-static")), TraceView(load("sixteen-continuous"))
     rows = {r["metric"]: r for r in metrics_strip(s, c)}
-    assert list(rows) == ["steps", "mean TTFT", "mean TPOT", "throughput", "preemptions", "padding slot-steps"]
+    assert list(rows) == ["steps", "mean TTFT", "mean TPOT", "throughput", EVICTIONS, "padding slot-steps"]
     ss, sc = summarize(s.records), summarize(c.records)
     assert (rows["steps"]["a"], rows["steps"]["b"]) == (1222, 531) == (ss["num_steps"], sc["num_steps"])
     assert rows["steps"]["delta"] == 531 - 1222 and rows["steps"]["better"] == "b"
@@ -110,9 +112,9 @@ def test_metrics_strip_reads_summarize_for_both_runs():
     assert padding > 0 and rows["padding slot-steps"]["a"] == padding and rows["padding slot-steps"]["b"] == 0
     assert rows["mean TTFT"]["a"] == ss["ttft_steps"]["mean"] and rows["mean TPOT"]["b"] == sc["tpot_steps"]["mean"]
     assert rows["throughput"]["better"] == "b"
-    assert rows["preemptions"]["delta"] == 0 and rows["preemptions"]["better"] is None
+    assert rows[EVICTIONS]["delta"] == 0 and rows[EVICTIONS]["better"] is None
     pre = {
         r["metric"]: r
         for r in metrics_strip(TraceView(load("preemption-static")), TraceView(load("preemption-continuous")))
     }
-    assert pre["preemptions"]["b"] == 1 and pre["preemptions"]["better"] == "a"
+    assert pre[EVICTIONS]["b"] == 1 and pre[EVICTIONS]["better"] == "a"

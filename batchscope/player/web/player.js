@@ -404,7 +404,12 @@ BS.Player = class {
 
   draw(k) {
     const t = performance.now();
-    for (const side of this.sides) side.plotPhase(k);
+    BS.measure(this.sides.flatMap((side) => [side.dom.slots, side.dom.budget, side.dom.blocks]));
+    try {
+      for (const side of this.sides) side.plotPhase(k);
+    } finally {
+      BS.measured = null;
+    }
     for (const side of this.sides) side.textPhase(k);
     for (const c of this.counters) c.el.textContent = this.P.t(c.values[k]);
     this.tour.draw(k);

@@ -292,7 +292,7 @@ BS.Side = class {
    * (margins.js), or on a first draw less the layout's margins and guess px more on the left (its axis labels). */
   plotPx(gd, key, layout, guess) {
     const known = BS.margins()[key], m = known || { l: layout.margin.l + guess, r: layout.margin.r };
-    return Math.max(0, gd.clientWidth - m.l - m.r);
+    return Math.max(0, BS.width(gd) - m.l - m.r);
   }
 
   /* Redraw the slot grid at the step shown (after "hide the future" is switched). */
@@ -348,7 +348,7 @@ BS.Side = class {
    * layout. */
   plotWidth() {
     if (!this.blocksWidth) {
-      this.blocksWidth = this.dom.blocks.clientWidth || 640;
+      this.blocksWidth = BS.width(this.dom.blocks) || 640;
       window.addEventListener("resize", () => { this.blocksWidth = 0; this.plotted = -1; }, { once: true });
     }
     return this.blocksWidth;
