@@ -55,7 +55,7 @@ PAGES = (
     ("Trace: sixteen static", "/trace?scenario=sixteen&policy=static"),
     ("Trace: priority continuous", "/trace?scenario=priority&policy=continuous"),
     ("Metrics: sixteen", "/metrics?scenario=sixteen"),
-    ("Compare runs: four engines", "/compare?scenario=four-engines&runs=4"),
+    ("Compare runs: four engines", "/compare?scenario=four-engines&pair=engines"),
 )
 PLAYER_READY = "performance.getEntriesByName('bs-first-frame').length > 0"  # the player's mark of its first frame
 FRAME_AT = "performance.timeOrigin + performance.getEntriesByName('bs-first-frame')[0].startTime"

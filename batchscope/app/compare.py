@@ -76,6 +76,7 @@ def compare_pair(a: TraceView, b: TraceView, key: str, initial: int | None = Non
 def compare_any(a: TraceView, b: TraceView, key: str, initial: int | None = None) -> None:
     """Any two runs of one workload on one step clock (run A left, run B right), without the static/continuous
     counters; the page above states what differs and compares their metrics."""
+    names = [run_name(v.header) for v in (a, b)]
     badge(a, "A")
     badge(b, "B")
     web_player(
@@ -84,7 +85,7 @@ def compare_any(a: TraceView, b: TraceView, key: str, initial: int | None = None
         key=key.replace(":", "-").replace(" ", "").replace("/", "-"),
         window=8,
         initial=initial,
-        labels=[f"A · {policy_heading(run_name(a.header))}", f"B · {policy_heading(run_name(b.header))}"],
+        labels=[f"{side} · {policy_heading(run_name(v.header), names)}" for side, v in zip("AB", (a, b))],
     )
 
 

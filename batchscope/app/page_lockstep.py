@@ -163,9 +163,14 @@ def _defaults(scenario: str, pair: str, count: int) -> list[str]:
 
 def _pair(scenario: str) -> str:
     """The runs the page plays: the Pair picker's (``_pickers``), else ``?pair=``, else the scenario's own
-    (``batchscope.explain.stories.default_pair``), among those ``scenario`` ships (``shipped_pairs``)."""
+    (``batchscope.explain.stories.default_pair``), among those ``scenario`` ships (``shipped_pairs``). A ``?runs=``
+    without ``?pair=`` names the shipped set of that many runs that starts with the scenario's own pair where there is
+    one (four-engines' ``?runs=4``: the four engines, so the Pair picker shows what plays)."""
     options = shipped_pairs(scenario)
     own = next((p for p in options if PAIRS[p] == default_pair(scenario)), options[0])
+    count = st.query_params.get("runs")
+    if count and count != str(len(PAIRS[own])):  # ?runs=4 alone: the shipped set of 4 that starts with its own pair
+        own = next((p for p in options if str(len(PAIRS[p])) == count and PAIRS[p][:2] == PAIRS[own]), own)
     wanted = st.session_state.get(f"lock:pair:{scenario}") or st.query_params.get("pair", own)
     pair = wanted if wanted in options else own
     st.query_params["pair"] = pair

@@ -297,7 +297,8 @@ def tour_of(views: list[TraceView], spec: list[dict[str, Any]]) -> list[dict[str
             )
             if m is not None:
                 note = entry.get("note") or m["note"]
-                side = policy_heading(run_name(v.header))  # the side's own heading: "TGI", not "tgi"
+                names = [run_name(w.header) for w in views]
+                side = policy_heading(run_name(v.header), names)  # the side's own heading: "TGI", not "tgi"
                 picked.setdefault(m["step"], []).append(f"{side}: {note}" if len(views) > 1 else note)
                 break
     return [{"step": k, "note": " ".join(notes)} for k, notes in sorted(picked.items())]

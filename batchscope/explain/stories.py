@@ -60,7 +60,7 @@ the output to come and **retracts** when it was too low; TensorRT-LLM's default 
 if the blocks **to completion** fit, and **TGI** allocates the **whole lifetime** at admission (the block map's
 *res*): neither ever evicts, and the head waits longer. Without prefill chunking TGI also **stalls** the running
 requests while it prefills a new one. Watch TTFT against the tokens computed again; all four side by side on
-[Compare runs](/compare?scenario=four-engines&runs=4).
+[Compare runs](/compare?scenario=four-engines&pair=engines).
 """,
     ("continuous", "trtllm_max_utilization", "sglang", "trtllm", "tgi", "tgi_no_chunking"),
     ("vLLM", "TensorRT-LLM max util.", "SGLang", "TensorRT-LLM no evict", "TGI", "TGI no chunking"),

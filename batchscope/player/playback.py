@@ -254,7 +254,8 @@ def side_labels(views: list[TraceView]) -> list[str]:
     policy or there are more than two."""
     policies = [run_name(v.header) for v in views]
     lettered = len(set(policies)) < len(policies) or len(views) > 2
-    return [f"{side} · {policy_heading(p)}" if lettered else policy_heading(p) for side, p in zip("ABCD", policies)]
+    heads = [policy_heading(p, policies) for p in policies]
+    return [f"{side} · {h}" if lettered else h for side, h in zip("ABCD", heads)]
 
 
 def player_payload(

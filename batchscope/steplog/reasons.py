@@ -24,7 +24,7 @@ when the pool cannot hold a decode batch: fewest output tokens, then longest pro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 LIMIT_UNITS: dict[str, str] = {
@@ -261,8 +261,18 @@ def run_name(header: Mapping[str, Any]) -> str:
     return policy
 
 
-def policy_heading(policy: str) -> str:
-    """``policy`` as a side's heading says it: ``SGLang`` for the SGLang family, else the policy itself."""
+# Among runs of other engines, vLLM's scheduler is named as the engine it is proven equal to (a side read "continuous"
+# beside "SGLang", "TGI" and "TensorRT-LLM", as if the others were not continuous batching)
+VLLM_HEADINGS = {"continuous": "vLLM (continuous)", "speculative": "vLLM + speculative decoding"}
+OTHER_ENGINES = ("sglang", "tgi", "trtllm")  # a run name of another engine starts with one of these
+
+
+def policy_heading(policy: str, among: Sequence[str] = ()) -> str:
+    """``policy`` as a side's heading says it: ``SGLang`` for the SGLang family, a variant of a setting in words
+    (``POLICY_HEADINGS``), else the policy itself; beside a run of another engine (``among``: every run name of the
+    set) vLLM's scheduler by its engine's name (``VLLM_HEADINGS``)."""
+    if policy in VLLM_HEADINGS and any(p.startswith(OTHER_ENGINES) for p in among):
+        return VLLM_HEADINGS[policy]
     return POLICY_HEADINGS.get(policy, policy)
 
 

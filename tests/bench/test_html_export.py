@@ -71,7 +71,7 @@ def test_html_plays_three_or_four_traces_of_one_workload_and_refuses_five(tmp_pa
     out = tmp_path / "three.html"
     assert main(["html", *runs, "--out", str(out)]) == 0
     p = read_payload(out.read_text(encoding="utf-8"))
-    assert [v["label"] for v in p["views"]] == ["A · continuous", "B · static", "C · SGLang"]
+    assert [v["label"] for v in p["views"]] == ["A · vLLM (continuous)", "B · static", "C · SGLang"]
     static_steps = len((RECORDED / "seed-abcd-static.jsonl").read_text().splitlines()) - 2  # no idle step here
     assert p["num_steps"] == max(v["num_steps"] for v in p["views"]) == static_steps  # the longest run: static
     assert p["counters"][0]["label"] == "steps each run needs (A · B · C)"

@@ -51,7 +51,10 @@ def test_a_server_trace_pairs_with_our_run_of_the_same_requests_and_with_itself(
     assert same_workload(server, ours) == (True, said) == same_workload(ours, server)
     assert same_workload(server, TraceView(trace.read(SERVER))) == (True, said)  # two uploads of one file
     strip = {r["metric"]: (r["a"], r["b"]) for r in metrics_strip(server, ours)}
-    assert strip["steps"] == (14, 14) and strip["preemptions"] == (0, 0)  # the same schedule: vLLM's and ours
+    assert strip["steps"] == (14, 14) and strip["evictions (preempt / retract / pause)"] == (
+        0,
+        0,
+    )  # the same schedule: vLLM's and ours
     payload = player_payload([server, ours], "run A vs run B", labels=["A · continuous", "B · continuous"])
     assert payload["title"] == "run A vs run B"
 

@@ -24,7 +24,7 @@ def test_three_runs_of_a_scenario_play_on_one_clock_with_a_column_each():
     assert strip.set_index("metric").loc["evictions (preempt / retract / pause)", "best"] == "tie"
     assert [c.value.split(" · ")[0] for c in at.caption[:3]] == [f":material/verified: **{s}**" for s in "ABC"]
     p = player_payload(at)
-    assert [v["label"] for v in p["views"]] == ["A · static", "B · continuous", "C · SGLang"]
+    assert [v["label"] for v in p["views"]] == ["A · static", "B · vLLM (continuous)", "C · SGLang"]
     assert p["num_steps"] == 1222 and p["initial_step"] == 300
     cards = {c["label"]: p["T"][c["values"][1221]] for c in p["counters"]}
     assert cards["padding slot-steps so far (A · B · C)"] == "3123/3123 · 0 · 0"
@@ -77,3 +77,13 @@ def test_a_pairs_metrics_strip_reads_as_its_table():
     assert list(strip.columns) == ["metric", "unit", "A", "B", "B − A", "better"]
     steps = strip.set_index("metric").loc["steps"]
     assert (steps["A"], steps["B"], steps["B − A"], steps["better"]) == ("125", "84", "-41", "B")
+
+
+def test_runs_alone_picks_the_shipped_set_of_that_many_runs():
+    """``?runs=4`` on four-engines (the link the Walkthrough and the docs give) plays the four engines and the Pair
+    picker says so ("four engines", not "vLLM vs SGLang" over four sides); the URL then names the pair."""
+    at = page("page_lockstep", scenario="four-engines", runs="4")
+    scenario, pair, runs = (b.value for b in at.get("button_group"))  # the Scenario, Pair and Runs pickers
+    assert (scenario, pair, runs, at.query_params["pair"]) == ("four-engines", "engines", 4, "engines")
+    assert [v["policy"] for v in player_payload(at)["views"]] == ["continuous", "sglang", "tgi", "trtllm"]
+    assert "runs" not in at.query_params  # four is the pair's own number

@@ -151,12 +151,12 @@ def test_the_payload_plays_up_to_four_sides_on_the_longest_runs_clock(sixteen):
     s, c, g = sixteen
     d = variant(c, max_num_seqs=8)
     assert side_labels([s, c]) == ["static", "continuous"]  # two runs of two policies: as before
-    assert side_labels([s, c, g, d]) == ["A · static", "B · continuous", "C · SGLang", "D · continuous"]
+    assert side_labels([s, c, g, d]) == ["A · static", "B · vLLM (continuous)", "C · SGLang", "D · vLLM (continuous)"]
     p = player_payload([s, c, g, d], "four", window=4, counters=runs_counters([s, c, g, d]))
     assert p["num_steps"] == 1222 and len(p["views"]) == 4
     assert [v["num_steps"] for v in p["views"]] == [1222, 531, g.num_steps, 531]
-    assert [v["label"] for v in p["views"]][3] == "D · continuous"
-    assert p["views"][1]["finished_note"] == "B · continuous finished at step 530; holding its final state."
+    assert [v["label"] for v in p["views"]][3] == "D · vLLM (continuous)"
+    assert p["views"][1]["finished_note"] == "B · vLLM (continuous) finished at step 530; holding its final state."
     assert all(len(card["values"]) == 1222 for card in p["counters"])
     with pytest.raises(ValueError, match="1 to 4 traces"):
         player_payload([s, c, g, d, s], "five")

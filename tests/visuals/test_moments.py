@@ -36,7 +36,8 @@ def test_every_entry_of_a_shipped_tour_finds_its_moment_in_the_recorded_runs(sce
         assert tour_of([view], [entry]), (scenario, entry)
     tour = tour_for(recorded_pair(scenario), spec)
     assert [m["step"] for m in tour] == sorted({m["step"] for m in tour})
-    heads = tuple(f"{policy_heading(run_name(v.header))}: " for v in recorded_pair(scenario))
+    names = [run_name(v.header) for v in recorded_pair(scenario)]
+    heads = tuple(f"{policy_heading(name, names)}: " for name in names)
     assert all(m["note"].startswith(heads) for m in tour)
 
 

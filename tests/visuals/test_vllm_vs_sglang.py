@@ -139,7 +139,8 @@ def test_an_sglang_side_is_headed_sglang_and_its_comeback_moment_names_the_radix
     from batchscope.player.playback import player_payload, side_labels
 
     vl, sg = view("continuous"), view("sglang")
-    assert side_labels([vl, sg]) == ["continuous", "SGLang"]
+    assert side_labels([vl, sg]) == ["vLLM (continuous)", "SGLang"]  # beside another engine: vLLM by name
+    assert side_labels([vl]) == ["continuous"]
     assert side_labels([sg, sg]) == ["A · SGLang", "B · SGLang"]
     assert [v["label"] for v in player_payload([sg], "x")["views"]] == ["SGLang"]
     for v, cache in ((sg, "radix cache"), (vl, "prefix cache")):
