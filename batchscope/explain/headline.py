@@ -57,7 +57,11 @@ def headline(view: TraceView, step: int, short: bool = False) -> str:
         if ids:
             hit = sum(hits[r]["num_prefix_hit_tokens"] for r in ids if r in hits)
             kinds = {work[r].work for r in ids}
-            what = _compute("recompute" if kinds == {"recompute"} else "prefill", sum(work[r].num_tokens for r in ids))
+            now = sum(work[r].num_tokens for r in ids)
+            what = _compute("recompute" if kinds == {"recompute"} else "prefill", now)
+            redo = sum(hits[r]["num_recompute_tokens"] for r in ids if r in hits) if kinds == {"recompute"} else 0
+            if redo > now:  # its first chunk: this step's tokens of the total its tour moment names
+                what = f"recompute {now} of {plural(redo, 'token')}"
             be = "is" if len(ids) == 1 else "are"
             found = f"{hit} cached, " if hit else ""
             how = "" if short else f" ({found}{what})"

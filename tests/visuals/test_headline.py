@@ -39,6 +39,12 @@ def test_the_headline_names_what_the_record_shows(path):
         head = (st.get("decisions") or {}).get("head")
         if head and st["waiting"]:
             assert f"{head['request_id']} waits:" in said, (k, said)
+        tokens = {s["request_id"]: s["num_tokens"] for s in st["scheduled"]}
+        for a in (st.get("decisions") or {}).get("admissions", []):
+            redo = a["num_recompute_tokens"] if a["resumed"] else 0
+            if redo > tokens.get(a["request_id"], redo) and "admitted again" in said:
+                # a comeback's first chunk: this step's tokens and the total its tour moment says it computes again
+                assert f"recompute {tokens[a['request_id']]} of {redo} tokens" in said, (k, said)
 
 
 @pytest.mark.parametrize("path", RECORDED_TRACES, ids=lambda p: p.stem)
