@@ -100,14 +100,17 @@ def in_tab_s(page, name: str) -> float:
 
 
 BARE_APP = """import streamlit as st
-st.title("Bare")
-st.iframe("<p>frame</p><script>performance.mark('bs-first-frame')</script>", height=60)
+def bare():
+    st.title("Bare")
+    st.iframe("<p>frame</p><script>performance.mark('bs-first-frame')</script>", height=60)
+st.navigation([st.Page(bare, title="Bare", default=True), st.Page(bare, title="Sub", url_path="sub")]).run()
 """
 
 
 def bare(visits: int, size: dict) -> int:
-    """The same first and later visits of a bare Streamlit page holding one small frame that marks itself drawn: the
-    floor under every page of the app, what Streamlit alone costs on this machine."""
+    """The same first and later visits of a bare Streamlit page holding one small frame that marks itself drawn, at
+    ``/`` and at a page's sub-path (``/sub``, as ``/compare``: Streamlit's frontend asks that path's health first and
+    is answered 404): the floor under every page of the app, what Streamlit alone costs on this machine."""
     from playwright.sync_api import sync_playwright
 
     from batchscope.tools.app_server import CHROMIUM, CHROMIUM_ARGS, launch_chromium, streamlit_app
@@ -115,17 +118,18 @@ def bare(visits: int, size: dict) -> int:
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as profile:
         (Path(folder) / "app.py").write_text(BARE_APP, encoding="utf-8")
         with streamlit_app(root=Path(folder)) as base, sync_playwright() as pw:
-            first = first_frame_s(launch_chromium(pw).new_context(**size), base + "/")
-            student = pw.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, **size
-            )
-            later = [first_frame_s(student, base + "/") for _ in range(max(3, visits))]
-            student.close()
-    runs = " ".join(f"{x:.2f}" for x in later)
-    print(
-        f"{'bare Streamlit page':28s} first visit {first:5.2f} s   later visits {runs} s"
-        f"   (median of the last 3: {statistics.median(later[-3:]):.2f} s)"
-    )
+            for name, path in (("bare Streamlit page", "/"), ("bare page at a sub-path", "/sub")):
+                first = first_frame_s(launch_chromium(pw).new_context(**size), base + path)
+                student = pw.chromium.launch_persistent_context(
+                    profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, **size
+                )
+                later = [first_frame_s(student, base + path) for _ in range(max(3, visits))]
+                student.close()
+                runs = " ".join(f"{x:.2f}" for x in later)
+                print(
+                    f"{name:28s} first visit {first:5.2f} s   later visits {runs} s"
+                    f"   (median of the last 3: {statistics.median(later[-3:]):.2f} s)"
+                )
     return 0
 
 
