@@ -27,6 +27,7 @@ from batchscope.steplog.view import TraceView
 # Presenter mode (?present=1): the page is the player alone, edge to edge: no sidebar, header, title, intro, pickers
 # or download button (every block of the page that does not hold the player's frame), and the frame as tall as the
 # window (960x540 to 1920x1080 and beyond: the player fits its views to the frame, player.css), the page unscrolled.
+TOGGLE_ROOM = 64  # px the player's controls leave free at the frame's right edge, under the presenter toggle
 PRESENT_CSS = """<style>
 [data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'], header[data-testid='stHeader'] {display: none}
 [data-testid='stMainBlockContainer'] {padding: 0 4px !important; max-width: 100% !important}
@@ -149,6 +150,8 @@ def web_player(
         speed=url_speed(speed),
         present=present,
     )
+    if present:  # the presenter toggle (batchscope.app.main) sits over the frame's top right corner
+        visit["host_corner"] = TOGGLE_ROOM
     payload.update(visit)
     if present:
         st.html(PRESENT_CSS)

@@ -24,7 +24,8 @@ the pages (``slots.slot_grid``, ``budget.budget_traces``, ``kv.block_marks``, ``
 Payload layout (JSON): ``{version, title, num_steps, span, initial_step, speed, present, window, events, T,
 template, counters, tour, views: [view...]}``; see ``view_payload`` for one view. A view's ``gauges`` (only when
 asked for: the Trace page) is the figure of vLLM's metrics over every step (``batchscope.figures.gauges``), drawn once
-with a cursor, like its ``timeline``.
+with a cursor, like its ``timeline``. A page that embeds the player may add ``host_corner``: px its controls leave
+free at the right (the app's presenter toggle sits over the frame's corner).
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from batchscope.tools.app_server import streamlit_app
 
 pytestmark = pytest.mark.app
 
-SHOTS = ROOT / ("docs/screenshots" if os.environ.get("BATCHSCOPE_UPDATE_SCREENSHOTS") else "artifacts/screenshots")
+ARTIFACTS = ROOT / "artifacts/screenshots"
+SHOTS = ROOT / "docs/screenshots" if os.environ.get("BATCHSCOPE_UPDATE_SCREENSHOTS") else ARTIFACTS
 # A limit, not a wait: every wait is on the app's own signal. Sized for a machine loaded by other work (a first
 # Playground visit loads the model; seen over 90 s with a CI run and a test suite sharing 2 cores).
 TIMEOUT_MS = 240_000
@@ -71,9 +72,12 @@ def wait_ready(page, min_charts: int) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0
 
 
-def shot(page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+def shot(page, name: str, docs: bool = True) -> None:
+    """A screenshot of the whole page into artifacts/screenshots/, or docs/screenshots/ (``docs``: one the docs show)
+    with BATCHSCOPE_UPDATE_SCREENSHOTS=1."""
+    folder = SHOTS if docs else ARTIFACTS
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
 
 
 def player_frame(page, step: int | None = None, min_charts: int = 8):
@@ -283,7 +287,8 @@ def test_presenter_mode_in_the_app_is_the_player_alone_within_1280x720(browser, 
     k = frame.evaluate("bsPlayer.state.step")
     page.keyboard.press("ArrowRight")  # pressed on the page around the frame, no click into it first
     frame.wait_for_function(f"bsPlayer.state.drawn === {k + 1}")
-    shot(page, f"present-{path.split('?')[0].strip('/') or 'walkthrough'}-{width}x{height}")
+    name = path.split("?")[0].strip("/") or "walkthrough"
+    shot(page, f"present-{name}-{width}x{height}", docs=name == "compare")  # the docs show Compare's three sizes
     page.close()
 
 
@@ -326,6 +331,8 @@ def test_run_b_toggles_read_whole_at_1280x720(browser, server):
     page.locator(".st-key-pg-runs").click()
     page.get_by_role("option", name="A vs B").click()
     page.locator(".st-key-pg-b-mixed label").wait_for()
+    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')")
+    shot(page, "playground-a-vs-b")
     toggles = [f"pg{side}-{k}" for side in ("", "-b") for k in ("chunked", "prefix", "fullprompt", "mixed")]
     assert page.evaluate(CUT_LABELS, toggles) == []
     page.close()

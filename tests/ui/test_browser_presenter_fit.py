@@ -6,9 +6,10 @@ every shipped scenario's pair and run set (``batchscope.tools.static_site``'s pa
 At sampled steps (the first and last, the tour's moments, and for each side the step with its longest headline and
 the one with most callouts) every narration, callout, queue row, the key and the tour's moment is inside the window
 (``getBoundingClientRect`` against the viewport) and not cut by its own box (``scrollHeight``/``scrollWidth``), and
-the page does not scroll. The longest headlines are found from the trace by ``batchscope.explain.headline``; what is
-drawn is read from the page, and each side's sentence is the trace's headline, or its events alone
-(``headline(view, step, short=True)``, the why one key away) where the page says it is brief (four runs at 960x540).
+the page does not scroll; a slot grid that names its slots names every one. The longest headlines are found from the
+trace by ``batchscope.explain.headline``; what is drawn is read from the page, and each side's sentence is the
+trace's headline, or its events alone (``headline(view, step, short=True)``, the why one key away) where the page
+says it is brief (four runs at 960x540).
 
 Block states (item 3): free, reserved and cached, as presenter mode paints them (the key's swatches, the same paint
 as the maps), are apart in grey (L*) and washed out, on the light page and the dark one; the maps draw those colours;
@@ -108,6 +109,12 @@ CUT = """() => {
   return out; }"""
 
 
+# Each side's slot grid: whether it draws its slots' names, how many it draws, and how many slots it has. Drawn, every
+# slot is named (in rows under ~24 px plotly.js named every other one: "slot 1", "slot 3").
+SLOT_TICKS = """bsPlayer.sides.map((s) => { const gd = s.dom.slots, y = gd._fullLayout.yaxis;
+  return [y.showticklabels, gd.querySelectorAll('.ytick').length, (y.categoryarray || []).length]; })"""
+
+
 def cases() -> list[tuple[str, tuple[int, int]]]:
     return [(name, size) for name in RUNS for size in SIZES]
 
@@ -129,6 +136,9 @@ def test_presenter_mode_shows_every_narration_callout_and_key_whole(browser, fil
         got = page.evaluate(CUT)
         if got:
             bad.append((k, got[:3]))
+        ticks = page.evaluate(SLOT_TICKS)
+        if any(shown and drawn != slots for shown, drawn, slots in ticks):
+            bad.append((k, ["slot names", ticks]))
         headlines = page.evaluate("[...document.querySelectorAll('.bs-narration')].map((e) => e.textContent)")
         assert all(h.startswith(("Step", "Steps")) and len(h) < 260 for h in headlines), (k, headlines)
         brief = page.evaluate("document.body.classList.contains('brief')")

@@ -138,3 +138,36 @@ def test_keys_step_the_player_right_after_the_switch_is_clicked(browser, server)
     )
     assert page.evaluate(PRESENT) == "1" and page.locator(".st-key-bs-present input").is_checked()
     page.close()
+
+
+@pytest.mark.parametrize("size", [(960, 540), (1280, 720)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("path", sorted(PLAYERS), ids=lambda p: p.split("?")[0] or "walkthrough")
+def test_the_toggle_covers_no_control_of_the_player(browser, server, path, size):
+    """In presenter mode the toggle sits over the player frame's top right corner: no button of the player's controls
+    is under it (at 960x540 it covered 'details (i)' of the Compare page's controls)."""
+    width, height = size
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(f"{server}/{path}{'&' if '?' in path else '?'}present=1")
+    page.locator(".st-key-bs-present").wait_for()
+    page.wait_for_function(IDLE)
+    frame = page.wait_for_selector("iframe").content_frame()
+    frame.wait_for_function("window.bsPlayer && bsPlayer.state.complete")
+    toggle = page.locator(".st-key-bs-present label").bounding_box()
+    at = page.locator("iframe").first.bounding_box()
+    buttons = frame.evaluate(
+        """() => [...document.querySelectorAll('.bs-controls button')].filter((b) => b.offsetParent)
+             .map((b) => { const r = b.getBoundingClientRect();
+                           return [b.textContent, r.left, r.top, r.right, r.bottom]; })"""
+    )
+    assert buttons
+    covered = [
+        name
+        for name, left, top, right, bottom in buttons
+        if at["x"] + left < toggle["x"] + toggle["width"]
+        and toggle["x"] < at["x"] + right
+        and at["y"] + top < toggle["y"] + toggle["height"]
+        and toggle["y"] < at["y"] + bottom
+    ]
+    assert covered == [], covered
+    page.close()

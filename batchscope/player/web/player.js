@@ -48,6 +48,8 @@ BS.Player = class {
     document.body.classList.toggle("present", this.present);
     document.body.classList.toggle("dark", this.dark);
     document.body.classList.toggle("embedded", window.parent !== window); // in a page that has its own title
+    // room the host page keeps over the frame's top right corner (the app's presenter toggle): no button under it
+    if (payload.host_corner) document.querySelector(".bs-controls").style.paddingRight = `${payload.host_corner}px`;
     this.$ = (id) => document.getElementById(id);
     this.$("bs-title").textContent = payload.title;
     this.buildCounters(payload.counters);

@@ -27,15 +27,16 @@ BS.PRESENT = {
 
 /* The room of one side's figures: ``plots`` px for the three plots (slot grid, token budget, block map; their HTML
  * titles apart) split as {slotRow, budget, blocks}: the slot grid up to BS.PRESENT.slotRow px a slot and no more
- * than 45 % of it (28 px, the names' room, where 55 % allows it), the budget bar its 40 px (none where the room is
+ * than 45 % of it (28 px, the names' room, where 60 % allows it: a lockstep side whose budget title wraps to two lines
+ * kept 19 px rows and lost its names beside a side that had them), the budget bar its 40 px (none where the room is
  * very short), the block map the rest. */
 BS.presentRoom = function (plots, nSlots) {
   const P = BS.PRESENT, n = Math.max(1, nSlots);
   const budget = plots >= 150 ? P.budget : 0, left = Math.max(0, plots - budget);
   const most = n <= 8 ? P.slotRow : Math.max(6, Math.floor(320 / n));
-  // rows tall enough for the names in their cells (28 px) where that leaves the map 45 % of the room, else thinner;
+  // rows tall enough for the names in their cells (28 px) where that leaves the map 40 % of the room, else thinner;
   // under 18 px a row has no room for the axes' labels (BS.presentLayout drops them: 10 px of margins, not 40)
-  const named = n <= 8 && n * 28 + 40 <= 0.55 * left ? 28 : 0;
+  const named = n <= 8 && n * 28 + 40 <= 0.6 * left ? 28 : 0;
   let row = Math.min(most, Math.max(named, Math.floor((0.45 * left - 40) / n)));
   if (row < P.font) row = Math.min(P.font - 1, Math.max(6, Math.floor((0.45 * left - 10) / n)));
   const slots = n * row + (row >= P.font ? 40 : 10);
@@ -88,6 +89,7 @@ BS.presentLayout = function (kind, base, room) {
     const n = (base.yaxis.categoryarray || []).length || 1;
     const row = room ? room.slotRow : BS.presentSlotRow(n);
     out.yaxis.showticklabels = row >= F;
+    out.yaxis.dtick = 1; // every slot named: in rows under ~24 px plotly.js would name every other one ("slot 1", "slot 3")
     out.xaxis.showticklabels = row >= F; // the side's heading says the step
     out.margin = Object.assign({}, base.margin, { b: row >= F ? 34 : 4 });
     out.height = out.margin.t + out.margin.b + n * row;
@@ -170,7 +172,7 @@ BS.presentSlots = function (data, row) {
 };
 
 /* The block map in presenter mode: the number of columns that gives the largest cells within the plot's width and
- * `height` px (the side's room; a pool of 24 blocks: 8 columns of 3 rows; 128 blocks: 16 of 8), and each cell's
+ * `height` px (the side's room), up to P.maxCell a cell and then as many columns as fill the width, and each cell's
  * label cut to the lines that fit at 18 px: block id, owner (and marks), fill, in that order of room; an owner's
  * line goes before its id. A grouped map (a server's pool, batchscope/figures/blockgroups.py) keeps its positions. */
 BS.presentBlocks = function (trace, layout, width, height, grouped) {
@@ -180,9 +182,11 @@ BS.presentBlocks = function (trace, layout, width, height, grouped) {
   let cell = Math.min(W / cols, maxH / rows, P.maxCell);
   if (!grouped) {
     cell = 0;
-    for (let c = 4; c <= 32; c++) { // the largest cells; on a tie, fewer columns
+    // the largest cells; on a tie (cells at P.maxCell), the columns that leave the least room between them (a pool
+    // of 27 at 1920x1080 took 6 columns 116 px apart for 82 px cells; 8 columns of 84 px cells fill the width)
+    for (let c = 4; c <= 32; c++) {
       const r = Math.ceil(n / c), s = Math.min(W / c, maxH / r, P.maxCell);
-      if (s > cell + 0.5) [cols, rows, cell] = [c, r, s];
+      if (s > cell + 0.5 || (s >= cell && W / c - s < W / cols - cell - 0.5)) [cols, rows, cell] = [c, r, s];
     }
     // cells too small for an owner's name: larger, as wide as it takes, where the height allows
     const need = BS.ownerWidth(trace.text), wide = Math.floor(W / need);
