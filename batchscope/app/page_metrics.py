@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from batchscope.app.common import POLICIES, gpu_records, md, recorded_records
-from batchscope.app.state import live_runs
+from batchscope.app.state import live_runs, presenting
 from batchscope.app.web_player import chart_frame, chart_html
 from batchscope.compare.runs import config_diff
 from batchscope.figures.metrics import (
@@ -77,7 +77,7 @@ HEADLINE: list[tuple[str, Callable[[dict], str], str]] = [
     ("p90 E2E", _fig(("e2e_s", "p90"), "s"), "90th percentile of last token - arrival (wall clock)"),
     ("p90 E2E steps", _fig(("e2e_steps", "p90"), "steps"), "the same on the step clock (reproducible)"),
     ("slot use", _fig("slot_utilisation"), "useful rows / max_num_seqs, averaged over steps (0-1)"),
-    ("padding", _fig("padding_slot_steps", "slot-steps"), "rows that ran for an already finished static member"),
+    ("padding", _fig("padding_slot_steps", "slot\u2011steps"), "rows that ran for an already finished static member"),
     ("preemptions", _fig("num_preemptions"), "requests preempted (their K/V dropped)"),
     ("K/V dropped", _fig("num_dropped_tokens", "tok"), "tokens of K/V the preemptions dropped"),
     (
@@ -107,6 +107,9 @@ METRIC_CSS = """<style>
 [data-testid='stMetricValue'], [data-testid='stMetricValue'] * {white-space: normal !important;
   overflow: visible !important; text-overflow: clip !important; font-size: 1.75rem; line-height: 1.2}
 </style>"""
+# Presenter mode's type is 1.3x (batchscope.app.main): the values at 1.4rem (29 px) keep "1.44 tok/step" on one line of
+# a card at 1280x720; the unit's hyphen does not break (slot\u2011steps: a non-breaking hyphen)
+METRIC_CSS_PRESENT = METRIC_CSS.replace("font-size: 1.75rem", "font-size: 1.4rem")
 
 
 def with_n_a(frame: pd.DataFrame) -> pd.DataFrame:
@@ -122,7 +125,7 @@ def with_n_a(frame: pd.DataFrame) -> pd.DataFrame:
 
 def headline(sums: dict[str, dict]) -> None:
     """The headline cards of each run's ``summarize``."""
-    st.html(METRIC_CSS)
+    st.html(METRIC_CSS_PRESENT if presenting() else METRIC_CSS)
     for run, col in zip(sums, st.columns(len(sums))):
         with col:
             st.subheader(run[:1].upper() + run[1:])
@@ -241,8 +244,9 @@ def page() -> None:
     else:
         runs = live
     text, caption, sums = recorded_summary(choice) if choice in names else summary_parts(runs)
-    st.markdown(text)
-    st.caption(caption)
+    if not presenting():  # presenter mode: the figures on the screen, the definitions left to the lecturer
+        st.markdown(text)
+        st.caption(caption)
     headline(sums)
     metric = st.selectbox(
         "Per-request figure",

@@ -9,6 +9,7 @@ import streamlit as st
 from batchscope.app.common import badge
 from batchscope.app.page_trace import choose_trace
 from batchscope.app.quiz_panels import ask, record, scoreboard, start_of_step, verdict
+from batchscope.app.state import presenting
 from batchscope.quiz.deck import question, random_step
 from batchscope.quiz.kinds import KIND_TITLES
 from batchscope.steplog.view import TraceView
@@ -48,7 +49,9 @@ def _pick_step(view: TraceView, mode: str, seed: int) -> int | None:
 
 def page() -> None:
     st.title("Quiz: predict the next step")
-    st.markdown(INTRO)
+    present = presenting()  # presenter mode: the question on the screen, not below the intro and the run's badge
+    if not present:
+        st.markdown(INTRO)
     ss = st.session_state
     top = st.columns([2, 1])
     with top[0]:
@@ -57,7 +60,8 @@ def page() -> None:
     view.source, view.filename = source, name
     ss["quiz:trace"] = f"{source}:{name}:{view.policy}"
     mode = top[1].segmented_control("Mode", MODES, default=MODES[0], key="quiz:mode") or MODES[0]
-    badge(view)
+    if not present:
+        badge(view)
     scoreboard()
     seed = ss.setdefault("quiz:seed", 0)
     step = _pick_step(view, mode, seed)

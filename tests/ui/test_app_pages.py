@@ -182,7 +182,8 @@ def test_metrics_page_shows_both_policies_from_the_traces():
     values = [(m.label, m.value) for m in at.metric]
     runs = {p: trace.read(TRACE_DIR / f"seed-abcd-{p}.jsonl") for p in ("static", "continuous")}
     pads = [v for label, v in values if label == "padding"]
-    assert pads == [f"{summarize(runs[p])['padding_slot_steps']} slot-steps" for p in ("static", "continuous")]
+    # the unit's hyphen does not break (U+2011): "3123 slot-" over "steps" in presenter mode's cards
+    assert pads == [f"{summarize(runs[p])['padding_slot_steps']} slot\u2011steps" for p in ("static", "continuous")]
     at.selectbox(key="metrics:metric").set_value("e2e_steps").run()
     charts = frame_figures(at)  # the charts are drawn in frames of their own (batchscope.figures.figure_frame)
     assert [len(f) for f in charts] == [3, 2, 2]  # per request, CDF, KV use; step cost here and on a GPU; sweep

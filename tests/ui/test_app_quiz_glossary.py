@@ -79,3 +79,21 @@ def test_trace_page_opens_the_live_run_a_quiz_links_to():
     assert at.selectbox(key="trace:choice").value == "live run: static"
     p = player_payload(at)
     assert p["initial_step"] == 5 and [v["policy"] for v in p["views"]] == ["static"]
+
+
+def test_presenter_mode_puts_the_question_and_the_figures_higher():
+    """Presenter mode (``?present=1``) leaves out the Quiz's intro and the run's badge, and the Metrics page's
+    definitions, so that the question and the figures reach a 1280x720 screen (the question was below it); the
+    definitions stay in the page's normal mode and on each card's help."""
+    from batchscope.app.page_quiz import INTRO
+
+    quiz, presenting = page("page_quiz"), page("page_quiz", present="1")
+    first = INTRO.strip()[:40]
+    assert any(first in m.value for m in quiz.markdown)
+    assert not any(first in m.value for m in presenting.markdown)
+    assert any(m.value.startswith("#### ") for m in presenting.markdown)  # the question is asked
+    metrics, shown = page("page_metrics", scenario="seed-abcd"), page("page_metrics", scenario="seed-abcd", present="1")
+    defined = "computed from the traces with vLLM's definitions"
+    assert any(defined in m.value for m in metrics.markdown)
+    assert not any(defined in m.value for m in shown.markdown)
+    assert [(m.label, m.value) for m in shown.metric] == [(m.label, m.value) for m in metrics.metric]
